@@ -1,0 +1,78 @@
+/**
+ * One engine endpoint serving one model with `parallel` slots. Every engine
+ * (openai, llamacpp, embedded, sim) ends up as an HTTP server on loopback
+ * that speaks the OpenAI API, so the proxy path is the same for all of them;
+ * a Backend's job is to bring that server up, watch its health and take it
+ * down.
+ */
+import { EventEmitter } from 'node:events';
+import type { Descriptor } from '../workloads/workloads.ts';
+
+/**
+ * starting: loading, not yet serving (not a failure until its startup timeout).
+ * healthy: serving. unhealthy: failing health checks, may recover or be restarted.
+ * dead: gave up (restart budget spent); stopped: shut down on purpose.
+ */
+export type BackendState = 'starting' | 'healthy' | 'unhealthy' | 'dead' | 'stopped';
+
+export interface BackendInfo {
+  /** `${model}/${index}`, also the log prefix. */
+  readonly id: string;
+  readonly model: string;
+  /** Index among this node's backends of the model (0-based, over all entries of that name). */
+  readonly index: number;
+  readonly parallel: number;
+  readonly context: number;
+  readonly engine: 'openai' | 'llamacpp' | 'embedded' | 'sim';
+}
+
+export type Logger = (msg: string, fields?: Record<string, unknown>) => void;
+
+export abstract class Backend extends EventEmitter {
+  #state: BackendState = 'starting';
+  #descriptor: Descriptor;
+  /** Why the backend is in its state, for /health and the dashboards. */
+  reason = 'starting';
+
+  constructor(
+    readonly info: BackendInfo,
+    descriptor: Descriptor,
+    protected readonly log: Logger,
+  ) {
+    super();
+    this.#descriptor = descriptor;
+  }
+
+  get id(): string {
+    return this.info.id;
+  }
+  get state(): BackendState {
+    return this.#state;
+  }
+  get descriptor(): Descriptor {
+    return this.#descriptor;
+  }
+
+  /** Base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:39021 (no trailing slash). */
+  abstract get url(): string | undefined;
+
+  /** Bring the engine up; resolves once it is healthy or has failed for good. Never throws. */
+  abstract start(): Promise<void>;
+  /** Take it down; resolves when nothing of it is left running. */
+  abstract stop(): Promise<void>;
+
+  /** Narrow what this backend advertises (probing may withdraw a listed workload, never add an unlisted one). */
+  protected setDescriptor(d: Descriptor): void {
+    this.#descriptor = d;
+    this.emit('descriptor', d);
+  }
+
+  protected setState(next: BackendState, reason: string): void {
+    if (next === this.#state && reason === this.reason) return;
+    const prev = this.#state;
+    this.#state = next;
+    this.reason = reason;
+    if (prev !== next) this.log(`backend ${this.id} ${prev} → ${next}: ${reason}`, { backend: this.id, state: next });
+    this.emit('state', next, prev);
+  }
+}

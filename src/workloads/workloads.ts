@@ -1,0 +1,59 @@
+/**
+ * The one table that maps an inference endpoint to the workload it needs
+ * (SPEC section 8), and the descriptor a target publishes.
+ */
+
+/** Workloads this node knows. Any other string in a peer's report is kept but never eligible. */
+export const KNOWN_WORKLOADS = ['chat', 'completion', 'embeddings', 'rerank', 'speech', 'transcription'] as const;
+export type Workload = (typeof KNOWN_WORKLOADS)[number];
+
+/** Generation workloads are the ones that get TTFT scores. */
+export const GENERATION_WORKLOADS: readonly Workload[] = ['chat', 'completion'];
+
+/** What a group of backends can do: its workloads (verbatim strings) and whether it takes audio input. */
+export interface Descriptor {
+  workloads: string[];
+  audio: boolean;
+}
+
+const ENDPOINTS: ReadonlyMap<string, Workload> = new Map([
+  ['/v1/chat/completions', 'chat'],
+  ['/v1/completions', 'completion'],
+  ['/v1/embeddings', 'embeddings'],
+  ['/v1/rerank', 'rerank'],
+  ['/rerank', 'rerank'],
+  ['/v1/audio/speech', 'speech'],
+  ['/v1/audio/transcriptions', 'transcription'],
+  ['/v1/audio/translations', 'transcription'],
+]);
+
+/** The workload an inference path needs, or undefined when the path is not an inference endpoint. */
+export function workloadForPath(path: string): Workload | undefined {
+  return ENDPOINTS.get(path);
+}
+
+export function inferencePaths(): string[] {
+  return [...ENDPOINTS.keys()];
+}
+
+export function isKnownWorkload(w: string): w is Workload {
+  return (KNOWN_WORKLOADS as readonly string[]).includes(w);
+}
+
+/**
+ * Does one descriptor do this workload? Decided from that descriptor alone:
+ * transcription is done by a target listing `transcription`, or by a chat
+ * target whose own descriptor has audio input.
+ */
+export function descriptorDoes(d: Descriptor, w: Workload): boolean {
+  if (d.workloads.includes(w)) return true;
+  return w === 'transcription' && d.audio && d.workloads.includes('chat');
+}
+
+/** A canonical string for a descriptor, for stable sorting and grouping. */
+export function descriptorKey(d: Descriptor): string {
+  return [...d.workloads].sort().join(',') + (d.audio ? '|audio' : '');
+}
+
+/** Descriptors of an older node that publishes no `targets`. */
+export const LEGACY_DESCRIPTOR: Descriptor = { workloads: ['chat', 'completion'], audio: false };
