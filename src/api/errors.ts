@@ -1,0 +1,84 @@
+/**
+ * Every error a client can get (SPEC section 4), in OpenAI's shape. One
+ * constructor per case, so the status, type, code and Retry-After of a case
+ * live in exactly one place.
+ */
+import type http from 'node:http';
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly type: string,
+    readonly code: string | null,
+    readonly retryAfter?: number,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+
+  body(): { error: { message: string; type: string; code: string | null } } {
+    return { error: { message: this.message, type: this.type, code: this.code } };
+  }
+}
+
+const invalid = (status: number, message: string, code: string | null) => new ApiError(status, message, 'invalid_request_error', code);
+
+export const errors = {
+  malformedJson: (detail: string) => invalid(400, `the request body is not valid JSON (${detail}); send a JSON object`, 'invalid_json'),
+  notAnObject: () => invalid(400, 'the request body must be a JSON object', 'invalid_json'),
+  missingModel: () => invalid(400, 'the request has no "model": name one of the models listed by GET /v1/models', 'missing_model'),
+  badName: (where: string, value: string) =>
+    invalid(400, `${where} "${value.slice(0, 80)}" is not a node name: names match [A-Za-z0-9][A-Za-z0-9._-]{0,62} (addresses are never accepted)`, 'invalid_host'),
+  tooManyNames: (where: string) => invalid(400, `${where} names more than 8 nodes; name at most 8`, 'invalid_host'),
+  unsupportedWorkload: (model: string, workload: string, where = 'any live member') =>
+    invalid(400, `model "${model}" is not served for ${workload} by ${where}; GET /v1/models lists each model's workloads`, 'unsupported_workload'),
+  unauthorized: (why: string) => new ApiError(401, `forward rejected: ${why}`, 'authentication_error', 'unauthorized'),
+  forbiddenOrigin: (origin: string) =>
+    new ApiError(403, `writes from origin ${origin} are not allowed; add it to api.cors.allow_origins to permit it`, 'permission_error', 'forbidden_origin'),
+  forbiddenRemoteWrite: () =>
+    new ApiError(403, 'alias changes are accepted only from this machine; run the viiwork CLI on the node itself', 'permission_error', 'forbidden'),
+  unknownModel: (model: string) => invalid(404, `model "${model}" is not served by any member of this mesh; GET /v1/models lists them`, 'model_not_found'),
+  unknownHost: (host: string, model: string) => invalid(404, `no member named "${host}" serves model "${model}"`, 'host_not_found'),
+  notFound: (path: string) => invalid(404, `no such endpoint: ${path}`, 'not_found'),
+  methodNotAllowed: (method: string, path: string, allow: string) =>
+    new ApiError(405, `${method} is not allowed on ${path}; use ${allow}`, 'invalid_request_error', 'method_not_allowed', undefined, { allow }),
+  tooLarge: (limit: number) => invalid(413, `the request body is larger than api.max_body (${limit} bytes)`, 'request_too_large'),
+  forwardNoSlot: () => new ApiError(429, 'this node has no free slot for the forwarded request; the entry node retries elsewhere', 'rate_limit_error', 'no_free_slot', 1),
+  queueFull: (model: string) => new ApiError(429, `every slot for "${model}" is busy and its queue is full; retry later`, 'rate_limit_error', 'queue_full', 2),
+  queueTimeout: (model: string, ms: number) =>
+    new ApiError(429, `every slot for "${model}" stayed busy for ${ms} ms (routing.queue_timeout); retry later`, 'rate_limit_error', 'queue_timeout', 2),
+  queueTimeoutRefused: (model: string, ms: number) =>
+    new ApiError(503, `no host accepted the request for "${model}" within ${ms} ms (forwards were refused); retry later`, 'server_error', 'queue_timeout', 2),
+  noHealthyBackend: (model: string) =>
+    new ApiError(503, `model "${model}" has no healthy backend anywhere in the mesh; check the engines (GET /health on each node)`, 'server_error', 'no_healthy_backend', 5),
+  forwardLacksModel: (model: string, workload: string) =>
+    new ApiError(503, `this node does not serve "${model}" for ${workload}; the entry node retries elsewhere`, 'server_error', 'model_not_here', 1),
+  aliasUnserved: (alias: string) => new ApiError(503, `alias "${alias}": none of its targets is served now`, 'server_error', 'alias_unserved', 5),
+  engineFailed: (detail: string) => new ApiError(502, `the engine failed before answering: ${detail}`, 'server_error', 'engine_failed'),
+  starting: () => new ApiError(503, 'the node is starting or stopping', 'server_error', 'unavailable', 1),
+};
+
+export function sendError(res: http.ServerResponse, err: ApiError, extraHeaders: Record<string, string> = {}): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const text = JSON.stringify(err.body());
+  const headers: Record<string, string | number> = {
+    ...extraHeaders,
+    ...err.headers,
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+  };
+  if (err.retryAfter !== undefined) headers['retry-after'] = String(err.retryAfter);
+  res.writeHead(err.status, headers);
+  res.end(text);
+}
+
+export function sendJson(res: http.ServerResponse, status: number, body: unknown, extraHeaders: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { ...extraHeaders, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}

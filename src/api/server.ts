@@ -1,0 +1,128 @@
+/**
+ * The HTTP API on port 8086: the route table, the browser-write guard and
+ * the operations endpoints. Inference lives in inference.ts.
+ */
+import type http from 'node:http';
+import { buildReport } from '../capacity/report.ts';
+import type { ViiworkNode } from '../node/node.ts';
+import { descriptorDoes, inferencePaths, KNOWN_WORKLOADS, workloadForPath } from '../workloads/workloads.ts';
+import { ApiError, errors, sendError, sendJson } from './errors.ts';
+import { handleInference } from './inference.ts';
+
+type Handler = (node: ViiworkNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL) => Promise<void> | void;
+
+const GET_ROUTES: Record<string, Handler> = {
+  '/health': health,
+  '/v1/models': models,
+  '/v1/capacity': (node, _req, res) => sendJson(res, 200, buildReport(node)),
+  '/metrics': metrics,
+};
+
+const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+export function createApiHandler(node: ViiworkNode): http.RequestListener {
+  return (req, res) => {
+    handle(node, req, res).catch((err) => {
+      if (err instanceof ApiError) return sendError(res, err);
+      node.log.error(`unexpected error on ${req.method} ${req.url}: ${(err as Error).stack ?? err}`);
+      sendError(res, new ApiError(500, 'internal error in viiwork; see the node log', 'server_error', 'internal_error'));
+    });
+  };
+}
+
+/** The node's own pages may always write; other origins only when listed in api.cors.allow_origins. */
+function originAllowed(node: ViiworkNode, req: http.IncomingMessage, origin: string): boolean {
+  const host = req.headers.host;
+  if (host && (origin === `http://${host}` || origin === `https://${host}`)) return true;
+  return node.config.api.cors.allow_origins.includes(origin) || node.config.api.cors.allow_origins.includes('*');
+}
+
+async function handle(node: ViiworkNode, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  const url = new URL(req.url ?? '/', 'http://node');
+  const method = req.method ?? 'GET';
+  const origin = req.headers.origin;
+  if (origin && originAllowed(node, req, origin)) {
+    res.setHeader('access-control-allow-origin', origin);
+    res.setHeader('vary', 'Origin');
+  }
+  if (method === 'OPTIONS') {
+    if (origin && !originAllowed(node, req, origin)) throw errors.forbiddenOrigin(origin);
+    res.writeHead(204, {
+      'access-control-allow-methods': 'GET, POST, PUT, DELETE, OPTIONS',
+      'access-control-allow-headers': req.headers['access-control-request-headers'] ?? 'content-type, authorization',
+      'access-control-max-age': '600',
+    });
+    return void res.end();
+  }
+  if (WRITE_METHODS.has(method) && origin && !originAllowed(node, req, origin)) {
+    req.resume();
+    throw errors.forbiddenOrigin(origin);
+  }
+
+  const workload = workloadForPath(url.pathname);
+  if (workload) {
+    if (method !== 'POST') {
+      req.resume();
+      throw errors.methodNotAllowed(method, url.pathname, 'POST');
+    }
+    if (node.phase !== 'running') throw errors.starting();
+    return handleInference(node, req, res, url, workload);
+  }
+  const get = GET_ROUTES[url.pathname];
+  if (get) {
+    if (method !== 'GET' && method !== 'HEAD') {
+      req.resume();
+      throw errors.methodNotAllowed(method, url.pathname, 'GET');
+    }
+    return get(node, req, res, url);
+  }
+  req.resume();
+  throw errors.notFound(url.pathname);
+}
+
+function health(node: ViiworkNode, _req: http.IncomingMessage, res: http.ServerResponse): void {
+  const ok = node.phase === 'running';
+  const backends = node.backends.map((b) => ({ id: b.id, model: b.info.model, engine: b.info.engine, state: b.state, reason: b.reason }));
+  const models: Record<string, { backends: number; healthy_backends: number }> = {};
+  for (const b of node.backends) {
+    const m = (models[b.info.model] ??= { backends: 0, healthy_backends: 0 });
+    m.backends++;
+    if (b.state === 'healthy') m.healthy_backends++;
+  }
+  const serving = backends.some((b) => b.state === 'healthy');
+  sendJson(res, ok ? 200 : 503, {
+    status: ok ? 'ok' : node.phase,
+    node: node.name,
+    version: node.version,
+    role: node.config.models.length ? 'node' : 'gateway',
+    serving,
+    models,
+    backends,
+  });
+}
+
+function models(node: ViiworkNode, _req: http.IncomingMessage, res: http.ServerResponse): void {
+  const data = node.slots.models().sort().map((id) => {
+    const targets = node.slots.targetsOf(id);
+    const workloads = KNOWN_WORKLOADS.filter((w) => targets.some((t) => descriptorDoes(t.descriptor, w)));
+    const extra = targets.flatMap((t) => t.descriptor.workloads).filter((w) => !(KNOWN_WORKLOADS as readonly string[]).includes(w));
+    return {
+      id,
+      object: 'model',
+      created: 0,
+      owned_by: 'viiwork',
+      context_length: Math.min(...targets.flatMap((t) => t.backends.map((b) => b.info.context))),
+      workloads: [...workloads, ...new Set(extra)].sort(),
+    };
+  });
+  sendJson(res, 200, { object: 'list', data });
+}
+
+async function metrics(node: ViiworkNode, _req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  for (const q of node.queues.entries()) node.metrics.queueDepth.set({ model: q.model, workload: q.workload }, q.depth);
+  const text = await node.metrics.registry.metrics();
+  res.writeHead(200, { 'content-type': node.metrics.registry.contentType });
+  res.end(text);
+}
+
+export { inferencePaths };

@@ -1,0 +1,35 @@
+/** The viiwork command line. */
+import { Command } from 'commander';
+import { ConfigError, loadConfig, resolveConfigPath } from '../config/load.ts';
+import { VERSION } from '../version.ts';
+
+const program = new Command();
+program.name('viiwork').description('One OpenAI-compatible endpoint for a whole fleet of LLM machines').version(VERSION);
+
+program
+  .command('serve')
+  .description('run this machine’s node')
+  .option('-c, --config <file>', 'config file (default ./viiwork.yaml, then /etc/viiwork/viiwork.yaml)')
+  .action(async (opts) => {
+    const { serve } = await import('./serve.ts');
+    await serve(opts);
+  });
+
+program
+  .command('check')
+  .description('validate a config file without starting')
+  .option('-c, --config <file>', 'config file')
+  .action((opts) => {
+    const file = resolveConfigPath(opts.config);
+    const config = loadConfig(file);
+    process.stdout.write(`${file}: ok (node "${config.node.name}", ${config.models.length} model entr${config.models.length === 1 ? 'y' : 'ies'})\n`);
+  });
+
+program.parseAsync(process.argv).catch((err) => {
+  if (err instanceof ConfigError) {
+    process.stderr.write(`viiwork: invalid configuration:\n${err.problems.map((p) => `  ${p}`).join('\n')}\n`);
+  } else {
+    process.stderr.write(`viiwork: ${(err as Error).message ?? err}\n`);
+  }
+  process.exit(2);
+});

@@ -1,0 +1,49 @@
+/** Backends from the config's model entries: `replicas` of each, indexed per model name. */
+import type { Config, ModelConfig } from '../config/schema.ts';
+import type { Descriptor } from '../workloads/workloads.ts';
+import type { Backend, BackendInfo, Logger } from './backend.ts';
+import { SimBackend } from './sim.ts';
+
+/** Config `workloads` when given; else what the engine reports (filled in by probing later), else chat and completion. */
+export function configDescriptor(m: ModelConfig): Descriptor {
+  return { workloads: m.workloads ? [...new Set(m.workloads)] : ['chat', 'completion'], audio: m.audio_input };
+}
+
+export async function createBackends(config: Config, log: Logger): Promise<Backend[]> {
+  const out: Backend[] = [];
+  const nextIndex = new Map<string, number>();
+  for (const m of config.models) {
+    for (let r = 0; r < m.replicas; r++) {
+      const index = nextIndex.get(m.name) ?? 0;
+      nextIndex.set(m.name, index + 1);
+      const info: BackendInfo = { id: `${m.name}/${index}`, model: m.name, index, parallel: m.parallel, context: m.context, engine: m.engine };
+      out.push(await createBackend(m, info, log));
+    }
+  }
+  return out;
+}
+
+async function createBackend(m: ModelConfig, info: BackendInfo, log: Logger): Promise<Backend> {
+  const descriptor = configDescriptor(m);
+  switch (m.engine) {
+    case 'sim':
+      return new SimBackend(info, descriptor, m.sim, log);
+    case 'openai': {
+      const { OpenAIBackend } = await import('./openai.ts');
+      return new OpenAIBackend(info, descriptor, { url: m.url }, log);
+    }
+    case 'llamacpp': {
+      const { LlamacppBackend } = await import('./llamacpp.ts');
+      return new LlamacppBackend(
+        info,
+        descriptor,
+        { binary: m.llamacpp.binary, args: m.llamacpp.args, path: m.path, startupTimeoutMs: m.startup_timeout },
+        log,
+      );
+    }
+    case 'embedded': {
+      const { EmbeddedBackend } = await import('./embedded.ts');
+      return new EmbeddedBackend(info, descriptor, { path: m.path, threads: m.embedded.threads, gpu: m.embedded.gpu }, log);
+    }
+  }
+}

@@ -1,0 +1,205 @@
+/**
+ * The simulated engine: an OpenAI-compatible server on loopback with timings
+ * from the config (`ttft_ms`, `prefill_ms_per_1k`, `tokens_per_s`,
+ * `output_tokens`) and deterministic, clearly labelled answers. For demos,
+ * benchmarks and tests; never the default.
+ */
+import crypto from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { SimSettings } from '../config/schema.ts';
+import type { Descriptor } from '../workloads/workloads.ts';
+import { Backend, type BackendInfo, type Logger } from './backend.ts';
+
+const SIM_FINGERPRINT = 'viiwork-sim';
+const WORDS = ['simulated', 'tokens', 'from', 'the', 'viiwork', 'sim', 'engine', 'no', 'model', 'ran'];
+
+/** Deterministic unit vector from text (FNV-seeded xorshift), so equal inputs embed equally. */
+export function simEmbedding(text: string, dims = 16): number[] {
+  let seed = 2166136261;
+  for (let i = 0; i < text.length; i++) seed = Math.imul(seed ^ text.charCodeAt(i), 16777619) >>> 0;
+  const v: number[] = [];
+  for (let i = 0; i < dims; i++) {
+    seed ^= seed << 13;
+    seed ^= seed >>> 17;
+    seed ^= seed << 5;
+    seed >>>= 0;
+    v.push(seed / 0xffffffff - 0.5);
+  }
+  const norm = Math.hypot(...v) || 1;
+  return v.map((x) => Number((x / norm).toFixed(6)));
+}
+
+function promptTokens(bodyBytes: number): number {
+  return Math.max(1, Math.ceil(bodyBytes / 4));
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (ms <= 0 || signal.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+  });
+}
+
+function sendJson(res: http.ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+export class SimBackend extends Backend {
+  #server: http.Server | undefined;
+  #url: string | undefined;
+  #nextId = 0;
+
+  constructor(
+    info: BackendInfo,
+    descriptor: Descriptor,
+    readonly sim: SimSettings,
+    log: Logger,
+  ) {
+    super(info, descriptor, log);
+  }
+
+  get url(): string | undefined {
+    return this.#url;
+  }
+
+  async start(): Promise<void> {
+    const server = http.createServer((req, res) => this.#handle(req, res));
+    server.keepAliveTimeout = 65_000;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(0, '127.0.0.1', () => resolve());
+    });
+    this.#server = server;
+    this.#url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    this.setState('healthy', 'simulated engine ready');
+  }
+
+  async stop(): Promise<void> {
+    const server = this.#server;
+    this.#server = undefined;
+    if (server) {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+    this.setState('stopped', 'stopped');
+  }
+
+  async #handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const abort = new AbortController();
+    res.on('close', () => abort.abort());
+    const path = (req.url ?? '/').split('?')[0];
+    if (req.method === 'GET' && path === '/health') return sendJson(res, 200, { status: 'ok' });
+    if (req.method === 'GET' && path === '/v1/models')
+      return sendJson(res, 200, { object: 'list', data: [{ id: this.info.model, object: 'model', owned_by: SIM_FINGERPRINT }] });
+    if (req.method !== 'POST') return sendJson(res, 404, { error: { message: 'not found', type: 'invalid_request_error', code: 'not_found' } });
+
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const raw = Buffer.concat(chunks);
+    let body: Record<string, unknown> = {};
+    try {
+      body = raw.length ? JSON.parse(raw.toString('utf8')) : {};
+    } catch {
+      if (!path.startsWith('/v1/audio/')) return sendJson(res, 400, { error: { message: 'malformed JSON', type: 'invalid_request_error', code: null } });
+    }
+    const tokensIn = promptTokens(raw.length);
+    const prefill = this.sim.ttft_ms + (this.sim.prefill_ms_per_1k * tokensIn) / 1000;
+
+    switch (path) {
+      case '/v1/chat/completions':
+      case '/v1/completions':
+        return this.#generate(path === '/v1/chat/completions', body, tokensIn, prefill, res, abort.signal);
+      case '/v1/embeddings': {
+        await sleep(prefill, abort.signal);
+        const input = body.input;
+        const inputs = Array.isArray(input) ? input.map(String) : [String(input ?? '')];
+        return sendJson(res, 200, {
+          object: 'list',
+          model: body.model,
+          data: inputs.map((t, index) => ({ object: 'embedding', index, embedding: simEmbedding(t) })),
+          usage: { prompt_tokens: tokensIn, total_tokens: tokensIn },
+        });
+      }
+      case '/v1/rerank':
+      case '/rerank': {
+        await sleep(prefill, abort.signal);
+        const query = String(body.query ?? '');
+        const docs = Array.isArray(body.documents) ? body.documents.map((d) => (typeof d === 'string' ? d : JSON.stringify(d))) : [];
+        const qWords = new Set(query.toLowerCase().split(/\W+/).filter(Boolean));
+        const results = docs
+          .map((d, index) => {
+            const words = d.toLowerCase().split(/\W+/).filter(Boolean);
+            const hits = words.filter((w) => qWords.has(w)).length;
+            return { index, relevance_score: Number((hits / (words.length || 1)).toFixed(6)) };
+          })
+          .sort((a, b) => b.relevance_score - a.relevance_score || a.index - b.index);
+        return sendJson(res, 200, { model: body.model, object: 'list', results, usage: { prompt_tokens: tokensIn, total_tokens: tokensIn } });
+      }
+      case '/v1/audio/transcriptions':
+      case '/v1/audio/translations': {
+        await sleep(prefill, abort.signal);
+        const sha = crypto.createHash('sha256').update(raw).digest('hex').slice(0, 16);
+        return sendJson(res, 200, { text: `[simulated transcription of ${raw.length} bytes, ${sha}]` });
+      }
+      case '/v1/audio/speech': {
+        await sleep(prefill, abort.signal);
+        const audio = Buffer.alloc(1024, 0);
+        res.writeHead(200, { 'content-type': 'audio/wav', 'content-length': audio.length, 'x-simulated': 'true' });
+        return void res.end(audio);
+      }
+      default:
+        return sendJson(res, 404, { error: { message: `the sim engine has no ${path}`, type: 'invalid_request_error', code: 'not_found' } });
+    }
+  }
+
+  async #generate(chat: boolean, body: Record<string, unknown>, tokensIn: number, prefill: number, res: http.ServerResponse, signal: AbortSignal) {
+    const id = `sim-${this.info.id}-${++this.#nextId}`;
+    const created = Math.floor(Date.now() / 1000);
+    const maxTokens = Number(body.max_tokens ?? body.max_completion_tokens) || this.sim.output_tokens;
+    const n = Math.max(1, Math.min(this.sim.output_tokens, maxTokens));
+    const tokenMs = 1000 / this.sim.tokens_per_s;
+    const words = Array.from({ length: n }, (_, i) => (i === 0 ? '[simulated] ' : '') + WORDS[i % WORDS.length] + (i < n - 1 ? ' ' : ''));
+    const usage = { prompt_tokens: tokensIn, completion_tokens: n, total_tokens: tokensIn + n };
+    const object = chat ? 'chat.completion' : 'text_completion';
+    const model = body.model;
+
+    await sleep(prefill, signal);
+    if (signal.aborted) return;
+    if (body.stream !== true) {
+      await sleep(tokenMs * (n - 1), signal);
+      if (signal.aborted) return;
+      const text = words.join('');
+      const choice = chat
+        ? { index: 0, message: { role: 'assistant', content: text }, finish_reason: 'length' }
+        : { index: 0, text, finish_reason: 'length' };
+      // llama-server reports its prompt time this way; the node scores whole answers from it.
+      const timings = { prompt_n: tokensIn, prompt_ms: prefill, predicted_n: n, predicted_ms: tokenMs * (n - 1) };
+      return sendJson(res, 200, { id, object, created, model, system_fingerprint: SIM_FINGERPRINT, choices: [choice], usage, timings });
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    const chunkObject = chat ? 'chat.completion.chunk' : 'text_completion';
+    for (let i = 0; i < n; i++) {
+      if (i > 0) await sleep(tokenMs, signal);
+      if (signal.aborted) return;
+      const last = i === n - 1;
+      const choice = chat
+        ? { index: 0, delta: i === 0 ? { role: 'assistant', content: words[i] } : { content: words[i] }, finish_reason: last ? 'length' : null }
+        : { index: 0, text: words[i], finish_reason: last ? 'length' : null };
+      res.write(`data: ${JSON.stringify({ id, object: chunkObject, created, model, system_fingerprint: SIM_FINGERPRINT, choices: [choice] })}\n\n`);
+    }
+    const streamOptions = body.stream_options as { include_usage?: boolean } | undefined;
+    if (streamOptions?.include_usage) {
+      res.write(`data: ${JSON.stringify({ id, object: chunkObject, created, model, system_fingerprint: SIM_FINGERPRINT, choices: [], usage })}\n\n`);
+    }
+    res.end('data: [DONE]\n\n');
+  }
+}

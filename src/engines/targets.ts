@@ -1,0 +1,135 @@
+/**
+ * This node's targets: backends grouped by (model, descriptor), with the
+ * slot table. A lease is taken synchronously (so two requests can never get
+ * the same last slot) and released exactly once.
+ */
+import type { Backend } from './backend.ts';
+import { rendezvousRank } from '../route/rendezvous.ts';
+import { descriptorDoes, descriptorKey, type Descriptor, type Workload } from '../workloads/workloads.ts';
+
+export interface LocalTarget {
+  readonly model: string;
+  readonly descriptor: Descriptor;
+  readonly backends: readonly Backend[];
+}
+
+export interface Lease {
+  readonly backend: Backend;
+  readonly target: LocalTarget;
+  /** performance.now() when the slot was granted. */
+  readonly grantedAt: number;
+  release(): void;
+}
+
+export interface TargetSummary {
+  descriptor: Descriptor;
+  slots: number;
+  busy: number;
+}
+
+export class SlotTable {
+  readonly #busy = new Map<Backend, number>();
+  readonly #listeners = new Set<() => void>();
+  #targets: LocalTarget[] = [];
+
+  constructor(backends: readonly Backend[] = []) {
+    this.setBackends(backends);
+  }
+
+  /** Regroup after a backend's descriptor changed or backends were replaced (SIGHUP). Busy counts are kept. */
+  setBackends(backends: readonly Backend[]): void {
+    const groups = new Map<string, LocalTarget & { backends: Backend[] }>();
+    for (const b of backends) {
+      const key = `${b.info.model}\0${descriptorKey(b.descriptor)}`;
+      let g = groups.get(key);
+      if (!g) groups.set(key, (g = { model: b.info.model, descriptor: b.descriptor, backends: [] }));
+      g.backends.push(b);
+      if (!this.#busy.has(b)) this.#busy.set(b, 0);
+    }
+    for (const b of [...this.#busy.keys()]) if (!backends.includes(b) && this.#busy.get(b) === 0) this.#busy.delete(b);
+    this.#targets = [...groups.values()].sort((a, c) =>
+      a.model === c.model ? descriptorKey(a.descriptor).localeCompare(descriptorKey(c.descriptor)) : a.model < c.model ? -1 : 1,
+    );
+  }
+
+  get targets(): readonly LocalTarget[] {
+    return this.#targets;
+  }
+
+  models(): string[] {
+    return [...new Set(this.#targets.map((t) => t.model))];
+  }
+
+  targetsOf(model: string): LocalTarget[] {
+    return this.#targets.filter((t) => t.model === model);
+  }
+
+  /** Called after every release, so queues can dispatch. */
+  onRelease(fn: () => void): () => void {
+    this.#listeners.add(fn);
+    return () => this.#listeners.delete(fn);
+  }
+
+  busyOf(b: Backend): number {
+    return this.#busy.get(b) ?? 0;
+  }
+
+  freeOf(b: Backend): number {
+    return b.state === 'healthy' ? Math.max(0, b.info.parallel - this.busyOf(b)) : 0;
+  }
+
+  summarize(t: LocalTarget): TargetSummary {
+    let slots = 0;
+    let busy = 0;
+    for (const b of t.backends) {
+      if (b.state === 'healthy') slots += b.info.parallel;
+      busy += this.busyOf(b);
+    }
+    return { descriptor: t.descriptor, slots, busy };
+  }
+
+  /** Free slots of this model for a workload, over the targets that do it. */
+  freeFor(model: string, workload: Workload): number {
+    let free = 0;
+    for (const t of this.targetsOf(model)) if (descriptorDoes(t.descriptor, workload)) for (const b of t.backends) free += this.freeOf(b);
+    return free;
+  }
+
+  /**
+   * Take a slot on a backend of `model` whose target does `workload`. With a
+   * session key the rendezvous winner among backends with a free slot gets
+   * it (so the key keeps one warm prompt cache); without one, the backend
+   * with the most free slots.
+   */
+  tryLease(model: string, workload: Workload, sessionKey?: string): Lease | undefined {
+    const free: { b: Backend; t: LocalTarget; n: number }[] = [];
+    for (const t of this.targetsOf(model)) {
+      if (!descriptorDoes(t.descriptor, workload)) continue;
+      for (const b of t.backends) {
+        const n = this.freeOf(b);
+        if (n > 0) free.push({ b, t, n });
+      }
+    }
+    if (free.length === 0) return undefined;
+    let pick = free[0];
+    if (sessionKey !== undefined && free.length > 1) {
+      const winner = rendezvousRank(sessionKey, free.map((f) => f.b.id))[0];
+      pick = free.find((f) => f.b.id === winner)!;
+    } else {
+      for (const f of free) if (f.n > pick.n) pick = f;
+    }
+    this.#busy.set(pick.b, this.busyOf(pick.b) + 1);
+    let released = false;
+    return {
+      backend: pick.b,
+      target: pick.t,
+      grantedAt: performance.now(),
+      release: () => {
+        if (released) return;
+        released = true;
+        this.#busy.set(pick.b, Math.max(0, this.busyOf(pick.b) - 1));
+        for (const fn of this.#listeners) fn();
+      },
+    };
+  }
+}

@@ -1,0 +1,61 @@
+/** The node's Prometheus registry (SPEC section 10). One instance per node, so tests can run several nodes in one process. */
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+export class Metrics {
+  readonly registry = new Registry();
+  readonly requests = new Counter({
+    name: 'viiwork_requests_total',
+    help: 'Inference requests by model, workload, route reason and outcome',
+    labelNames: ['model', 'workload', 'route', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly queueDepth = new Gauge({
+    name: 'viiwork_queue_depth',
+    help: 'Requests waiting in this node’s queue per (model, workload)',
+    labelNames: ['model', 'workload'] as const,
+    registers: [this.registry],
+  });
+  readonly queueWait = new Histogram({
+    name: 'viiwork_queue_wait_seconds',
+    help: 'Time requests spent in the queue before placement',
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 60],
+    registers: [this.registry],
+  });
+  readonly ttft = new Histogram({
+    name: 'viiwork_ttft_seconds',
+    help: 'Time from slot grant to first content chunk on this node',
+    labelNames: ['model'] as const,
+    buckets: [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
+    registers: [this.registry],
+  });
+  readonly forwards = new Counter({
+    name: 'viiwork_forwards_total',
+    help: 'Forwards sent by this node, by outcome',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly reportAge = new Gauge({
+    name: 'viiwork_capacity_report_age_seconds',
+    help: 'Age of the newest capacity report of each member',
+    labelNames: ['member'] as const,
+    registers: [this.registry],
+  });
+  readonly members = new Gauge({
+    name: 'viiwork_members',
+    help: 'Members of the mesh by state',
+    labelNames: ['state'] as const,
+    registers: [this.registry],
+  });
+  readonly engineRestarts = new Counter({
+    name: 'viiwork_engine_restarts_total',
+    help: 'Engine processes restarted by this node',
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+  readonly authRejected = new Counter({
+    name: 'viiwork_forward_auth_rejected_total',
+    help: 'Requests rejected with 401 for bad X-Viiwork-* forward headers',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+}

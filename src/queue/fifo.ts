@@ -1,0 +1,136 @@
+/**
+ * The wait queue of one (model, workload) on the entry node. A waiter is a
+ * request with an `attempt` function that tries to place it; `pump()` walks
+ * the queue head first and places every waiter it can. A waiter that cannot
+ * be placed (pinned to a full host, say) is passed over and does not block
+ * the ones behind it.
+ */
+
+export type QueueOutcome<T> =
+  | { ok: true; value: T; queuedMs: number }
+  | { ok: false; reason: 'full' | 'timeout' | 'aborted'; queuedMs: number };
+
+interface Waiter<T> {
+  attempt: () => T | undefined;
+  enqueuedAt: number;
+  deadline: number;
+  timer: NodeJS.Timeout;
+  settle: (o: QueueOutcome<T>) => void;
+}
+
+export interface EnqueueOptions {
+  /** Absolute deadline (clock ms); default now + timeout. */
+  deadline?: number;
+  /** Put the waiter at the head (a request whose forwards were refused goes back to the front). */
+  front?: boolean;
+  signal?: AbortSignal;
+}
+
+export class WaitQueue<T> {
+  readonly #waiters: Waiter<T>[] = [];
+  #pumping = false;
+  #again = false;
+
+  constructor(
+    readonly max: number,
+    readonly timeoutMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  get depth(): number {
+    return this.#waiters.length;
+  }
+
+  /**
+   * Wait for a placement. Resolves with the attempt's value, or with a
+   * reason: `full` at once when `max` waiters are already here, `timeout`
+   * at the deadline, `aborted` when the client went away.
+   */
+  enqueue(attempt: () => T | undefined, opts: EnqueueOptions = {}): Promise<QueueOutcome<T>> {
+    const enqueuedAt = this.now();
+    if (this.#waiters.length >= this.max) return Promise.resolve({ ok: false, reason: 'full', queuedMs: 0 });
+    return new Promise((resolve) => {
+      const deadline = opts.deadline ?? enqueuedAt + this.timeoutMs;
+      const waiter: Waiter<T> = {
+        attempt,
+        enqueuedAt,
+        deadline,
+        timer: setTimeout(() => finish({ ok: false, reason: 'timeout', queuedMs: this.now() - enqueuedAt }), Math.max(0, deadline - enqueuedAt)),
+        settle: (o) => finish(o),
+      };
+      const onAbort = () => finish({ ok: false, reason: 'aborted', queuedMs: this.now() - enqueuedAt });
+      const finish = (o: QueueOutcome<T>) => {
+        const i = this.#waiters.indexOf(waiter);
+        if (i < 0) return;
+        this.#waiters.splice(i, 1);
+        clearTimeout(waiter.timer);
+        opts.signal?.removeEventListener('abort', onAbort);
+        resolve(o);
+      };
+      if (opts.signal?.aborted) return resolve({ ok: false, reason: 'aborted', queuedMs: 0 });
+      opts.signal?.addEventListener('abort', onAbort, { once: true });
+      if (opts.front) this.#waiters.unshift(waiter);
+      else this.#waiters.push(waiter);
+      this.pump();
+    });
+  }
+
+  /** Place every waiter that can be placed now, head first. Re-entrant calls fold into one more pass. */
+  pump(): void {
+    if (this.#pumping) {
+      this.#again = true;
+      return;
+    }
+    this.#pumping = true;
+    try {
+      do {
+        this.#again = false;
+        for (const w of [...this.#waiters]) {
+          if (!this.#waiters.includes(w)) continue;
+          const value = w.attempt();
+          if (value !== undefined) w.settle({ ok: true, value, queuedMs: this.now() - w.enqueuedAt });
+        }
+      } while (this.#again);
+    } finally {
+      this.#pumping = false;
+    }
+  }
+}
+
+/** The queues of one node, keyed by (model, workload). */
+export class QueueSet<T> {
+  readonly #queues = new Map<string, WaitQueue<T>>();
+
+  constructor(
+    private max: number,
+    private timeoutMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  get(model: string, workload: string): WaitQueue<T> {
+    const key = `${model}\0${workload}`;
+    let q = this.#queues.get(key);
+    if (!q) this.#queues.set(key, (q = new WaitQueue<T>(this.max, this.timeoutMs, this.now)));
+    return q;
+  }
+
+  depth(model: string, workload?: string): number {
+    let n = 0;
+    for (const [key, q] of this.#queues) {
+      const [m, w] = key.split('\0');
+      if (m === model && (workload === undefined || w === workload)) n += q.depth;
+    }
+    return n;
+  }
+
+  entries(): { model: string; workload: string; depth: number }[] {
+    return [...this.#queues].map(([key, q]) => {
+      const [model, workload] = key.split('\0');
+      return { model, workload, depth: q.depth };
+    });
+  }
+
+  pumpAll(): void {
+    for (const q of this.#queues.values()) if (q.depth > 0) q.pump();
+  }
+}

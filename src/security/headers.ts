@@ -1,0 +1,63 @@
+/**
+ * The `X-Viiwork-*` request headers of a forward between nodes (SPEC
+ * section 6), how complete a set a request carries, and their removal once
+ * the API has judged them.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+
+/** The sender's node name. Alone, it is an open-mesh forward claim. */
+export const HEADER_NODE = 'x-viiwork-node';
+/** The signing time, unix milliseconds as a decimal integer. */
+export const HEADER_TS = 'x-viiwork-ts';
+/** 16 random bytes, 32 lowercase hex characters, never reused. */
+export const HEADER_NONCE = 'x-viiwork-nonce';
+/** `v1=<64 lowercase hex>`: HMAC-SHA256 of the canonical string. */
+export const HEADER_AUTH = 'x-viiwork-auth';
+/** A client's preference list; the only `X-Viiwork-*` header that survives. */
+export const HEADER_PREFER = 'x-viiwork-prefer';
+
+/** The four headers of a signed forward, all or none. */
+export const FORWARD_HEADERS = [HEADER_NODE, HEADER_TS, HEADER_NONCE, HEADER_AUTH] as const;
+
+/** Headers as node:http gives them (lowercase keys), or any plain record. */
+export type HeaderBag = IncomingHttpHeaders | Record<string, string | string[] | undefined>;
+
+/** The value of a header, looked up case-insensitively; undefined when absent. */
+export function headerValue(headers: HeaderBag, name: string): string | string[] | undefined {
+  const direct = headers[name];
+  if (direct !== undefined) return direct;
+  const lower = name.toLowerCase();
+  for (const [k, v] of Object.entries(headers)) if (k.toLowerCase() === lower && v !== undefined) return v;
+  return undefined;
+}
+
+/**
+ * How many of the four forward headers a request carries:
+ * `none` (a client request), `complete` (all four: verify it), `partial`
+ * (some: 401 in a secured mesh). An open-mesh forward carries
+ * `X-Viiwork-Node` alone and is therefore `partial`; the API decides what
+ * that means in its mode.
+ */
+export type ForwardHeaderSet = 'none' | 'partial' | 'complete';
+
+export function classifyForwardHeaders(headers: HeaderBag): ForwardHeaderSet {
+  let present = 0;
+  for (const name of FORWARD_HEADERS) if (headerValue(headers, name) !== undefined) present++;
+  if (present === 0) return 'none';
+  return present === FORWARD_HEADERS.length ? 'complete' : 'partial';
+}
+
+/**
+ * A copy of `headers` without any `x-viiwork-*` header except
+ * `x-viiwork-prefer`, so neither a client's smuggled claim nor a verified
+ * one reaches an engine or the next hop. Key case is kept as given.
+ */
+export function stripMeshHeaders<T extends HeaderBag>(headers: T): T {
+  const out: Record<string, string | string[] | undefined> = {};
+  for (const [k, v] of Object.entries(headers)) {
+    const lower = k.toLowerCase();
+    if (lower.startsWith('x-viiwork-') && lower !== HEADER_PREFER) continue;
+    out[k] = v;
+  }
+  return out as T;
+}

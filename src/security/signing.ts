@@ -1,0 +1,296 @@
+/**
+ * Signed forwards in a secured mesh (SPEC section 6).
+ *
+ * Key: for each mesh secret (the raw 32 bytes that also key gossip
+ * encryption), a separate 32-byte HMAC key is derived with
+ * HKDF-SHA256(ikm = secret, salt = SIGNING_SALT, info = SIGNING_INFO), so the
+ * gossip key itself never signs anything.
+ *
+ * Canonical string (UTF-8, fields joined by a single "\n", no trailing
+ * newline):
+ *
+ *     viiwork-forward-v1
+ *     <METHOD, uppercase>
+ *     <path with query, exactly as sent on the request line>
+ *     <X-Viiwork-Ts: unix milliseconds, decimal>
+ *     <X-Viiwork-Nonce: 32 lowercase hex>
+ *     <X-Viiwork-Node: sender node name>
+ *     <SHA-256 of the body, 64 lowercase hex; of zero bytes when empty>
+ *
+ * None of the fields can contain "\n" (a request line cannot, and the
+ * verifier checks the header formats first), so the join is unambiguous.
+ * `X-Viiwork-Auth` = `v1=` + hex(HMAC-SHA256(key, canonical string)).
+ *
+ * A verifier accepts a timestamp at most 120 s away from its own clock,
+ * each nonce once (nonces are remembered for 240 s, the longest time a
+ * timestamp can stay acceptable), and a MAC made with the primary or the
+ * previous secret (rotation).
+ */
+import crypto from 'node:crypto';
+import { Transform, type TransformCallback } from 'node:stream';
+import { NODE_NAME } from '../config/schema.ts';
+import {
+  FORWARD_HEADERS,
+  HEADER_AUTH,
+  HEADER_NODE,
+  HEADER_NONCE,
+  HEADER_TS,
+  classifyForwardHeaders,
+  headerValue,
+  type HeaderBag,
+} from './headers.ts';
+
+/** Version tag: first line of the canonical string and prefix of the MAC header. */
+export const SIGNING_VERSION = 'v1';
+const CANONICAL_TAG = 'viiwork-forward-v1';
+/** HKDF salt for the request-signing key. Changing it breaks every mixed-version mesh. */
+export const SIGNING_SALT = 'viiwork/v2 request-signing salt';
+/** HKDF info for the request-signing key. */
+export const SIGNING_INFO = 'viiwork/v2 hmac-sha256 forward key';
+/** Largest accepted difference between a request's timestamp and our clock. */
+export const MAX_SKEW_MS = 120_000;
+/** How long a nonce is remembered: a timestamp up to MAX_SKEW_MS ahead stays valid for twice that. */
+export const NONCE_TTL_MS = 2 * MAX_SKEW_MS;
+/** Default bound on remembered nonces (about 270 forwards a second over the window). */
+export const DEFAULT_MAX_NONCES = 65_536;
+
+/** SHA-256 of zero bytes, the body hash of a request without a body. */
+export const EMPTY_BODY_SHA256 = crypto.createHash('sha256').digest('hex');
+
+const TS_FORMAT = /^\d{1,16}$/;
+const NONCE_FORMAT = /^[0-9a-f]{32}$/;
+const AUTH_FORMAT = /^v1=([0-9a-f]{64})$/;
+const SHA256_FORMAT = /^[0-9a-f]{64}$/;
+
+/** The HMAC key for one mesh secret. Not the gossip key: derived by HKDF. */
+export function deriveSigningKey(secret: Buffer): Buffer {
+  return Buffer.from(crypto.hkdfSync('sha256', secret, SIGNING_SALT, SIGNING_INFO, 32));
+}
+
+/** SHA-256 hex of a whole body held in memory. */
+export function sha256Hex(body: Buffer | Uint8Array | string): string {
+  return crypto.createHash('sha256').update(body).digest('hex');
+}
+
+/**
+ * A pass-through stream that hashes what flows through it, for bodies that
+ * are not buffered (multipart uploads): pipe the body through it, then read
+ * `digestHex()` after it ended.
+ */
+export class HashingPassThrough extends Transform {
+  #hash = crypto.createHash('sha256');
+  #digest: string | undefined;
+  bytes = 0;
+
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    this.#hash.update(chunk);
+    this.bytes += chunk.length;
+    cb(null, chunk);
+  }
+
+  /** The hex digest; only meaningful once the stream has ended. */
+  digestHex(): string {
+    this.#digest ??= this.#hash.digest('hex');
+    return this.#digest;
+  }
+}
+
+export interface SignableRequest {
+  method: string;
+  /** Path and query exactly as on the request line, e.g. `/v1/chat/completions?host=a`. */
+  pathWithQuery: string;
+  /** Sender node name (this node). */
+  node: string;
+  /** SHA-256 hex of the body that will be sent (EMPTY_BODY_SHA256 for none). */
+  bodySha256: string;
+}
+
+/** The canonical string that is MACed; exported for tests and docs. */
+export function canonicalString(req: SignableRequest & { ts: string; nonce: string }): string {
+  return [CANONICAL_TAG, req.method.toUpperCase(), req.pathWithQuery, req.ts, req.nonce, req.node, req.bodySha256.toLowerCase()].join('\n');
+}
+
+function mac(key: Buffer, text: string): Buffer {
+  return crypto.createHmac('sha256', key).update(text, 'utf8').digest();
+}
+
+/** The four headers of a signed forward, with their canonical (capitalised) names. */
+export interface SignedHeaders {
+  'X-Viiwork-Node': string;
+  'X-Viiwork-Ts': string;
+  'X-Viiwork-Nonce': string;
+  'X-Viiwork-Auth': string;
+}
+
+/**
+ * Sign one forward with an HMAC key from `deriveSigningKey`. `now` (unix ms)
+ * defaults to the wall clock; `nonce` (32 hex) to 16 random bytes and
+ * exists for tests only.
+ */
+export function signRequest(key: Buffer, req: SignableRequest & { now?: number; nonce?: string }): SignedHeaders {
+  const ts = String(Math.floor(req.now ?? Date.now()));
+  const nonce = req.nonce ?? crypto.randomBytes(16).toString('hex');
+  const text = canonicalString({ ...req, ts, nonce });
+  return {
+    'X-Viiwork-Node': req.node,
+    'X-Viiwork-Ts': ts,
+    'X-Viiwork-Nonce': nonce,
+    'X-Viiwork-Auth': `${SIGNING_VERSION}=${mac(key, text).toString('hex')}`,
+  };
+}
+
+/** Signs with the primary secret's derived key. */
+export class RequestSigner {
+  readonly #key: Buffer;
+  readonly #now: () => number;
+
+  constructor(secret: Buffer, opts: { now?: () => number } = {}) {
+    this.#key = deriveSigningKey(secret);
+    this.#now = opts.now ?? Date.now;
+  }
+
+  sign(req: SignableRequest & { now?: number }): SignedHeaders {
+    return signRequest(this.#key, { ...req, now: req.now ?? this.#now() });
+  }
+}
+
+export interface VerifyInput {
+  method: string;
+  pathWithQuery: string;
+  /** SHA-256 hex of the body as received (computed while reading it). */
+  bodySha256: string;
+  headers: HeaderBag;
+}
+
+export type VerifyResult = { ok: true; node: string; ts: number } | { ok: false; reason: string };
+
+export interface VerifierOptions {
+  /** Raw mesh secrets, primary first; a MAC with any of them is accepted. */
+  secrets: Buffer[];
+  /** Clock, unix ms. Default Date.now. */
+  now?: () => number;
+  /** Bound on remembered nonces. Default DEFAULT_MAX_NONCES. */
+  maxNonces?: number;
+}
+
+/**
+ * Nonces seen within the last NONCE_TTL_MS, in arrival order. Bounded:
+ * when full, the oldest entry is dropped early and its timestamp becomes a
+ * floor below which every request is refused, so forgetting a nonce never
+ * lets its request be replayed.
+ */
+class NonceCache {
+  readonly #seen = new Map<string, { expires: number; ts: number }>();
+  #floorTs = -Infinity;
+
+  constructor(readonly max: number) {}
+
+  get size(): number {
+    return this.#seen.size;
+  }
+
+  get floorTs(): number {
+    return this.#floorTs;
+  }
+
+  #evictExpired(now: number): void {
+    for (const [nonce, e] of this.#seen) {
+      if (e.expires > now) break;
+      this.#seen.delete(nonce);
+    }
+  }
+
+  has(nonce: string, now: number): boolean {
+    this.#evictExpired(now);
+    return this.#seen.has(nonce);
+  }
+
+  add(nonce: string, ts: number, now: number): void {
+    this.#evictExpired(now);
+    while (this.#seen.size >= this.max) {
+      const oldest = this.#seen.entries().next().value;
+      if (!oldest) break;
+      this.#seen.delete(oldest[0]);
+      this.#floorTs = Math.max(this.#floorTs, oldest[1].ts);
+    }
+    this.#seen.set(nonce, { expires: now + NONCE_TTL_MS, ts });
+  }
+}
+
+function single(headers: HeaderBag, name: string): string | undefined {
+  const v = headerValue(headers, name);
+  return typeof v === 'string' ? v : undefined;
+}
+
+/**
+ * Checks signed forwards. One instance per node: it holds the nonce cache.
+ * `verify` never throws; a rejection carries a reason for the 401 body and
+ * the log.
+ */
+export class RequestVerifier {
+  readonly #keys: Buffer[];
+  readonly #now: () => number;
+  readonly #nonces: NonceCache;
+
+  constructor(opts: VerifierOptions) {
+    if (opts.secrets.length === 0) throw new Error('RequestVerifier needs at least one secret');
+    this.#keys = opts.secrets.map(deriveSigningKey);
+    this.#now = opts.now ?? Date.now;
+    this.#nonces = new NonceCache(Math.max(1, opts.maxNonces ?? DEFAULT_MAX_NONCES));
+  }
+
+  /** Nonces currently remembered (for tests and metrics). */
+  get nonceCount(): number {
+    return this.#nonces.size;
+  }
+
+  verify(input: VerifyInput): VerifyResult {
+    const set = classifyForwardHeaders(input.headers);
+    if (set === 'none') return { ok: false, reason: 'not a signed forward: no X-Viiwork-Node, -Ts, -Nonce, -Auth headers' };
+    if (set === 'partial') {
+      const missing = FORWARD_HEADERS.filter((h) => headerValue(input.headers, h) === undefined);
+      return { ok: false, reason: `incomplete forward headers: missing ${missing.join(', ')}` };
+    }
+    const node = single(input.headers, HEADER_NODE);
+    const tsText = single(input.headers, HEADER_TS);
+    const nonce = single(input.headers, HEADER_NONCE);
+    const auth = single(input.headers, HEADER_AUTH);
+    if (node === undefined || tsText === undefined || nonce === undefined || auth === undefined) {
+      return { ok: false, reason: 'forward headers repeated' };
+    }
+    if (!NODE_NAME.test(node)) return { ok: false, reason: 'malformed X-Viiwork-Node' };
+    if (!TS_FORMAT.test(tsText)) return { ok: false, reason: 'malformed X-Viiwork-Ts (expected unix milliseconds)' };
+    if (!NONCE_FORMAT.test(nonce)) return { ok: false, reason: 'malformed X-Viiwork-Nonce (expected 32 lowercase hex)' };
+    const authMatch = AUTH_FORMAT.exec(auth);
+    if (!authMatch) return { ok: false, reason: 'malformed X-Viiwork-Auth (expected v1=<64 hex>)' };
+    if (!SHA256_FORMAT.test(input.bodySha256)) return { ok: false, reason: 'body hash is not SHA-256 hex' };
+
+    const now = this.#now();
+    const ts = Number(tsText);
+    if (Math.abs(now - ts) > MAX_SKEW_MS) {
+      return { ok: false, reason: `timestamp ${Math.round((ts - now) / 1000)} s off this node's clock (at most ${MAX_SKEW_MS / 1000} s)` };
+    }
+
+    const text = canonicalString({
+      method: input.method,
+      pathWithQuery: input.pathWithQuery,
+      node,
+      bodySha256: input.bodySha256,
+      ts: tsText,
+      nonce,
+    });
+    const given = Buffer.from(authMatch[1], 'hex');
+    let good = false;
+    for (const key of this.#keys) {
+      // Every key is tried, so timing does not reveal which one matched.
+      if (crypto.timingSafeEqual(mac(key, text), given)) good = true;
+    }
+    if (!good) return { ok: false, reason: 'bad signature' };
+
+    // Nonces are recorded only after the MAC holds, so forgeries cannot fill the cache.
+    if (this.#nonces.has(nonce, now)) return { ok: false, reason: 'nonce seen before (replay)' };
+    if (ts <= this.#nonces.floorTs) return { ok: false, reason: 'timestamp older than the replay window can vouch for (nonce cache full)' };
+    this.#nonces.add(nonce, ts, now);
+    return { ok: true, node, ts };
+  }
+}
