@@ -67,12 +67,17 @@ export abstract class Backend extends EventEmitter {
     this.emit('descriptor', d);
   }
 
-  protected setState(next: BackendState, reason: string): void {
+  /**
+   * Move to `next` for `reason`; logs one line when the state changes (`line`
+   * replaces the default wording, for a change that must read plainly, such
+   * as a dead backend) and emits 'state' (next, prev) on any change.
+   */
+  protected setState(next: BackendState, reason: string, line?: string): void {
     if (next === this.#state && reason === this.reason) return;
     const prev = this.#state;
     this.#state = next;
     this.reason = reason;
-    if (prev !== next) this.log(`backend ${this.id} ${prev} → ${next}: ${reason}`, { backend: this.id, state: next });
+    if (prev !== next) this.log(line ?? `backend ${this.id} ${prev} → ${next}: ${reason}`, { backend: this.id, state: next });
     this.emit('state', next, prev);
   }
 }

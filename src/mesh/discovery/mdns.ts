@@ -32,6 +32,8 @@ export const MDNS_PORT = 5353;
 /** TTL (seconds) of the records viiwork announces. */
 export const MDNS_TTL_S = 120;
 export const MDNS_FAST_INTERVAL_MS = 2000;
+/** Answers to queries go out at most this often (RFC 6762 section 6); answers are multicast, so every asker hears one. */
+export const MDNS_MIN_ANSWER_GAP_MS = 1000;
 
 export interface MdnsPeer {
   /** The peer's node name from TXT `name`. */
@@ -158,6 +160,7 @@ export class MdnsFeeder extends EventEmitter implements Feeder {
   #cidr = 32;
   #timer: NodeJS.Timeout | undefined;
   #stopped = false;
+  #lastAnswer = -Infinity;
 
   constructor(opts: MdnsOptions) {
     super();
@@ -269,7 +272,11 @@ export class MdnsFeeder extends EventEmitter implements Feeder {
     if (this.#stopped || !this.#fromOurLink(rinfo.address)) return;
     const ours = [MDNS_SERVICE, this.#instance, this.#host].map((n) => n.toLowerCase());
     const asked = (q.questions ?? []).some((qq) => ours.includes(String(qq.name).toLowerCase()) && ['PTR', 'SRV', 'TXT', 'A', 'ANY'].includes(qq.type));
-    if (asked) this.#announce();
+    if (!asked) return;
+    const now = this.#o.now();
+    if (now - this.#lastAnswer < MDNS_MIN_ANSWER_GAP_MS) return;
+    this.#lastAnswer = now;
+    this.#announce();
   }
 
   #onResponse(r: { answers?: Answer[]; additionals?: Answer[] }, rinfo: { address: string }): void {

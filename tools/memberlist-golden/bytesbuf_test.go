@@ -1,0 +1,5 @@
+package memberlist
+
+import "bytes"
+
+type bytesBuffer struct{ bytes.Buffer }
