@@ -1,0 +1,78 @@
+/**
+ * Which hosts can do a request (SPEC sections 7–9, step 4): per target, from
+ * that target's own descriptor, before anything else. A host's free slots
+ * for a workload are the sum over its eligible targets, less this node's
+ * forwards that started after the report's poll, and zero while a refusal
+ * mark newer than the report stands.
+ */
+import { LEGACY_DESCRIPTOR, descriptorDoes, descriptorKey, isKnownWorkload, type Descriptor } from '../workloads/workloads.ts';
+import type { Candidate, HostModelView, HostView, InFlightForward, RefusalMark, TargetView } from './types.ts';
+
+/** The targets of a host's model that do this workload (an older node's model counts as one chat/completion target). */
+export function eligibleTargets(m: HostModelView, workload: string): TargetView[] {
+  if (!isKnownWorkload(workload)) return [];
+  const targets = m.targets ?? [{ descriptor: LEGACY_DESCRIPTOR, slots: m.slots, busy: m.busy }];
+  return targets.filter((t) => descriptorDoes(t.descriptor, workload));
+}
+
+/** Does any target of this model, on this host, do the workload? */
+export function hostDoes(m: HostModelView, workload: string): boolean {
+  return eligibleTargets(m, workload).length > 0;
+}
+
+export interface CandidateInputs {
+  hosts: readonly HostView[];
+  inFlight: readonly InFlightForward[];
+  marks: readonly RefusalMark[];
+}
+
+/**
+ * Every host (fresh or stale) whose targets can do (model, workload), with
+ * free slots computed per target. Sorted by host name so the result never
+ * depends on arrival order.
+ */
+export function candidates(inputs: CandidateInputs, model: string, workload: string): Candidate[] {
+  const out: Candidate[] = [];
+  for (const h of inputs.hosts) {
+    const m = h.models.get(model);
+    if (!m) continue;
+    const targets = eligibleTargets(m, workload);
+    if (targets.length === 0) continue;
+    const keyed = targets
+      .map((t) => ({ t, key: descriptorKey(t.descriptor) }))
+      .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    let free = 0;
+    let best = keyed[0].key;
+    let bestFree = -1;
+    for (const { t, key } of keyed) {
+      const deducted = h.local ? 0 : inputs.inFlight.filter((f) => f.host === h.name && f.model === model && f.target === key && f.startedAt >= h.polledAt).length;
+      const tf = Math.max(0, t.slots - t.busy - deducted);
+      free += tf;
+      if (tf > bestFree) {
+        bestFree = tf;
+        best = key;
+      }
+    }
+    const refused = !h.local && inputs.marks.some((mk) => mk.host === h.name && mk.model === model && mk.workload === workload && mk.at >= h.polledAt);
+    out.push({
+      host: h.name,
+      local: h.local,
+      fresh: h.fresh,
+      healthy: targets.some((t) => t.slots > 0),
+      free: refused ? 0 : free,
+      rttMs: h.rttMs,
+      overheadMs: m.overheadMs,
+      ratePer1k: m.ratePer1k,
+      bestTarget: best,
+    });
+  }
+  return out.sort((a, b) => (a.host < b.host ? -1 : a.host > b.host ? 1 : 0));
+}
+
+/** The union of known workloads over a model's targets on the given hosts, sorted (for /v1/models). */
+export function modelWorkloads(models: readonly HostModelView[]): string[] {
+  const set = new Set<string>();
+  for (const m of models) for (const t of m.targets ?? [{ descriptor: LEGACY_DESCRIPTOR } as { descriptor: Descriptor }]) for (const w of t.descriptor.workloads) set.add(w);
+  for (const m of models) for (const t of m.targets ?? []) if (t.descriptor.audio && t.descriptor.workloads.includes('chat')) set.add('transcription');
+  return [...set].sort();
+}

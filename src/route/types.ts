@@ -1,0 +1,93 @@
+/**
+ * The snapshot routing decides on, and the decision it returns. Routing is
+ * pure: everything it needs is in these types, with clock and randomness
+ * passed in.
+ */
+import type { Descriptor } from '../workloads/workloads.ts';
+
+export type RouteReason = 'local' | 'scored' | 'session' | 'pinned' | 'preferred' | 'explore' | 'most-free' | 'queued';
+
+/** One target as a host reports it: its descriptor and its slots. */
+export interface TargetView {
+  descriptor: Descriptor;
+  /** Slots of healthy backends. */
+  slots: number;
+  busy: number;
+}
+
+/** One model on one host, as this node sees it (local: now; remote: from its last report). */
+export interface HostModelView {
+  /** undefined: an older node that publishes no targets (chat and completion only). */
+  targets: TargetView[] | undefined;
+  /** For an older node: the model's slots and busy. */
+  slots: number;
+  busy: number;
+  healthyBackends?: number;
+  overheadMs?: number;
+  ratePer1k?: number;
+}
+
+export interface HostView {
+  name: string;
+  local: boolean;
+  /** Poll round-trip EWMA; 0 for this node. */
+  rttMs: number;
+  /** Report younger than stale_after (always true for this node). */
+  fresh: boolean;
+  /** Clock ms when the poll behind the report was sent (this node: now). */
+  polledAt: number;
+  models: ReadonlyMap<string, HostModelView>;
+}
+
+/** A forward of this node still in flight: counted against the target it went to. */
+export interface InFlightForward {
+  host: string;
+  model: string;
+  /** descriptorKey of the target it was counted against. */
+  target: string;
+  startedAt: number;
+}
+
+/** A refusal by `host` of a forward for (model, workload): full for them until a report polled after `at`. */
+export interface RefusalMark {
+  host: string;
+  model: string;
+  workload: string;
+  at: number;
+}
+
+export interface RouteRequest {
+  model: string;
+  workload: string;
+  /** Prompt size in tokens (JSON body bytes ÷ 4); undefined for uploads. */
+  promptTokens: number | undefined;
+  sessionKey?: string;
+  pin?: string;
+  prefer: readonly string[];
+}
+
+export interface RouteOptions {
+  /** routing.performance */
+  performance: boolean;
+  /** Uniform [0, 1) */
+  random: () => number;
+  /** A counter that advances on every call, for round robin among ties. */
+  roundRobin: number;
+}
+
+/** A host that can do the request: eligible, with its free slots after deductions and marks. */
+export interface Candidate {
+  host: string;
+  local: boolean;
+  fresh: boolean;
+  /** At least one eligible target has a healthy backend (slots > 0). */
+  healthy: boolean;
+  free: number;
+  rttMs: number;
+  overheadMs?: number;
+  ratePer1k?: number;
+  /** descriptorKey of the eligible target with the most free slots (ties: sorted key), where a forward is counted. */
+  bestTarget: string;
+}
+
+export type Decision = { kind: 'run'; host: string; local: boolean; reason: RouteReason; target: string } | { kind: 'wait' };

@@ -1,0 +1,200 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { candidates } from '../../src/route/eligibility.ts';
+import { decide, weightedDraw } from '../../src/route/decide.ts';
+import { price } from '../../src/route/score.ts';
+import type { Candidate, HostModelView, HostView, RouteOptions, RouteRequest } from '../../src/route/types.ts';
+
+/** A seeded PRNG (mulberry32) so draws are reproducible. */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function cand(host: string, over: Partial<Candidate> = {}): Candidate {
+  return { host, local: false, fresh: true, healthy: true, free: 1, rttMs: 0, bestTarget: 'chat,completion', ...over };
+}
+
+const req = (over: Partial<RouteRequest> = {}): RouteRequest => ({ model: 'm', workload: 'chat', promptTokens: 100, prefer: [], ...over });
+const opts = (over: Partial<RouteOptions> = {}): RouteOptions => ({ performance: true, random: seeded(1), roundRobin: 0, ...over });
+
+function tally(cands: Candidate[], r: RouteRequest, n: number, seed = 7) {
+  const random = seeded(seed);
+  const counts: Record<string, number> = {};
+  const reasons: Record<string, number> = {};
+  for (let i = 0; i < n; i++) {
+    const d = decide(cands, r, { performance: true, random, roundRobin: i });
+    assert.equal(d.kind, 'run');
+    if (d.kind !== 'run') continue;
+    counts[d.host] = (counts[d.host] ?? 0) + 1;
+    reasons[d.reason] = (reasons[d.reason] ?? 0) + 1;
+  }
+  return { counts, reasons };
+}
+
+describe('routing decision', () => {
+  it('runs locally when this node is in the band', () => {
+    const cands = [cand('a', { local: true, overheadMs: 110 }), cand('b', { overheadMs: 100 })];
+    assert.deepEqual(tally(cands, req(), 200).counts, { a: 200 });
+  });
+
+  it('leaves this node when it is slower than 1.25× the best', () => {
+    const cands = [cand('a', { local: true, overheadMs: 130 }), cand('b', { overheadMs: 100 })];
+    const { counts, reasons } = tally(cands, req(), 200);
+    assert.deepEqual(counts, { b: 200 });
+    assert.deepEqual(reasons, { scored: 200 });
+  });
+
+  it('draws over the band weighted by 1/prediction³', () => {
+    const cands = [cand('a', { overheadMs: 100 }), cand('b', { overheadMs: 120 })];
+    const n = 100_000;
+    const { counts } = tally(cands, req({ promptTokens: 0 }), n);
+    const wa = 1 / 100 ** 3;
+    const wb = 1 / 120 ** 3;
+    const expected = wa / (wa + wb);
+    assert.ok(Math.abs(counts.a / n - expected) < 0.01, `a got ${counts.a / n}, expected ${expected}`);
+  });
+
+  it('explores a free unscored host 1 time in 20 (±1% over 100,000 draws)', () => {
+    const cands = [cand('a', { overheadMs: 100 }), cand('new')];
+    const n = 100_000;
+    const { reasons } = tally(cands, req(), n);
+    assert.ok(Math.abs(reasons.explore / n - 0.05) < 0.01, `explored ${reasons.explore / n}`);
+  });
+
+  it('never explores when a preference applies', () => {
+    const cands = [cand('a', { overheadMs: 100, free: 0 }), cand('b', { overheadMs: 100 }), cand('new')];
+    const { reasons } = tally(cands, req({ prefer: ['a'] }), 2000);
+    assert.equal(reasons.explore, undefined);
+  });
+
+  it('prices an unscored host at the median prediction and fills missing parts with medians', () => {
+    const cands = [cand('a', { overheadMs: 100, ratePer1k: 10 }), cand('b', { overheadMs: 300, ratePer1k: 30 }), cand('c', { overheadMs: 200 }), cand('d')];
+    const p = price(cands, 1000)!;
+    const by = Object.fromEntries(p.map((x) => [x.c.host, x.prediction]));
+    assert.equal(by.a, 110);
+    assert.equal(by.b, 330);
+    assert.equal(by.c, 220); // rate filled with the median of 10 and 30
+    assert.equal(by.d, 220); // the median of 110, 330 and 220
+  });
+
+  it('adds RTT to remote predictions', () => {
+    const cands = [cand('a', { overheadMs: 100, rttMs: 50 }), cand('b', { overheadMs: 120, rttMs: 0 })];
+    const p = price(cands, 0)!;
+    assert.deepEqual(p.map((x) => x.prediction), [150, 120]);
+  });
+
+  it('falls back to the most free host without scores, ties by RTT then round robin', () => {
+    const cands = [cand('a', { free: 2, rttMs: 5 }), cand('b', { free: 3, rttMs: 9 }), cand('c', { free: 3, rttMs: 9 })];
+    const seen = new Set<string>();
+    for (let rr = 0; rr < 4; rr++) {
+      const d = decide(cands, req(), opts({ roundRobin: rr }));
+      assert.equal(d.kind === 'run' && d.reason, 'most-free');
+      if (d.kind === 'run') seen.add(d.host);
+    }
+    assert.deepEqual([...seen].sort(), ['b', 'c']);
+    const local = decide([...cands, cand('me', { local: true, free: 1 })], req(), opts());
+    assert.equal(local.kind === 'run' && local.host, 'me');
+  });
+
+  it('ignores scores when routing.performance is false or the workload is not scored', () => {
+    const cands = [cand('a', { overheadMs: 500, free: 4 }), cand('b', { overheadMs: 10, free: 1 })];
+    assert.equal((decide(cands, req(), opts({ performance: false })) as { host: string }).host, 'a');
+    assert.equal((decide(cands, req({ workload: 'embeddings' }), opts()) as { host: string }).host, 'a');
+  });
+
+  it('pins wait for a full host and never run elsewhere', () => {
+    const cands = [cand('a', { free: 0 }), cand('b')];
+    assert.deepEqual(decide(cands, req({ pin: 'a' }), opts()), { kind: 'wait' });
+    assert.equal((decide(cands, req({ pin: 'b' }), opts()) as { reason: string }).reason, 'pinned');
+  });
+
+  it('takes the first preferred host with room, passing over unknown and full ones', () => {
+    const cands = [cand('a', { free: 0 }), cand('b'), cand('c')];
+    const d = decide(cands, req({ prefer: ['nosuch', 'a', 'c', 'b'] }), opts());
+    assert.deepEqual([d.kind === 'run' && d.host, d.kind === 'run' && d.reason], ['c', 'preferred']);
+    const none = decide(cands, req({ prefer: ['nosuch'] }), opts());
+    assert.equal(none.kind, 'run');
+  });
+
+  it('routes nothing to a stale host, and waits when nothing is free', () => {
+    assert.deepEqual(decide([cand('a', { fresh: false })], req(), opts()), { kind: 'wait' });
+    assert.deepEqual(decide([cand('a', { free: 0 })], req(), opts()), { kind: 'wait' });
+  });
+
+  it('keeps a session on its rendezvous host from any entry node, moves it when full, brings it back', () => {
+    const hosts = ['a', 'b', 'c'];
+    const placements = new Map<string, string>();
+    for (let k = 0; k < 50; k++) {
+      const key = `session-${k}`;
+      const chosen = hosts.map((entry) => {
+        const cands = hosts.map((h) => cand(h, { local: h === entry }));
+        const d = decide(cands, req({ sessionKey: key }), opts());
+        return d.kind === 'run' ? d.host : '';
+      });
+      assert.equal(new Set(chosen).size, 1, `key ${key} landed on ${chosen}`);
+      placements.set(key, chosen[0]);
+    }
+    assert.ok(new Set(placements.values()).size >= 2);
+    const [key, home] = [...placements][0];
+    const full = hosts.map((h) => cand(h, { free: h === home ? 0 : 1 }));
+    const away = decide(full, req({ sessionKey: key }), opts());
+    assert.ok(away.kind === 'run' && away.host !== home);
+    const back = decide(hosts.map((h) => cand(h)), req({ sessionKey: key }), opts());
+    assert.equal(back.kind === 'run' && back.host, home);
+  });
+
+  it('skips a session host whose speed class is more than 1.25× the best free one', () => {
+    const hosts = ['a', 'b', 'c'];
+    const key = 'k';
+    const home = (decide(hosts.map((h) => cand(h)), req({ sessionKey: key }), opts()) as { host: string }).host;
+    const cands = hosts.map((h) => cand(h, { overheadMs: h === home ? 1000 : 100 }));
+    const d = decide(cands, req({ sessionKey: key }), opts());
+    assert.ok(d.kind === 'run' && d.host !== home && d.reason === 'session');
+  });
+
+  it('weighted draw covers the whole band', () => {
+    const band = [100, 200].map((p) => ({ c: cand(String(p)), prediction: p, speedClass: p }));
+    assert.equal(weightedDraw(band, 0).prediction, 100);
+    assert.equal(weightedDraw(band, 0.9999).prediction, 200);
+  });
+});
+
+function host(name: string, models: Record<string, HostModelView>, over: Partial<HostView> = {}): HostView {
+  return { name, local: false, rttMs: 1, fresh: true, polledAt: 1000, models: new Map(Object.entries(models)), ...over };
+}
+
+const chatTarget = (slots: number, busy = 0) => ({ descriptor: { workloads: ['chat', 'completion'], audio: false }, slots, busy });
+
+describe('candidates and refusal marks', () => {
+  it('a refusal keeps a host full until a report whose poll was sent after it', () => {
+    const mark = { host: 'b', model: 'm', workload: 'chat', at: 1500 };
+    const before = candidates({ hosts: [host('b', { m: { targets: [chatTarget(4)], slots: 4, busy: 0 } }, { polledAt: 1000 })], inFlight: [], marks: [mark] }, 'm', 'chat');
+    assert.equal(before[0].free, 0);
+    const stillOld = candidates({ hosts: [host('b', { m: { targets: [chatTarget(4)], slots: 4, busy: 0 } }, { polledAt: 1499 })], inFlight: [], marks: [mark] }, 'm', 'chat');
+    assert.equal(stillOld[0].free, 0);
+    const after = candidates({ hosts: [host('b', { m: { targets: [chatTarget(4)], slots: 4, busy: 0 } }, { polledAt: 1501 })], inFlight: [], marks: [mark] }, 'm', 'chat');
+    assert.equal(after[0].free, 4);
+  });
+
+  it('deducts own forwards that started after the report’s poll', () => {
+    const h = host('b', { m: { targets: [chatTarget(4, 1)], slots: 4, busy: 1 } }, { polledAt: 1000 });
+    const inFlight = [
+      { host: 'b', model: 'm', target: 'chat,completion', startedAt: 900 },
+      { host: 'b', model: 'm', target: 'chat,completion', startedAt: 1100 },
+    ];
+    assert.equal(candidates({ hosts: [h], inFlight, marks: [] }, 'm', 'chat')[0].free, 2);
+  });
+
+  it('an older node without targets does chat and completion only', () => {
+    const h = host('old', { m: { targets: undefined, slots: 2, busy: 0 } });
+    assert.equal(candidates({ hosts: [h], inFlight: [], marks: [] }, 'm', 'chat')[0].free, 2);
+    assert.equal(candidates({ hosts: [h], inFlight: [], marks: [] }, 'm', 'embeddings').length, 0);
+  });
+});
