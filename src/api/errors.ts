@@ -55,6 +55,9 @@ export const errors = {
     new ApiError(503, `model "${model}" has no healthy backend anywhere in the mesh; check the engines (GET /health on each node)`, 'server_error', 'no_healthy_backend', 5),
   forwardLacksModel: (model: string, workload: string) =>
     new ApiError(503, `this node does not serve "${model}" for ${workload}; the entry node retries elsewhere`, 'server_error', 'model_not_here', 1),
+  invalidAlias: (detail: string) => invalid(400, `invalid alias request: ${detail}`, 'invalid_alias'),
+  unknownAlias: (alias: string) => invalid(404, `no alias named "${alias.slice(0, 80)}"; GET /v1/aliases lists them`, 'alias_not_found'),
+  nothingToRevert: (alias: string) => invalid(409, `alias "${alias.slice(0, 80)}" has no earlier value in this node's history to restore`, 'nothing_to_revert'),
   aliasUnserved: (alias: string) => new ApiError(503, `alias "${alias}": none of its targets is served now`, 'server_error', 'alias_unserved', 5),
   engineFailed: (detail: string) => new ApiError(502, `the engine failed before answering: ${detail}`, 'server_error', 'engine_failed'),
   starting: () => new ApiError(503, 'the node is starting or stopping', 'server_error', 'unavailable', 1),

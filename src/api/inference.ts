@@ -1,17 +1,29 @@
 /**
- * An inference request on this node: parse, check, place (now or after
- * waiting in the queue), run on the leased backend, measure, release.
+ * An inference request, from the entry node's point of view (SPEC section
+ * 9): parse, judge forward headers, check that someone can serve it, place
+ * it (now, or after waiting in the queue), run it here or forward it once,
+ * retry refusals before the first byte, measure, release.
  */
 import type http from 'node:http';
-import { GENERATION_WORKLOADS, descriptorDoes, type Workload } from '../workloads/workloads.ts';
-import type { ViiworkNode, Placement } from '../node/node.ts';
+import { GENERATION_WORKLOADS, type Workload } from '../workloads/workloads.ts';
+import type { ViiworkNode } from '../node/node.ts';
 import type { Lease } from '../engines/targets.ts';
+import { candidates } from '../route/eligibility.ts';
+import { decide } from '../route/decide.ts';
+import type { Candidate, RouteReason } from '../route/types.ts';
+import { judgeForward, type Sender } from '../forward/verify.ts';
 import { readBody } from './body.ts';
 import { ApiError, errors, sendError } from './errors.ts';
-import { relay } from './proxy.ts';
+import { relay, type RelayResult } from './proxy.ts';
 import { parseInference, type InferenceRequest } from './request.ts';
+import { resolveModelName } from '../node/aliases.ts';
 
-export type RouteReason = 'local' | 'scored' | 'session' | 'pinned' | 'preferred' | 'explore' | 'most-free' | 'queued';
+export type { RouteReason };
+
+/** Where a request will run, holding what it reserved there. */
+export type Placement =
+  | { kind: 'local'; lease: Lease; reason: RouteReason }
+  | { kind: 'remote'; host: string; reason: RouteReason; done: () => void };
 
 export async function handleInference(node: ViiworkNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL, workload: Workload): Promise<void> {
   const abort = new AbortController();
@@ -19,15 +31,21 @@ export async function handleInference(node: ViiworkNode, req: http.IncomingMessa
     if (!res.writableFinished) abort.abort();
   });
   const body = await readBody(req, node.config.api.max_body);
+  const sender: Sender = judgeForward(req, body, node.meshMode, node.members, (reason) => node.metrics.authRejected.inc({ reason: reason.split(':')[0].slice(0, 40) }));
   const ir = parseInference(req, url, workload, body);
   let route: RouteReason = 'local';
   let outcome = 'ok';
   try {
-    checkServed(node, ir);
-    const placed = await place(node, ir, abort.signal);
-    if (!placed) return; // client went away while queued
-    if (placed.queuedMs > 0) route = 'queued';
-    outcome = await runLocal(node, ir, placed.placement.lease, res, route, placed.queuedMs, abort.signal);
+    if (sender.kind === 'forward') {
+      outcome = await admitForward(node, ir, sender.from, res, abort.signal);
+      return;
+    }
+    const alias = resolveModelName(node, ir);
+    const headers: Record<string, string> = alias ? { 'x-viiwork-alias': alias.alias, 'x-viiwork-model': alias.model } : {};
+    if (alias) rewriteModel(ir, alias.model);
+    const r = await placeAndRun(node, ir, res, abort.signal, headers);
+    route = r.route;
+    outcome = r.outcome;
   } catch (err) {
     outcome = err instanceof ApiError ? String(err.status) : 'error';
     throw err;
@@ -36,36 +54,103 @@ export async function handleInference(node: ViiworkNode, req: http.IncomingMessa
   }
 }
 
-/** 404 unknown model, 400 unsupported workload, 503 nothing healthy: decided before any waiting. */
-function checkServed(node: ViiworkNode, ir: InferenceRequest): void {
-  const targets = node.slots.targetsOf(ir.model);
-  if (targets.length === 0) throw errors.unknownModel(ir.model);
-  const capable = targets.filter((t) => descriptorDoes(t.descriptor, ir.workload));
-  if (capable.length === 0) throw errors.unsupportedWorkload(ir.model, ir.workload);
-  if (!capable.some((t) => t.backends.some((b) => b.state === 'healthy'))) throw errors.noHealthyBackend(ir.model);
+function rewriteModel(ir: InferenceRequest, model: string): void {
+  ir.model = model;
+  if (ir.json) {
+    ir.json = { ...ir.json, model };
+    ir.body = Buffer.from(JSON.stringify(ir.json));
+  }
 }
 
-async function place(node: ViiworkNode, ir: InferenceRequest, signal: AbortSignal): Promise<{ placement: Placement; queuedMs: number } | undefined> {
-  const attempt = (): Placement | undefined => {
+/** 404 / 400 / 503 before any waiting, from every host that reports the model (fresh or stale). */
+function checkServable(node: ViiworkNode, ir: InferenceRequest, cands: Candidate[]): void {
+  const hosts = node.hostViews();
+  const serving = hosts.filter((h) => h.models.has(ir.model));
+  if (serving.length === 0) throw errors.unknownModel(ir.model);
+  if (ir.pin !== undefined) {
+    if (!serving.some((h) => h.name === ir.pin)) throw errors.unknownHost(ir.pin, ir.model);
+    if (!cands.some((c) => c.host === ir.pin)) throw errors.unsupportedWorkload(ir.model, ir.workload, `member "${ir.pin}"`);
+  }
+  if (cands.length === 0) throw errors.unsupportedWorkload(ir.model, ir.workload);
+  if (!cands.some((c) => c.healthy)) throw errors.noHealthyBackend(ir.model);
+}
+
+function currentCandidates(node: ViiworkNode, ir: InferenceRequest): Candidate[] {
+  return candidates({ hosts: node.hostViews(), inFlight: node.forwards.inFlight, marks: node.forwards.marks }, ir.model, ir.workload);
+}
+
+/** One routing attempt: decide and reserve (a local lease, or an in-flight forward). */
+function attempt(node: ViiworkNode, ir: InferenceRequest): Placement | undefined {
+  const d = decide(currentCandidates(node, ir), ir, { performance: node.config.routing.performance, random: Math.random, roundRobin: node.nextRoundRobin() });
+  if (d.kind === 'wait') return undefined;
+  if (d.local) {
     const lease = node.slots.tryLease(ir.model, ir.workload, ir.sessionKey);
-    return lease ? { kind: 'local', lease } : undefined;
-  };
+    return lease ? { kind: 'local', lease, reason: d.reason } : undefined;
+  }
+  return { kind: 'remote', host: d.host, reason: d.reason, done: node.forwards.start(d.host, ir.model, d.target) };
+}
+
+async function placeAndRun(
+  node: ViiworkNode,
+  ir: InferenceRequest,
+  res: http.ServerResponse,
+  signal: AbortSignal,
+  extraHeaders: Record<string, string>,
+): Promise<{ route: RouteReason; outcome: string }> {
+  checkServable(node, ir, currentCandidates(node, ir));
+  const arrived = node.now();
+  const deadline = arrived + node.config.routing.queue_timeout;
   const queue = node.queues.get(ir.model, ir.workload);
-  if (queue.depth === 0) {
-    const now = attempt();
-    if (now) return { placement: now, queuedMs: 0 };
+  let refusedMeanwhile = false;
+  let queued = false;
+  let front = false;
+  for (;;) {
+    let placement: Placement | undefined = queue.depth === 0 || front ? attempt(node, ir) : undefined;
+    if (!placement) {
+      if (node.config.routing.queue_max === 0 && !front) throw errors.queueFull(ir.model);
+      queued = true;
+      const out = await queue.enqueue(() => attempt(node, ir), { signal, deadline, front });
+      if (!out.ok) {
+        if (out.reason === 'aborted') return { route: 'queued', outcome: 'aborted' };
+        if (out.reason === 'full') throw errors.queueFull(ir.model);
+        throw refusedMeanwhile ? errors.queueTimeoutRefused(ir.model, node.config.routing.queue_timeout) : errors.queueTimeout(ir.model, node.config.routing.queue_timeout);
+      }
+      placement = out.value;
+      node.metrics.queueWait.observe(out.queuedMs / 1000);
+    }
+    const queuedMs = queued ? Math.max(1, node.now() - arrived) : 0;
+    const route: RouteReason = queued ? 'queued' : placement.reason;
+    if (placement.kind === 'local') {
+      const outcome = await runLocal(node, ir, placement.lease, res, route, queuedMs, signal, node.name, extraHeaders);
+      return { route, outcome };
+    }
+    // A forward: retried on another route before the first byte, up to forward_retry times, then back to the head of the queue.
+    let retries = 0;
+    let current: Placement | undefined = placement;
+    while (current && current.kind === 'remote') {
+      const result = await forwardOnce(node, ir, current.host, res, signal, { route: queued ? 'queued' : current.reason, queuedMs: queued ? Math.max(1, node.now() - arrived) : 0, extraHeaders });
+      current.done();
+      if (result.kind !== 'refused') {
+        node.metrics.forwards.inc({ outcome: result.kind });
+        node.queues.pumpAll();
+        return { route: queued ? 'queued' : current.reason, outcome: result.kind === 'done' ? String(result.status) : result.kind };
+      }
+      node.metrics.forwards.inc({ outcome: 'refused' });
+      node.forwards.refuse(current.host, ir.model, ir.workload);
+      refusedMeanwhile = true;
+      node.log.debug('forward refused', { host: current.host, model: ir.model, detail: result.detail });
+      if (retries >= node.config.routing.forward_retry) break;
+      retries++;
+      current = attempt(node, ir);
+    }
+    if (current && current.kind === 'local') {
+      const r: RouteReason = queued ? 'queued' : current.reason;
+      return { route: r, outcome: await runLocal(node, ir, current.lease, res, r, queued ? Math.max(1, node.now() - arrived) : 0, signal, node.name, extraHeaders) };
+    }
+    if (node.now() >= deadline) throw errors.queueTimeoutRefused(ir.model, node.config.routing.queue_timeout);
+    front = true;
+    queued = true;
   }
-  if (node.config.routing.queue_max === 0) throw errors.queueFull(ir.model);
-  node.metrics.queueDepth.set({ model: ir.model, workload: ir.workload }, queue.depth + 1);
-  const out = await queue.enqueue(attempt, { signal });
-  node.metrics.queueDepth.set({ model: ir.model, workload: ir.workload }, queue.depth);
-  if (out.ok) {
-    node.metrics.queueWait.observe(out.queuedMs / 1000);
-    return { placement: out.value, queuedMs: Math.max(1, out.queuedMs) };
-  }
-  if (out.reason === 'aborted') return undefined;
-  if (out.reason === 'full') throw errors.queueFull(ir.model);
-  throw errors.queueTimeout(ir.model, node.config.routing.queue_timeout);
 }
 
 /** Upstream body: for a generation stream, ask the engine for usage so prompt tokens can be measured. */
@@ -77,6 +162,18 @@ function upstreamBody(ir: InferenceRequest): { body: Buffer; stripUsage: boolean
   return { body: ir.body, stripUsage: false };
 }
 
+function meshHeaders(executor: string, origin: string, route: RouteReason, queuedMs: number): Record<string, string> {
+  return { 'x-viiwork-node': executor, 'x-viiwork-origin': origin, 'x-viiwork-route': route, 'x-viiwork-queued-ms': String(queuedMs) };
+}
+
+/** A verified forward: a free local slot of a capable target now, or 429 (503 when this node lacks the model or workload). */
+async function admitForward(node: ViiworkNode, ir: InferenceRequest, from: string, res: http.ServerResponse, signal: AbortSignal): Promise<string> {
+  if (!node.slots.does(ir.model, ir.workload)) throw errors.forwardLacksModel(ir.model, ir.workload);
+  const lease = node.slots.tryLease(ir.model, ir.workload, ir.sessionKey);
+  if (!lease) throw errors.forwardNoSlot();
+  return runLocal(node, ir, lease, res, 'local', 0, signal, from, {});
+}
+
 async function runLocal(
   node: ViiworkNode,
   ir: InferenceRequest,
@@ -85,27 +182,20 @@ async function runLocal(
   route: RouteReason,
   queuedMs: number,
   signal: AbortSignal,
+  origin: string,
+  extraHeaders: Record<string, string>,
 ): Promise<string> {
   try {
-    const origin = lease.backend.url;
-    if (!origin) throw errors.engineFailed(`backend ${lease.backend.id} has no address`);
+    const base = lease.backend.url;
+    const responseHeaders = { ...extraHeaders, ...meshHeaders(node.name, origin, route, queuedMs) };
+    if (!base) {
+      sendError(res, errors.engineFailed(`backend ${lease.backend.id} has no address`), responseHeaders);
+      return '502';
+    }
     const { body, stripUsage } = upstreamBody(ir);
-    const responseHeaders = {
-      'x-viiwork-node': node.name,
-      'x-viiwork-origin': node.name,
-      'x-viiwork-route': route,
-      'x-viiwork-queued-ms': String(queuedMs),
-    };
     const generation = GENERATION_WORKLOADS.includes(ir.workload);
     const result = await relay(
-      {
-        origin,
-        path: ir.path,
-        method: 'POST',
-        headers: { 'content-type': ir.contentType, accept: ir.stream ? 'text/event-stream' : 'application/json' },
-        body,
-        signal,
-      },
+      { origin: base, path: ir.path, method: 'POST', headers: { 'content-type': ir.contentType, accept: ir.stream ? 'text/event-stream' : 'application/json' }, body, signal },
       res,
       { responseHeaders, stripUsage, keepBody: generation && !ir.stream ? 1 << 20 : undefined },
     );
@@ -115,9 +205,8 @@ async function runLocal(
         sendError(res, errors.engineFailed(`${lease.backend.id}: ${result.detail}`), responseHeaders);
         return '502';
       case 'aborted':
-        return 'aborted';
       case 'broken':
-        return 'broken';
+        return result.kind;
       case 'done':
         if (generation && result.status < 300) measure(node, ir, lease, result);
         return String(result.status);
@@ -125,6 +214,31 @@ async function runLocal(
   } finally {
     lease.release();
   }
+}
+
+/** Send the request to a member once; a refusal (429, 503, no connection) comes back before anything reached the client. */
+async function forwardOnce(
+  node: ViiworkNode,
+  ir: InferenceRequest,
+  host: string,
+  res: http.ServerResponse,
+  signal: AbortSignal,
+  o: { route: RouteReason; queuedMs: number; extraHeaders: Record<string, string> },
+): Promise<RelayResult> {
+  const member = node.members?.get(host);
+  if (!member?.api) return { kind: 'refused', detail: `member ${host} has no API address` };
+  const pathWithQuery = ir.path;
+  const headers: Record<string, string> = {
+    'content-type': ir.contentType,
+    accept: ir.stream ? 'text/event-stream' : 'application/json',
+    ...node.signForward('POST', pathWithQuery, ir.body),
+  };
+  if (ir.sessionKey) headers['x-session-affinity'] = ir.sessionKey;
+  return relay(
+    { origin: member.api, path: pathWithQuery, method: 'POST', headers, body: ir.body, signal, dispatcher: node.peerAgent },
+    res,
+    { responseHeaders: { ...o.extraHeaders, ...meshHeaders(host, node.name, o.route, o.queuedMs) }, stripUsage: false, isRefusal: (s) => s === 429 || s === 503 },
+  );
 }
 
 function measure(node: ViiworkNode, ir: InferenceRequest, lease: Lease, result: { firstContentAt?: number; promptTokens?: number; body?: Buffer }): void {

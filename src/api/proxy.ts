@@ -47,8 +47,8 @@ export interface RelayOptions {
   stripUsage: boolean;
   /** Keep a copy of a non-stream body (up to this many bytes) to read usage from it. */
   keepBody?: number;
-  /** Treat any upstream status >= this as a refusal before the first byte (default 500). */
-  refuseFrom?: number;
+  /** Which upstream statuses are a refusal before the first byte (default: 500 and above). */
+  isRefusal?: (status: number) => boolean;
 }
 
 export type RelayResult =
@@ -79,7 +79,7 @@ export async function relay(call: UpstreamCall, res: http.ServerResponse, opts: 
   }
 
   const status = upstream.statusCode;
-  if (status >= (opts.refuseFrom ?? 500)) {
+  if (opts.isRefusal ? opts.isRefusal(status) : status >= 500) {
     let body: Buffer | undefined;
     try {
       body = Buffer.from(await upstream.body.arrayBuffer());

@@ -25,6 +25,9 @@ program
     process.stdout.write(`${file}: ok (node "${config.node.name}", ${config.models.length} model entr${config.models.length === 1 ? 'y' : 'ies'})\n`);
   });
 
+// viiwork alias set|ls|rm|history|revert
+(await import('./alias.ts')).registerAliasCommand(program);
+
 program.parseAsync(process.argv).catch((err) => {
   if (err instanceof ConfigError) {
     process.stderr.write(`viiwork: invalid configuration:\n${err.problems.map((p) => `  ${p}`).join('\n')}\n`);

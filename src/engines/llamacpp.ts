@@ -154,11 +154,9 @@ interface Run {
   lastProgressLog: number;
 }
 
-type Required2<T> = { [K in keyof T]-?: T[K] };
-
 export class LlamacppBackend extends Backend {
   readonly #cfg: LlamacppConfig;
-  readonly #opts: Required2<Omit<LlamacppOptions, 'onProps'>> & Pick<LlamacppOptions, 'onProps'>;
+  readonly #opts: Required<Omit<LlamacppOptions, 'onProps'>> & Pick<LlamacppOptions, 'onProps'>;
   #run: Run | undefined;
   #props: EngineProps | undefined;
   #restartTimes: number[] = [];

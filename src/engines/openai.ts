@@ -26,7 +26,7 @@ export interface OpenAIBackendConfig {
 export interface OpenAIBackendOptions {
   /** Time between health probes (default 5000 ms). */
   healthIntervalMs?: number;
-  /** Deadline of one probe (default 5000 ms, at most the interval is not enforced). */
+  /** Deadline of one probe (default 5000 ms). */
   probeTimeoutMs?: number;
   /**
    * Called with /props when the engine has them, before the backend turns

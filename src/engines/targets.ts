@@ -88,6 +88,11 @@ export class SlotTable {
     return { descriptor: t.descriptor, slots, busy };
   }
 
+  /** Does any target of this model do the workload (healthy or not)? */
+  does(model: string, workload: Workload): boolean {
+    return this.targetsOf(model).some((t) => descriptorDoes(t.descriptor, workload));
+  }
+
   /** Free slots of this model for a workload, over the targets that do it. */
   freeFor(model: string, workload: Workload): number {
     let free = 0;

@@ -10,22 +10,30 @@ import { createApiHandler } from '../api/server.ts';
 import type { Config } from '../config/schema.ts';
 import type { Backend } from '../engines/backend.ts';
 import { createBackends } from '../engines/factory.ts';
-import { SlotTable, type Lease } from '../engines/targets.ts';
+import { SlotTable } from '../engines/targets.ts';
 import { createLog, type Log } from '../log.ts';
 import { Metrics } from '../metrics/metrics.ts';
 import { PerfScores } from '../perf/scores.ts';
 import { QueueSet } from '../queue/fifo.ts';
 import { VERSION } from '../version.ts';
+import type { Placement } from '../api/inference.ts';
+import { Agent } from 'undici';
+import type { CapacityPoller } from '../capacity/poller.ts';
+import { ForwardBook } from '../forward/book.ts';
+import { MemberTable } from '../mesh/members.ts';
+import type { HostView } from '../route/types.ts';
+import { HEADER_NODE } from '../security/headers.ts';
+import { loadMeshMode, type MeshMode } from '../security/secret.ts';
+import { sha256Hex } from '../security/signing.ts';
+import { localView, peerViews } from './views.ts';
 
 export type NodePhase = 'starting' | 'running' | 'stopping' | 'stopped';
 
 export interface NodeOptions {
   log?: Log;
   now?: () => number;
+  env?: NodeJS.ProcessEnv;
 }
-
-/** What the queue hands a request once it can run. */
-export type Placement = { kind: 'local'; lease: Lease };
 
 export class ViiworkNode {
   readonly name: string;
@@ -37,6 +45,13 @@ export class ViiworkNode {
   readonly now: () => number;
   readonly version = VERSION;
   phase: NodePhase = 'starting';
+  readonly meshMode: MeshMode;
+  readonly members: MemberTable;
+  readonly forwards: ForwardBook;
+  poller: CapacityPoller | undefined;
+  /** Connections to other nodes' APIs leave from the advertise address. */
+  peerAgent: Agent;
+  #rr = 0;
   backends: Backend[] = [];
   #server: http.Server | undefined;
   #tick: NodeJS.Timeout | undefined;
@@ -52,6 +67,31 @@ export class ViiworkNode {
     this.queues = new QueueSet(config.routing.queue_max, config.routing.queue_timeout, this.now);
     this.perf = new PerfScores(config.node.state_dir, this.now);
     this.slots.onRelease(() => this.queues.pumpAll());
+    this.meshMode = loadMeshMode(opts.env ?? process.env, config.mesh.open);
+    this.members = new MemberTable(this.name, this.now);
+    this.forwards = new ForwardBook(this.now);
+    this.peerAgent = new Agent({
+      keepAliveTimeout: 30_000,
+      headersTimeout: 15 * 60_000,
+      bodyTimeout: 15 * 60_000,
+      connect: { timeout: 2000, ...(config.mesh.advertise ? { localAddress: config.mesh.advertise } : {}) },
+    });
+  }
+
+  /** The routing snapshot: this node now, and every alive or suspect peer from its last report. */
+  hostViews(): HostView[] {
+    const now = this.now();
+    return [localView(this.name, this.slots, this.perf, now), ...peerViews(this.members.peers(), this.poller, this.config.routing.stale_after, now)];
+  }
+
+  nextRoundRobin(): number {
+    return this.#rr++;
+  }
+
+  /** Headers that make a request a forward from this node: signed in a secured mesh, the name alone in an open one. */
+  signForward(method: string, pathWithQuery: string, body: Buffer): Record<string, string> {
+    if (this.meshMode.mode === 'open') return { [HEADER_NODE]: this.name };
+    return { ...this.meshMode.signer.sign({ method, pathWithQuery, node: this.name, bodySha256: sha256Hex(body) }) };
   }
 
   /** The API address actually bound (port 0 in config picks a free one). */
@@ -112,6 +152,7 @@ export class ViiworkNode {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       setTimeout(() => server.closeAllConnections(), 2000).unref();
       await Promise.all([closed, ...this.backends.map((b) => b.stop())]);
+      await this.peerAgent.close().catch(() => {});
     } else {
       await Promise.all(this.backends.map((b) => b.stop()));
     }

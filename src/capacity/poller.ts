@@ -1,0 +1,157 @@
+/**
+ * Polls every alive viiwork member's /v1/capacity once per interval (SPEC
+ * section 7): never two polls to one member at once, 500 ms to connect and
+ * 1 s in all, the report's node name checked, RTT kept as an EWMA, age
+ * counted from when the poll was sent. Outgoing connections leave from the
+ * advertise address.
+ */
+import { Agent, request } from 'undici';
+import type { CapacityReport, ModelReport } from './report.ts';
+
+export interface PeerReport {
+  report: CapacityReport;
+  /** Clock ms when the poll that brought it was sent. */
+  polledAt: number;
+  receivedAt: number;
+}
+
+export interface PollTarget {
+  name: string;
+  /** "http://ip:port" */
+  api: string;
+}
+
+export const RTT_ALPHA = 0.3;
+
+function num(x: unknown): number | undefined {
+  return typeof x === 'number' && Number.isFinite(x) ? x : undefined;
+}
+
+/** Accept a peer's report only in the shape we can route on; unknown fields are ignored, missing optional ones mean unknown. */
+export function parseReport(doc: unknown, expectedNode: string): CapacityReport | string {
+  if (!doc || typeof doc !== 'object') return 'not a JSON object';
+  const d = doc as Record<string, unknown>;
+  if (d.node !== expectedNode) return `report names node "${String(d.node)}", expected "${expectedNode}"`;
+  if (!Array.isArray(d.models)) return 'report has no models array';
+  const models: ModelReport[] = [];
+  for (const raw of d.models) {
+    if (!raw || typeof raw !== 'object') continue;
+    const m = raw as Record<string, unknown>;
+    if (typeof m.name !== 'string' || !m.name) continue;
+    const targets = Array.isArray(m.targets)
+      ? m.targets.flatMap((t) => {
+          const x = t as Record<string, unknown>;
+          if (!x || !Array.isArray(x.workloads)) return [];
+          return [{ workloads: x.workloads.filter((w): w is string => typeof w === 'string'), audio: x.audio === true, slots: num(x.slots) ?? 0, busy: num(x.busy) ?? 0 }];
+        })
+      : undefined;
+    models.push({
+      name: m.name,
+      engine: typeof m.engine === 'string' ? m.engine : undefined,
+      slots: num(m.slots) ?? 0,
+      busy: num(m.busy) ?? 0,
+      queued: num(m.queued),
+      ctx: num(m.ctx),
+      backends: num(m.backends),
+      healthy_backends: num(m.healthy_backends),
+      ttft_overhead_ms: num(m.ttft_overhead_ms),
+      prefill_ms_per_1k: num(m.prefill_ms_per_1k),
+      perf_samples: num(m.perf_samples),
+      targets,
+    });
+  }
+  return { node: expectedNode, ver: typeof d.ver === 'string' ? d.ver : undefined, at: num(d.at), alias_version: num(d.alias_version), models };
+}
+
+export class CapacityPoller {
+  readonly #reports = new Map<string, PeerReport>();
+  readonly #rtt = new Map<string, number>();
+  readonly #inFlight = new Set<string>();
+  readonly #errors = new Map<string, string>();
+  #targets: PollTarget[] = [];
+  #timer: NodeJS.Timeout | undefined;
+  readonly agent: Agent;
+
+  constructor(
+    private readonly opts: {
+      intervalMs: number;
+      localAddress?: string;
+      now?: () => number;
+      log?: (msg: string) => void;
+      onReport?: (name: string, r: PeerReport) => void;
+    },
+  ) {
+    this.agent = new Agent({ connect: { timeout: 500, ...(opts.localAddress ? { localAddress: opts.localAddress } : {}) }, keepAliveTimeout: 10_000 });
+  }
+
+  get now(): () => number {
+    return this.opts.now ?? Date.now;
+  }
+
+  setTargets(targets: PollTarget[]): void {
+    this.#targets = targets;
+    const names = new Set(targets.map((t) => t.name));
+    for (const name of this.#errors.keys()) if (!names.has(name)) this.#errors.delete(name);
+  }
+
+  /** Forget a member's report (it died or left). */
+  forget(name: string): void {
+    this.#reports.delete(name);
+    this.#rtt.delete(name);
+  }
+
+  get(name: string): PeerReport | undefined {
+    return this.#reports.get(name);
+  }
+
+  rtt(name: string): number | undefined {
+    return this.#rtt.get(name);
+  }
+
+  start(): void {
+    if (this.#timer) return;
+    this.pollAll();
+    this.#timer = setInterval(() => this.pollAll(), this.opts.intervalMs);
+    this.#timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    await this.agent.close().catch(() => {});
+  }
+
+  pollAll(): void {
+    for (const t of this.#targets) if (!this.#inFlight.has(t.name)) void this.poll(t);
+  }
+
+  async poll(t: PollTarget): Promise<void> {
+    this.#inFlight.add(t.name);
+    const sentAt = this.now();
+    const started = performance.now();
+    try {
+      const res = await request(`${t.api}/v1/capacity`, { dispatcher: this.agent, signal: AbortSignal.timeout(1000), headersTimeout: 1000, bodyTimeout: 1000 });
+      const doc = res.statusCode === 200 ? await res.body.json() : (await res.body.text(), `HTTP ${res.statusCode}`);
+      const rtt = performance.now() - started;
+      const parsed = typeof doc === 'string' ? doc : parseReport(doc, t.name);
+      if (typeof parsed === 'string') return this.#fail(t.name, parsed);
+      const prev = this.#rtt.get(t.name);
+      this.#rtt.set(t.name, prev === undefined ? rtt : prev + RTT_ALPHA * (rtt - prev));
+      const entry = { report: parsed, polledAt: sentAt, receivedAt: this.now() };
+      const old = this.#reports.get(t.name);
+      if (!old || old.polledAt <= sentAt) this.#reports.set(t.name, entry);
+      if (this.#errors.delete(t.name)) this.opts.log?.(`capacity of ${t.name}: reports again`);
+      this.opts.onReport?.(t.name, entry);
+    } catch (err) {
+      this.#fail(t.name, (err as Error).message);
+    } finally {
+      this.#inFlight.delete(t.name);
+    }
+  }
+
+  #fail(name: string, why: string): void {
+    if (this.#errors.get(name) === why) return;
+    this.#errors.set(name, why);
+    this.opts.log?.(`capacity of ${name}: poll failed: ${why}`);
+  }
+}

@@ -1,0 +1,50 @@
+/**
+ * Judging the X-Viiwork-* headers of an incoming request (SPEC section 6):
+ * a verified forward from a member, a plain client request, or 401. After
+ * this, every X-Viiwork-* header but X-Viiwork-Prefer is gone.
+ */
+import type http from 'node:http';
+import { errors } from '../api/errors.ts';
+import type { MemberTable } from '../mesh/members.ts';
+import { classifyForwardHeaders, headerValue, HEADER_NODE, stripMeshHeaders } from '../security/headers.ts';
+import type { MeshMode } from '../security/secret.ts';
+import { sha256Hex } from '../security/signing.ts';
+
+export type Sender = { kind: 'client' } | { kind: 'forward'; from: string };
+
+function normalizeIp(ip: string | undefined): string {
+  if (!ip) return '';
+  return ip.startsWith('::ffff:') ? ip.slice(7) : ip;
+}
+
+export function judgeForward(req: http.IncomingMessage, body: Buffer, mode: MeshMode, members: MemberTable | undefined, onReject: (reason: string) => void): Sender {
+  const headers = req.headers;
+  const cls = classifyForwardHeaders(headers);
+  try {
+    if (mode.mode === 'secured') {
+      if (cls === 'none') return { kind: 'client' };
+      if (cls === 'partial') throw reject('incomplete X-Viiwork-Node/-Ts/-Nonce/-Auth set');
+      const v = mode.verifier.verify({ method: req.method ?? 'POST', pathWithQuery: req.url ?? '/', bodySha256: sha256Hex(body), headers });
+      if (!v.ok) throw reject(v.reason);
+      const m = members?.get(v.node);
+      if (!m || m.state !== 'alive' || m.role === 'foreign') throw reject(`sender "${v.node}" is not an alive member`);
+      return { kind: 'forward', from: v.node };
+    }
+    const claim = headerValue(headers, HEADER_NODE);
+    if (claim === undefined) return { kind: 'client' };
+    const name = Array.isArray(claim) ? claim[0] : claim;
+    const m = members?.get(name);
+    if (!m || m.state !== 'alive' || m.role === 'foreign' || normalizeIp(req.socket.remoteAddress) !== normalizeIp(m.addr)) {
+      throw reject(`X-Viiwork-Node "${name.slice(0, 64)}" does not come from that member's address`);
+    }
+    return { kind: 'forward', from: name };
+  } finally {
+    const stripped = stripMeshHeaders(headers);
+    for (const k of Object.keys(headers)) if (!(k in stripped)) delete headers[k];
+  }
+
+  function reject(reason: string) {
+    onReject(reason);
+    return errors.unauthorized(reason);
+  }
+}

@@ -1,0 +1,90 @@
+/**
+ * The member table the rest of the node reads: every member with its state,
+ * role, gossip and API addresses, version and since when. Fed from the
+ * gossip layer's view; departed members stay listed for 24 h.
+ */
+import { parseMeta, type Role } from './meta.ts';
+
+export type MemberState = 'alive' | 'suspect' | 'dead' | 'left';
+
+/** What the gossip layer knows of a member. */
+export interface GossipMember {
+  name: string;
+  addr: string;
+  port: number;
+  meta: Buffer;
+  state: MemberState;
+}
+
+export interface MemberInfo {
+  name: string;
+  state: MemberState;
+  role: Role;
+  /** "ip:port" */
+  gossip: string;
+  /** "http://ip:port", absent for foreign members. */
+  api?: string;
+  addr: string;
+  version?: string;
+  /** Clock ms of the last state change seen here. */
+  since: number;
+  self: boolean;
+}
+
+export const DEPARTED_KEEP_MS = 24 * 3_600_000;
+
+export class MemberTable {
+  readonly #members = new Map<string, MemberInfo>();
+
+  constructor(
+    readonly selfName: string,
+    private readonly now: () => number = Date.now,
+    private readonly onChange: (m: MemberInfo, prev: MemberInfo | undefined) => void = () => {},
+  ) {}
+
+  /** Apply the gossip layer's current view. Members it no longer lists keep their last state until they age out. */
+  update(view: readonly GossipMember[]): void {
+    const now = this.now();
+    for (const g of view) {
+      const meta = parseMeta(g.meta);
+      const prev = this.#members.get(g.name);
+      const host = g.addr.includes(':') ? `[${g.addr}]` : g.addr;
+      const next: MemberInfo = {
+        name: g.name,
+        state: g.state,
+        role: meta.role,
+        gossip: `${host}:${g.port}`,
+        api: meta.api ? `http://${host}:${meta.api}` : undefined,
+        addr: g.addr,
+        version: meta.ver,
+        since: prev && prev.state === g.state ? prev.since : now,
+        self: g.name === this.selfName,
+      };
+      this.#members.set(g.name, next);
+      if (!prev || prev.state !== next.state || prev.role !== next.role || prev.gossip !== next.gossip) this.onChange(next, prev);
+    }
+    for (const [name, m] of this.#members) {
+      if ((m.state === 'dead' || m.state === 'left') && now - m.since > DEPARTED_KEEP_MS) this.#members.delete(name);
+    }
+  }
+
+  get(name: string): MemberInfo | undefined {
+    return this.#members.get(name);
+  }
+
+  /** Every member, sorted by name. */
+  list(): MemberInfo[] {
+    return [...this.#members.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  /** Alive or suspect viiwork members other than this node: the ones polled and listed in /v1/models. */
+  peers(): MemberInfo[] {
+    return this.list().filter((m) => !m.self && m.role !== 'foreign' && (m.state === 'alive' || m.state === 'suspect'));
+  }
+
+  counts(): Record<MemberState, number> {
+    const c: Record<MemberState, number> = { alive: 0, suspect: 0, dead: 0, left: 0 };
+    for (const m of this.#members.values()) c[m.state]++;
+    return c;
+  }
+}

@@ -1,0 +1,54 @@
+/**
+ * The routing snapshot of this moment: this node's targets as they are now,
+ * and each peer's from its last report. Built fresh for every decision.
+ */
+import type { CapacityPoller } from '../capacity/poller.ts';
+import type { SlotTable } from '../engines/targets.ts';
+import type { MemberInfo } from '../mesh/members.ts';
+import type { PerfScores } from '../perf/scores.ts';
+import type { HostModelView, HostView } from '../route/types.ts';
+
+export function localView(name: string, slots: SlotTable, perf: PerfScores, now: number): HostView {
+  const models = new Map<string, HostModelView>();
+  for (const model of slots.models()) {
+    const targets = slots.targetsOf(model).map((t) => slots.summarize(t));
+    const p = perf.published(model);
+    models.set(model, {
+      targets,
+      slots: targets.reduce((n, t) => n + t.slots, 0),
+      busy: targets.reduce((n, t) => n + t.busy, 0),
+      overheadMs: p.ttft_overhead_ms,
+      ratePer1k: p.prefill_ms_per_1k,
+    });
+  }
+  return { name, local: true, rttMs: 0, fresh: true, polledAt: now, models };
+}
+
+export function peerViews(peers: readonly MemberInfo[], poller: CapacityPoller | undefined, staleAfterMs: number, now: number): HostView[] {
+  if (!poller) return [];
+  const out: HostView[] = [];
+  for (const m of peers) {
+    const r = poller.get(m.name);
+    if (!r) continue;
+    const models = new Map<string, HostModelView>();
+    for (const mr of r.report.models) {
+      models.set(mr.name, {
+        targets: mr.targets?.map((t) => ({ descriptor: { workloads: t.workloads, audio: t.audio }, slots: t.slots, busy: t.busy })),
+        slots: mr.slots,
+        busy: mr.busy,
+        healthyBackends: mr.healthy_backends,
+        overheadMs: mr.ttft_overhead_ms,
+        ratePer1k: mr.prefill_ms_per_1k,
+      });
+    }
+    out.push({
+      name: m.name,
+      local: false,
+      rttMs: poller.rtt(m.name) ?? 0,
+      fresh: m.state === 'alive' && now - r.polledAt <= staleAfterMs,
+      polledAt: r.polledAt,
+      models,
+    });
+  }
+  return out;
+}
