@@ -17,7 +17,7 @@
  * type byte and a compound header come off that. `MAX_CHANGE_BYTES` (1,200)
  * leaves room for labels up to ~150 bytes; `AliasTable.set` refuses a change
  * whose encoding is larger. With ASCII names of the maximum 128 characters,
- * an alias with a target and 5 fallbacks still fits; the push-pull state
+ * an alias with a target and 6 fallbacks still fits (1,176 bytes); the push-pull state
  * rides TCP and has no such limit.
  *
  * A later format takes a new kind byte (0x82, ...): old nodes ignore it.

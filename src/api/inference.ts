@@ -202,6 +202,7 @@ async function runLocal(
     node.log.debug('request', { model: ir.model, workload: ir.workload, backend: lease.backend.id, route, result: result.kind });
     switch (result.kind) {
       case 'refused':
+        if (result.status === undefined) lease.backend.reportFailure(result.detail);
         sendError(res, errors.engineFailed(`${lease.backend.id}: ${result.detail}`), responseHeaders);
         return '502';
       case 'aborted':

@@ -5,7 +5,8 @@
 import type http from 'node:http';
 import { buildReport } from '../capacity/report.ts';
 import type { ViiworkNode } from '../node/node.ts';
-import { descriptorDoes, inferencePaths, KNOWN_WORKLOADS, workloadForPath } from '../workloads/workloads.ts';
+import { inferencePaths, workloadForPath } from '../workloads/workloads.ts';
+import { fleetCapacity, meshDocument, modelsDocument } from './fleet.ts';
 import { ApiError, errors, sendError, sendJson } from './errors.ts';
 import { handleInference } from './inference.ts';
 
@@ -13,7 +14,9 @@ type Handler = (node: ViiworkNode, req: http.IncomingMessage, res: http.ServerRe
 
 const GET_ROUTES: Record<string, Handler> = {
   '/health': health,
-  '/v1/models': models,
+  '/v1/models': (node, _req, res) => sendJson(res, 200, modelsDocument(node)),
+  '/v1/fleet/capacity': (node, _req, res) => sendJson(res, 200, fleetCapacity(node)),
+  '/v1/mesh': (node, _req, res) => sendJson(res, 200, meshDocument(node)),
   '/v1/capacity': (node, _req, res) => sendJson(res, 200, buildReport(node)),
   '/metrics': metrics,
 };
@@ -99,23 +102,6 @@ function health(node: ViiworkNode, _req: http.IncomingMessage, res: http.ServerR
     models,
     backends,
   });
-}
-
-function models(node: ViiworkNode, _req: http.IncomingMessage, res: http.ServerResponse): void {
-  const data = node.slots.models().sort().map((id) => {
-    const targets = node.slots.targetsOf(id);
-    const workloads = KNOWN_WORKLOADS.filter((w) => targets.some((t) => descriptorDoes(t.descriptor, w)));
-    const extra = targets.flatMap((t) => t.descriptor.workloads).filter((w) => !(KNOWN_WORKLOADS as readonly string[]).includes(w));
-    return {
-      id,
-      object: 'model',
-      created: 0,
-      owned_by: 'viiwork',
-      context_length: Math.min(...targets.flatMap((t) => t.backends.map((b) => b.info.context))),
-      workloads: [...workloads, ...new Set(extra)].sort(),
-    };
-  });
-  sendJson(res, 200, { object: 'list', data });
 }
 
 async function metrics(node: ViiworkNode, _req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {

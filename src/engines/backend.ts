@@ -61,6 +61,20 @@ export abstract class Backend extends EventEmitter {
   /** Take it down; resolves when nothing of it is left running. */
   abstract stop(): Promise<void>;
 
+  /**
+   * A request could not reach the engine (refused or reset connection).
+   * The backend stops taking new leases at once and checks itself now, so
+   * requests waiting in the queue are not sent to a dead process.
+   */
+  reportFailure(detail: string): void {
+    if (this.#state !== 'healthy') return;
+    this.setState('unhealthy', `a request could not reach the engine: ${detail}`);
+    void this.recheck();
+  }
+
+  /** Probe the engine now (engines with health checks override this). */
+  protected async recheck(): Promise<void> {}
+
   /** Narrow what this backend advertises (probing may withdraw a listed workload, never add an unlisted one). */
   protected setDescriptor(d: Descriptor): void {
     this.#descriptor = d;

@@ -3,6 +3,8 @@ import type { Config, ModelConfig } from '../config/schema.ts';
 import type { Descriptor } from '../workloads/workloads.ts';
 import type { Backend, BackendInfo, Logger } from './backend.ts';
 import { SimBackend } from './sim.ts';
+import { abilitiesFromProps, gateDescriptor, workloadsFromArgs } from '../workloads/gate.ts';
+import type { EngineProps } from './health.ts';
 
 /** Config `workloads` when given; else what the engine reports (filled in by probing later), else chat and completion. */
 export function configDescriptor(m: ModelConfig): Descriptor {
@@ -24,13 +26,17 @@ export async function createBackends(config: Config, log: Logger): Promise<Backe
 }
 
 async function createBackend(m: ModelConfig, info: BackendInfo, log: Logger): Promise<Backend> {
-  const descriptor = configDescriptor(m);
+  let descriptor = configDescriptor(m);
+  if (m.engine === 'llamacpp' && !m.workloads) descriptor = { ...descriptor, workloads: workloadsFromArgs(m.llamacpp.args) };
+  // What the engine reports about itself can fill a list the config left out, or withdraw (never add) a listed workload.
+  const base = { ...descriptor, explicit: m.workloads !== undefined };
+  const onProps = (props: EngineProps) => gateDescriptor(base, abilitiesFromProps(props.raw, props.buildNumber), (msg) => log(msg), `backend ${info.id}`);
   switch (m.engine) {
     case 'sim':
       return new SimBackend(info, descriptor, m.sim, log);
     case 'openai': {
       const { OpenAIBackend } = await import('./openai.ts');
-      return new OpenAIBackend(info, descriptor, { url: m.url }, log);
+      return new OpenAIBackend(info, descriptor, { url: m.url }, log, { onProps });
     }
     case 'llamacpp': {
       const { LlamacppBackend } = await import('./llamacpp.ts');
@@ -39,6 +45,7 @@ async function createBackend(m: ModelConfig, info: BackendInfo, log: Logger): Pr
         descriptor,
         { binary: m.llamacpp.binary, args: m.llamacpp.args, path: m.path, startupTimeoutMs: m.startup_timeout },
         log,
+        { onProps },
       );
     }
     case 'embedded': {

@@ -360,6 +360,11 @@ export class LlamacppBackend extends Backend {
     }
   }
 
+  protected override async recheck(): Promise<void> {
+    const run = this.#run;
+    if (run && !run.ended && run.phase === 'up') await this.#check(run);
+  }
+
   async #check(run: Run): Promise<void> {
     if (run.ended) return;
     const o = await probe(run.url, '/health', { timeoutMs: this.#opts.probeTimeoutMs, signal: run.abort.signal });

@@ -97,6 +97,10 @@ export class OpenAIBackend extends Backend {
   }
 
   /** Run one health check now (the ticker calls this; tests and SIGHUP may too). Concurrent calls share one probe. */
+  protected override async recheck(): Promise<void> {
+    await this.check();
+  }
+
   check(): Promise<void> {
     if (!this.#checking) {
       this.#checking = this.#check().finally(() => {

@@ -1,0 +1,130 @@
+/**
+ * The mesh-wide read endpoints: /v1/models (every model in the mesh, the
+ * same document on every node for the same mesh state), /v1/fleet/capacity
+ * (free slots per model per host) and /v1/mesh (the members).
+ */
+import type { ViiworkNode } from '../node/node.ts';
+import { modelWorkloads } from '../route/eligibility.ts';
+import type { HostModelView, HostView } from '../route/types.ts';
+import { isKnownWorkload } from '../workloads/workloads.ts';
+
+interface ModelEntry {
+  id: string;
+  object: 'model';
+  created: number;
+  owned_by: 'viiwork' | 'alias';
+  context_length?: number;
+  workloads: string[];
+  hosts?: string[];
+  target?: string;
+  fallbacks?: string[];
+}
+
+/** Context length of a model on a host: from the local backends, or the report's ctx. */
+function ctxOf(node: ViiworkNode, h: HostView, model: string): number | undefined {
+  if (h.local) {
+    const ctx = node.slots.targetsOf(model).flatMap((t) => t.backends.map((b) => b.info.context));
+    return ctx.length ? Math.min(...ctx) : undefined;
+  }
+  return node.poller?.get(h.name)?.report.models.find((m) => m.name === model)?.ctx;
+}
+
+/** Models of this node and of every alive or suspect member with a report, fresh or stale. */
+export function meshModels(node: ViiworkNode): Map<string, { views: HostModelView[]; hosts: string[]; ctx: number[] }> {
+  const byModel = new Map<string, { views: HostModelView[]; hosts: string[]; ctx: number[] }>();
+  for (const h of node.hostViews()) {
+    for (const [name, view] of h.models) {
+      let e = byModel.get(name);
+      if (!e) byModel.set(name, (e = { views: [], hosts: [], ctx: [] }));
+      e.views.push(view);
+      e.hosts.push(h.name);
+      const ctx = ctxOf(node, h, name);
+      if (ctx !== undefined) e.ctx.push(ctx);
+    }
+  }
+  return byModel;
+}
+
+export function modelsDocument(node: ViiworkNode, aliases: { name: string; target: string; fallbacks: string[] }[] = []): { object: 'list'; data: ModelEntry[] } {
+  const models = meshModels(node);
+  const data: ModelEntry[] = [];
+  for (const [id, e] of models) {
+    data.push({
+      id,
+      object: 'model',
+      created: 0,
+      owned_by: 'viiwork',
+      ...(e.ctx.length ? { context_length: Math.min(...e.ctx) } : {}),
+      workloads: modelWorkloads(e.views).filter(isKnownWorkload),
+      hosts: [...e.hosts].sort(),
+    });
+  }
+  for (const a of aliases) {
+    if (models.has(a.name)) continue; // a real model name always wins over an alias
+    const served = [a.target, ...a.fallbacks].filter((m) => models.has(m));
+    const ctx = served.flatMap((m) => models.get(m)!.ctx);
+    data.push({
+      id: a.name,
+      object: 'model',
+      created: 0,
+      owned_by: 'alias',
+      ...(ctx.length ? { context_length: Math.min(...ctx) } : {}),
+      workloads: modelWorkloads(served.flatMap((m) => models.get(m)!.views)).filter(isKnownWorkload),
+      target: a.target,
+      fallbacks: a.fallbacks,
+    });
+  }
+  data.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  return { object: 'list', data };
+}
+
+export function fleetCapacity(node: ViiworkNode) {
+  const now = node.now();
+  const hosts = node.hostViews();
+  const byModel = new Map<string, unknown[]>();
+  for (const h of hosts) {
+    for (const [name, m] of h.models) {
+      const targets = (m.targets ?? []).map((t) => ({
+        workloads: t.descriptor.workloads,
+        audio: t.descriptor.audio,
+        slots: t.slots,
+        busy: t.busy,
+        free: Math.max(0, t.slots - t.busy),
+      }));
+      const list = byModel.get(name) ?? [];
+      list.push({
+        node: h.name,
+        local: h.local,
+        fresh: h.fresh,
+        report_age_ms: Math.max(0, now - h.polledAt),
+        slots: m.slots,
+        busy: m.busy,
+        free: Math.max(0, m.slots - m.busy),
+        ...(m.targets ? { targets } : { targets: null }),
+      });
+      byModel.set(name, list);
+    }
+  }
+  return {
+    node: node.name,
+    at: now,
+    models: [...byModel.keys()].sort().map((name) => ({ name, hosts: byModel.get(name) })),
+  };
+}
+
+export function meshDocument(node: ViiworkNode) {
+  return {
+    node: node.name,
+    mode: node.meshMode.mode,
+    members: node.members.list().map((m) => ({
+      name: m.name,
+      state: m.state,
+      role: m.role,
+      gossip: m.gossip,
+      api: m.api ?? null,
+      version: m.version ?? null,
+      since: new Date(m.since).toISOString(),
+      self: m.self,
+    })),
+  };
+}
