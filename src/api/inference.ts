@@ -16,6 +16,7 @@ import { readBody } from './body.ts';
 import { ApiError, errors, sendError } from './errors.ts';
 import { relay, type RelayResult } from './proxy.ts';
 import { parseInference, type InferenceRequest } from './request.ts';
+import { boundaryOf, replaceTextField } from './multipart.ts';
 import { resolveModelName } from '../node/aliases.ts';
 
 export type { RouteReason };
@@ -54,12 +55,16 @@ export async function handleInference(node: ViiworkNode, req: http.IncomingMessa
   }
 }
 
+/** The engine gets the resolved model name; for uploads only the `model` field changes, the file part stays byte for byte. */
 function rewriteModel(ir: InferenceRequest, model: string): void {
   ir.model = model;
   if (ir.json) {
     ir.json = { ...ir.json, model };
     ir.body = Buffer.from(JSON.stringify(ir.json));
+    return;
   }
+  const boundary = boundaryOf(ir.contentType);
+  if (boundary) ir.body = replaceTextField(ir.body, boundary, 'model', model);
 }
 
 /** 404 / 400 / 503 before any waiting, from every host that reports the model (fresh or stale). */

@@ -9,12 +9,14 @@ import { inferencePaths, workloadForPath } from '../workloads/workloads.ts';
 import { fleetCapacity, meshDocument, modelsDocument } from './fleet.ts';
 import { ApiError, errors, sendError, sendJson } from './errors.ts';
 import { handleInference } from './inference.ts';
+import { createAliasRoutes } from '../aliases/http.ts';
+import { aliasReach } from '../node/aliases.ts';
 
 type Handler = (node: ViiworkNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL) => Promise<void> | void;
 
 const GET_ROUTES: Record<string, Handler> = {
   '/health': health,
-  '/v1/models': (node, _req, res) => sendJson(res, 200, modelsDocument(node)),
+  '/v1/models': (node, _req, res) => sendJson(res, 200, modelsDocument(node, node.aliases.list())),
   '/v1/fleet/capacity': (node, _req, res) => sendJson(res, 200, fleetCapacity(node)),
   '/v1/mesh': (node, _req, res) => sendJson(res, 200, meshDocument(node)),
   '/v1/capacity': (node, _req, res) => sendJson(res, 200, buildReport(node)),
@@ -24,8 +26,9 @@ const GET_ROUTES: Record<string, Handler> = {
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 export function createApiHandler(node: ViiworkNode): http.RequestListener {
+  const aliasRoutes = createAliasRoutes({ table: node.aliases, nodeName: node.name, reached: (v) => aliasReach(node, v) });
   return (req, res) => {
-    handle(node, req, res).catch((err) => {
+    handle(node, req, res, aliasRoutes).catch((err) => {
       if (err instanceof ApiError) return sendError(res, err);
       node.log.error(`unexpected error on ${req.method} ${req.url}: ${(err as Error).stack ?? err}`);
       sendError(res, new ApiError(500, 'internal error in viiwork; see the node log', 'server_error', 'internal_error'));
@@ -40,7 +43,12 @@ function originAllowed(node: ViiworkNode, req: http.IncomingMessage, origin: str
   return node.config.api.cors.allow_origins.includes(origin) || node.config.api.cors.allow_origins.includes('*');
 }
 
-async function handle(node: ViiworkNode, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+async function handle(
+  node: ViiworkNode,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  aliasRoutes: (req: http.IncomingMessage, res: http.ServerResponse, url: URL) => Promise<boolean>,
+): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://node');
   const method = req.method ?? 'GET';
   const origin = req.headers.origin;
@@ -70,6 +78,9 @@ async function handle(node: ViiworkNode, req: http.IncomingMessage, res: http.Se
     }
     if (node.phase !== 'running') throw errors.starting();
     return handleInference(node, req, res, url, workload);
+  }
+  if (url.pathname === '/v1/aliases' || url.pathname.startsWith('/v1/aliases/')) {
+    if (await aliasRoutes(req, res, url)) return;
   }
   const get = GET_ROUTES[url.pathname];
   if (get) {

@@ -33,7 +33,7 @@ export interface CapacityReport {
   models: ModelReport[];
 }
 
-export function buildReport(node: ViiworkNode, aliasVersion = 0): CapacityReport {
+export function buildReport(node: ViiworkNode): CapacityReport {
   const models: ModelReport[] = [];
   for (const name of node.slots.models()) {
     const targets = node.slots.targetsOf(name);
@@ -59,7 +59,7 @@ export function buildReport(node: ViiworkNode, aliasVersion = 0): CapacityReport
       targets: tr,
     });
   }
-  return { node: node.name, ver: node.version, at: node.now(), alias_version: aliasVersion, models };
+  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliases.version, models };
 }
 
 export type { Descriptor };

@@ -26,6 +26,7 @@ import { HEADER_NODE } from '../security/headers.ts';
 import { loadMeshMode, type MeshMode } from '../security/secret.ts';
 import { sha256Hex } from '../security/signing.ts';
 import { localView, peerViews } from './views.ts';
+import { AliasTable } from '../aliases/table.ts';
 
 export type NodePhase = 'starting' | 'running' | 'stopping' | 'stopped';
 
@@ -48,6 +49,7 @@ export class ViiworkNode {
   readonly meshMode: MeshMode;
   readonly members: MemberTable;
   readonly forwards: ForwardBook;
+  readonly aliases: AliasTable;
   poller: CapacityPoller | undefined;
   /** Connections to other nodes' APIs leave from the advertise address. */
   peerAgent: Agent;
@@ -70,6 +72,8 @@ export class ViiworkNode {
     this.meshMode = loadMeshMode(opts.env ?? process.env, config.mesh.open);
     this.members = new MemberTable(this.name, this.now);
     this.forwards = new ForwardBook(this.now);
+    this.aliases = AliasTable.load(config.node.state_dir, { log: (msg) => this.log.warn(msg), now: this.now });
+    this.aliases.seed(config.aliases);
     this.peerAgent = new Agent({
       keepAliveTimeout: 30_000,
       headersTimeout: 15 * 60_000,
