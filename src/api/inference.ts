@@ -21,6 +21,14 @@ import { resolveModelName } from '../node/aliases.ts';
 
 export type { RouteReason };
 
+/** What the decision feed and metrics learn of one request, filled in as it goes. */
+interface Trace {
+  executor: string | null;
+  queuedMs: number;
+  firstContentAt?: number;
+  startedAt: number;
+}
+
 /** Where a request will run, holding what it reserved there. */
 export type Placement =
   | { kind: 'local'; lease: Lease; reason: RouteReason }
@@ -36,15 +44,21 @@ export async function handleInference(node: ViiworkNode, req: http.IncomingMessa
   const ir = parseInference(req, url, workload, body);
   let route: RouteReason = 'local';
   let outcome = 'ok';
+  let aliasName: string | undefined;
+  const trace: Trace = { executor: null, queuedMs: 0, startedAt: performance.now() };
   try {
     if (sender.kind === 'forward') {
-      outcome = await admitForward(node, ir, sender.from, res, abort.signal);
+      trace.executor = node.name;
+      outcome = await admitForward(node, ir, sender.from, res, abort.signal, trace);
       return;
     }
     const alias = resolveModelName(node, ir);
     const headers: Record<string, string> = alias ? { 'x-viiwork-alias': alias.alias, 'x-viiwork-model': alias.model } : {};
-    if (alias) rewriteModel(ir, alias.model);
-    const r = await placeAndRun(node, ir, res, abort.signal, headers);
+    if (alias) {
+      aliasName = alias.alias;
+      rewriteModel(ir, alias.model);
+    }
+    const r = await placeAndRun(node, ir, res, abort.signal, headers, trace);
     route = r.route;
     outcome = r.outcome;
   } catch (err) {
@@ -52,6 +66,18 @@ export async function handleInference(node: ViiworkNode, req: http.IncomingMessa
     throw err;
   } finally {
     node.metrics.requests.inc({ model: ir.model, workload, route, outcome });
+    node.decisions.add({
+      at: Date.now(),
+      entry: sender.kind === 'forward' ? sender.from : node.name,
+      executor: trace.executor,
+      model: ir.model,
+      workload,
+      route: sender.kind === 'forward' ? 'forwarded' : route,
+      queued_ms: trace.queuedMs,
+      ttft_ms: trace.firstContentAt === undefined ? null : Math.round(trace.firstContentAt - trace.startedAt),
+      outcome,
+      ...(aliasName ? { alias: aliasName } : {}),
+    });
   }
 }
 
@@ -101,6 +127,7 @@ async function placeAndRun(
   res: http.ServerResponse,
   signal: AbortSignal,
   extraHeaders: Record<string, string>,
+  trace: Trace,
 ): Promise<{ route: RouteReason; outcome: string }> {
   checkServable(node, ir, currentCandidates(node, ir));
   const arrived = node.now();
@@ -124,18 +151,23 @@ async function placeAndRun(
       node.metrics.queueWait.observe(out.queuedMs / 1000);
     }
     const queuedMs = queued ? Math.max(1, node.now() - arrived) : 0;
+    trace.queuedMs = queuedMs;
     const route: RouteReason = queued ? 'queued' : placement.reason;
     if (placement.kind === 'local') {
-      const outcome = await runLocal(node, ir, placement.lease, res, route, queuedMs, signal, node.name, extraHeaders);
+      trace.executor = node.name;
+      const outcome = await runLocal(node, ir, placement.lease, res, route, queuedMs, signal, node.name, extraHeaders, trace);
       return { route, outcome };
     }
     // A forward: retried on another route before the first byte, up to forward_retry times, then back to the head of the queue.
     let retries = 0;
     let current: Placement | undefined = placement;
     while (current && current.kind === 'remote') {
-      const result = await forwardOnce(node, ir, current.host, res, signal, { route: queued ? 'queued' : current.reason, queuedMs: queued ? Math.max(1, node.now() - arrived) : 0, extraHeaders });
+      trace.queuedMs = queued ? Math.max(1, node.now() - arrived) : 0;
+      const result = await forwardOnce(node, ir, current.host, res, signal, { route: queued ? 'queued' : current.reason, queuedMs: trace.queuedMs, extraHeaders });
       current.done();
       if (result.kind !== 'refused') {
+        trace.executor = current.host;
+        if (result.kind === 'done') trace.firstContentAt = result.firstContentAt;
         node.metrics.forwards.inc({ outcome: result.kind });
         node.queues.pumpAll();
         return { route: queued ? 'queued' : current.reason, outcome: result.kind === 'done' ? String(result.status) : result.kind };
@@ -150,7 +182,9 @@ async function placeAndRun(
     }
     if (current && current.kind === 'local') {
       const r: RouteReason = queued ? 'queued' : current.reason;
-      return { route: r, outcome: await runLocal(node, ir, current.lease, res, r, queued ? Math.max(1, node.now() - arrived) : 0, signal, node.name, extraHeaders) };
+      trace.executor = node.name;
+      trace.queuedMs = queued ? Math.max(1, node.now() - arrived) : 0;
+      return { route: r, outcome: await runLocal(node, ir, current.lease, res, r, trace.queuedMs, signal, node.name, extraHeaders, trace) };
     }
     if (node.now() >= deadline) throw errors.queueTimeoutRefused(ir.model, node.config.routing.queue_timeout);
     front = true;
@@ -172,11 +206,11 @@ function meshHeaders(executor: string, origin: string, route: RouteReason, queue
 }
 
 /** A verified forward: a free local slot of a capable target now, or 429 (503 when this node lacks the model or workload). */
-async function admitForward(node: ViiworkNode, ir: InferenceRequest, from: string, res: http.ServerResponse, signal: AbortSignal): Promise<string> {
+async function admitForward(node: ViiworkNode, ir: InferenceRequest, from: string, res: http.ServerResponse, signal: AbortSignal, trace: Trace): Promise<string> {
   if (!node.slots.does(ir.model, ir.workload)) throw errors.forwardLacksModel(ir.model, ir.workload);
   const lease = node.slots.tryLease(ir.model, ir.workload, ir.sessionKey);
   if (!lease) throw errors.forwardNoSlot();
-  return runLocal(node, ir, lease, res, 'local', 0, signal, from, {});
+  return runLocal(node, ir, lease, res, 'local', 0, signal, from, {}, trace);
 }
 
 async function runLocal(
@@ -189,6 +223,7 @@ async function runLocal(
   signal: AbortSignal,
   origin: string,
   extraHeaders: Record<string, string>,
+  trace: Trace,
 ): Promise<string> {
   try {
     const base = lease.backend.url;
@@ -214,6 +249,7 @@ async function runLocal(
       case 'broken':
         return result.kind;
       case 'done':
+        trace.firstContentAt = result.firstContentAt;
         if (generation && result.status < 300) measure(node, ir, lease, result);
         return String(result.status);
     }

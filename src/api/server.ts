@@ -19,6 +19,7 @@ const GET_ROUTES: Record<string, Handler> = {
   '/v1/models': (node, _req, res) => sendJson(res, 200, modelsDocument(node, node.aliases.list())),
   '/v1/fleet/capacity': (node, _req, res) => sendJson(res, 200, fleetCapacity(node)),
   '/v1/mesh': (node, _req, res) => sendJson(res, 200, meshDocument(node)),
+  '/v1/decisions': (node, _req, res, url) => sendJson(res, 200, { last: node.decisions.last, data: node.decisions.since(Number(url.searchParams.get('since')) || 0) }),
   '/v1/capacity': (node, _req, res) => sendJson(res, 200, buildReport(node)),
   '/metrics': metrics,
 };

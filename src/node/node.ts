@@ -27,6 +27,7 @@ import { loadMeshMode, type MeshMode } from '../security/secret.ts';
 import { sha256Hex } from '../security/signing.ts';
 import { localView, peerViews } from './views.ts';
 import { AliasTable } from '../aliases/table.ts';
+import { DecisionFeed } from './decisions.ts';
 
 export type NodePhase = 'starting' | 'running' | 'stopping' | 'stopped';
 
@@ -50,6 +51,7 @@ export class ViiworkNode {
   readonly members: MemberTable;
   readonly forwards: ForwardBook;
   readonly aliases: AliasTable;
+  readonly decisions = new DecisionFeed();
   poller: CapacityPoller | undefined;
   /** Connections to other nodes' APIs leave from the advertise address. */
   peerAgent: Agent;
