@@ -19,12 +19,20 @@ export async function serve(opts: { config?: string }): Promise<void> {
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGHUP', () => {
+    let next;
     try {
-      loadConfig(file);
-      node.log.warn(`SIGHUP: ${file} is valid; applying model changes needs a restart in this version`);
+      next = loadConfig(file);
     } catch (err) {
       node.log.error(`SIGHUP: ${file} refused, nothing changed:\n${err instanceof ConfigError ? err.message : String(err)}`);
+      return;
     }
+    node
+      .reload(next)
+      .then((r) => {
+        node.log.info(`SIGHUP: ${file} applied: ${r.added} backend(s) started, ${r.removed} stopped`);
+        if (r.restartNeeded.length) node.log.warn(`SIGHUP: changes to ${r.restartNeeded.join(', ')} take effect after a restart`);
+      })
+      .catch((err) => node.log.error(`SIGHUP: applying ${file} failed: ${(err as Error).message}`));
   });
   node.log.info(`viiwork ${node.version} starting as "${node.name}" with ${file}`);
   await node.start();

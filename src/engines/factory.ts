@@ -11,16 +11,22 @@ export function configDescriptor(m: ModelConfig): Descriptor {
   return { workloads: m.workloads ? [...new Set(m.workloads)] : ['chat', 'completion'], audio: m.audio_input };
 }
 
-export async function createBackends(config: Config, log: Logger): Promise<Backend[]> {
+/** A stable key for a model entry: entries with equal keys need no new backends on reload. */
+export function entryKey(m: ModelConfig): string {
+  return JSON.stringify(m);
+}
+
+/**
+ * The backends of one model entry (`replicas` of them), indexed from the
+ * lowest indices not yet taken for that model name.
+ */
+export async function createEntryBackends(m: ModelConfig, taken: Set<string>, log: Logger): Promise<Backend[]> {
   const out: Backend[] = [];
-  const nextIndex = new Map<string, number>();
-  for (const m of config.models) {
-    for (let r = 0; r < m.replicas; r++) {
-      const index = nextIndex.get(m.name) ?? 0;
-      nextIndex.set(m.name, index + 1);
-      const info: BackendInfo = { id: `${m.name}/${index}`, model: m.name, index, parallel: m.parallel, context: m.context, engine: m.engine };
-      out.push(await createBackend(m, info, log));
-    }
+  for (let r = 0, index = 0; r < m.replicas; r++, index++) {
+    while (taken.has(`${m.name}/${index}`)) index++;
+    const info: BackendInfo = { id: `${m.name}/${index}`, model: m.name, index, parallel: m.parallel, context: m.context, engine: m.engine };
+    taken.add(info.id);
+    out.push(await createBackend(m, info, log));
   }
   return out;
 }

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { createApiHandler } from '../api/server.ts';
 import type { Config } from '../config/schema.ts';
 import type { Backend } from '../engines/backend.ts';
-import { createBackends } from '../engines/factory.ts';
+import { createEntryBackends, entryKey } from '../engines/factory.ts';
 import { SlotTable } from '../engines/targets.ts';
 import { createLog, type Log } from '../log.ts';
 import { Metrics } from '../metrics/metrics.ts';
@@ -62,7 +62,7 @@ export class ViiworkNode {
   #saveTimer: NodeJS.Timeout | undefined;
 
   constructor(
-    readonly config: Config,
+    public config: Config,
     opts: NodeOptions = {},
   ) {
     this.name = config.node.name;
@@ -128,13 +128,9 @@ export class ViiworkNode {
     this.#server = server;
     this.log.info(`api listening on ${this.apiUrl}`);
 
-    this.backends = await createBackends(this.config, (msg) => this.log.info(msg));
+    const fresh = await this.#createBackends(this.config.models);
+    this.backends = fresh;
     this.slots.setBackends(this.backends);
-    for (const b of this.backends) {
-      b.on('state', () => this.queues.pumpAll());
-      b.on('descriptor', () => this.slots.setBackends(this.backends));
-      b.on('restart', () => this.metrics.engineRestarts.inc({ model: b.info.model }));
-    }
     this.phase = 'running';
     this.#tick = setInterval(() => this.queues.pumpAll(), 250);
     this.#tick.unref();
@@ -143,7 +139,57 @@ export class ViiworkNode {
     // Engines load in the background: the API answers (with 503 for their models) meanwhile.
     const models = this.slots.models();
     this.log.info(models.length ? `loading ${this.backends.length} backend(s) for ${models.join(', ')}` : 'serving no models (gateway)');
-    await Promise.all(this.backends.map((b) => b.start()));
+    await Promise.all(fresh.map((b) => b.start()));
+  }
+
+  /** Backends by model entry, so a reload replaces only what changed. */
+  readonly #byEntry = new Map<string, Backend[]>();
+
+  async #createBackends(entries: Config['models']): Promise<Backend[]> {
+    const taken = new Set(this.backends.map((b) => b.id));
+    const out: Backend[] = [];
+    for (const m of entries) {
+      const key = entryKey(m);
+      const made = await createEntryBackends(m, taken, (msg, fields) => (fields?.engine_output ? this.log.debug(msg) : this.log.info(msg)));
+      for (const b of made) {
+        b.on('state', () => this.queues.pumpAll());
+        b.on('descriptor', () => this.slots.setBackends(this.backends));
+        b.on('restart', () => this.metrics.engineRestarts.inc({ model: b.info.model }));
+      }
+      this.#byEntry.set(key, [...(this.#byEntry.get(key) ?? []), ...made]);
+      out.push(...made);
+    }
+    return out;
+  }
+
+  /**
+   * Apply a new, already validated config's model entries (SIGHUP): entries
+   * that did not change keep their backends and slots; removed ones are
+   * stopped, new ones started. Other keys need a restart, and say so.
+   */
+  async reload(next: Config): Promise<{ added: number; removed: number; restartNeeded: string[] }> {
+    const restartNeeded = (['node', 'api', 'mesh', 'routing'] as const).filter((k) => JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
+    const wanted = new Map<string, number>();
+    for (const m of next.models) wanted.set(entryKey(m), (wanted.get(entryKey(m)) ?? 0) + 1);
+    const removed: Backend[] = [];
+    for (const [key, list] of this.#byEntry) {
+      if (!wanted.has(key)) {
+        removed.push(...list);
+        this.#byEntry.delete(key);
+      }
+    }
+    const have = new Set(this.#byEntry.keys());
+    const addedEntries = next.models.filter((m) => !have.has(entryKey(m)));
+    this.backends = this.backends.filter((b) => !removed.includes(b));
+    const added = await this.#createBackends(addedEntries);
+    this.backends = [...this.backends, ...added];
+    this.slots.setBackends(this.backends);
+    this.config = { ...this.config, models: next.models, aliases: next.aliases };
+    for (const b of removed) this.log.info(`reload: stopping ${b.id}`);
+    for (const b of added) this.log.info(`reload: starting ${b.id}`);
+    await Promise.all([...removed.map((b) => b.stop()), ...added.map((b) => b.start())]);
+    this.queues.pumpAll();
+    return { added: added.length, removed: removed.length, restartNeeded };
   }
 
   async stop(): Promise<void> {
