@@ -5,72 +5,16 @@
  * refusal it prints the node's message and exits 1.
  */
 import type { Command } from 'commander';
-import { request } from 'undici';
-
-export const DEFAULT_NODE_URL = 'http://127.0.0.1:8086';
+import { call, DEFAULT_NODE_URL, formatTable, out, run } from './node-client.ts';
 
 type AliasItem = { alias: string; target: string; fallbacks: string[]; version: number; writer: string; at: number };
 type HistoryItem = { alias: string; action: 'set' | 'rm'; target: string | null; fallbacks: string[]; version: number; writer: string; at: number };
 type WriteResult = { alias: string; target?: string; fallbacks?: string[]; deleted?: boolean; version: number; reached: number; members: number };
 
-/** A refusal by the node, or no answer from it: its message is what the operator reads. */
-export class NodeCallError extends Error {}
-
-async function call<T>(base: string, method: 'GET' | 'PUT' | 'DELETE' | 'POST', path: string, body?: unknown): Promise<T> {
-  const url = new URL(path, base.endsWith('/') ? base : `${base}/`);
-  let res;
-  try {
-    res = await request(url, {
-      method,
-      headers: body === undefined ? {} : { 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-      headersTimeout: 10_000,
-      bodyTimeout: 10_000,
-    });
-  } catch (err) {
-    const e = err as NodeJS.ErrnoException;
-    throw new NodeCallError(`cannot reach the node at ${url.origin} (${e.code ?? e.message}); is \`viiwork serve\` running there? (--url)`);
-  }
-  const text = await res.body.text();
-  let doc: unknown;
-  try {
-    doc = JSON.parse(text);
-  } catch {
-    doc = undefined;
-  }
-  if (res.statusCode >= 400) {
-    const message = (doc as { error?: { message?: string } } | undefined)?.error?.message;
-    throw new NodeCallError(message ?? `the node answered ${res.statusCode}: ${text.slice(0, 200)}`);
-  }
-  if (doc === undefined) throw new NodeCallError(`the node answered something that is not JSON: ${text.slice(0, 200)}`);
-  return doc as T;
-}
-
-/** Rows as left-aligned columns separated by two spaces; the first row is the header. */
-export function formatTable(rows: string[][]): string {
-  const widths: number[] = [];
-  for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
-  return rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]))).join('  ')).join('\n') + '\n';
-}
-
 const when = (at: number) => (at > 0 ? new Date(at).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '-');
 const fallbacksText = (f: string[] | undefined) => (f && f.length ? ` (fallbacks: ${f.join(', ')})` : '');
 const reachedText = (r: WriteResult) => `version ${r.version}, reached ${r.reached} of ${r.members} member${r.members === 1 ? '' : 's'}`;
 const seg = (name: string) => encodeURIComponent(name);
-
-const out = (text: string) => process.stdout.write(text);
-
-/** Run one command's body; a failure prints `viiwork: <message>` and sets exit status 1. */
-function run(fn: () => Promise<void>): () => Promise<void> {
-  return async () => {
-    try {
-      await fn();
-    } catch (err) {
-      process.stderr.write(`viiwork: ${(err as Error).message}\n`);
-      process.exitCode = 1;
-    }
-  };
-}
 
 const collect = (value: string, previous: string[]) => [...previous, value];
 

@@ -25,6 +25,9 @@ program
     process.stdout.write(`${file}: ok (node "${config.node.name}", ${config.models.length} model entr${config.models.length === 1 ? 'y' : 'ies'})\n`);
   });
 
+// viiwork status | models | secret | init
+(await import('./ops.ts')).registerOpsCommands(program);
+
 // viiwork alias set|ls|rm|history|revert
 (await import('./alias.ts')).registerAliasCommand(program);
 

@@ -1,0 +1,92 @@
+/** `viiwork status`, `models`, `secret` and `init`: the operator's views of a node and of the mesh, and the two generators. */
+import fs from 'node:fs';
+import os from 'node:os';
+import type { Command } from 'commander';
+import { stringify } from 'yaml';
+import { validateConfig } from '../config/load.ts';
+import { newSecret } from '../security/secret.ts';
+import { call, DEFAULT_NODE_URL, formatTable, out, run } from './node-client.ts';
+
+interface MeshDoc {
+  node: string;
+  mode: string;
+  members: { name: string; state: string; role: string; gossip: string; api: string | null; version: string | null; since: string }[];
+}
+interface FleetDoc {
+  models: { name: string; hosts: { node: string; fresh: boolean; report_age_ms: number; slots: number; busy: number; free: number }[] }[];
+}
+interface ModelsDoc {
+  data: { id: string; owned_by: string; context_length?: number; workloads: string[]; hosts?: string[]; target?: string; fallbacks?: string[] }[];
+}
+
+export function registerOpsCommands(program: Command): void {
+  program
+    .command('status')
+    .description('members of the mesh and every model × host with its slots, as this node sees them')
+    .option('--url <url>', 'any node', DEFAULT_NODE_URL)
+    .action(
+      run(async () => {
+        const opts = program.commands.find((c) => c.name() === 'status')!.opts() as { url: string };
+        const [mesh, fleet] = await Promise.all([call<MeshDoc>(opts.url, 'GET', '/v1/mesh'), call<FleetDoc>(opts.url, 'GET', '/v1/fleet/capacity')]);
+        out(`mesh seen from ${mesh.node} (${mesh.mode})\n\n`);
+        out(formatTable([['MEMBER', 'STATE', 'ROLE', 'GOSSIP', 'API', 'VERSION', 'SINCE'], ...mesh.members.map((m) => [m.name, m.state, m.role, m.gossip, m.api ?? '-', m.version ?? '-', m.since])]));
+        out('\n');
+        const rows = fleet.models.flatMap((m) =>
+          m.hosts.map((h) => [m.name, h.node, `${h.busy}/${h.slots}`, String(h.free), h.fresh ? 'fresh' : 'stale', `${(h.report_age_ms / 1000).toFixed(1)}s`]),
+        );
+        out(formatTable([['MODEL', 'HOST', 'BUSY/SLOTS', 'FREE', 'REPORT', 'AGE'], ...rows]));
+      }),
+    );
+
+  program
+    .command('models')
+    .description('every model and alias in the mesh')
+    .option('--url <url>', 'any node', DEFAULT_NODE_URL)
+    .action(
+      run(async () => {
+        const opts = program.commands.find((c) => c.name() === 'models')!.opts() as { url: string };
+        const doc = await call<ModelsDoc>(opts.url, 'GET', '/v1/models');
+        const rows = doc.data.map((m) => [
+          m.id,
+          m.owned_by === 'alias' ? `alias → ${[m.target, ...(m.fallbacks ?? [])].join(', ')}` : 'model',
+          m.context_length === undefined ? '-' : String(m.context_length),
+          m.workloads.join(',') || '-',
+          (m.hosts ?? []).join(',') || '-',
+        ]);
+        out(formatTable([['MODEL', 'KIND', 'CONTEXT', 'WORKLOADS', 'HOSTS'], ...rows]));
+      }),
+    );
+
+  program
+    .command('secret')
+    .description('print a new mesh secret (base64 of 32 random bytes) for VIIWORK_MESH_SECRET')
+    .action(() => {
+      out(`${newSecret()}\n`);
+    });
+
+  program
+    .command('init')
+    .description('write a checked config file for this machine')
+    .option('-o, --output <file>', 'where to write it', './viiwork.yaml')
+    .option('--name <name>', 'node name', os.hostname().replace(/[^A-Za-z0-9._-]/g, '-').slice(0, 63))
+    .option('--open', 'an open mesh (no secret); default is secured by VIIWORK_MESH_SECRET')
+    .option('--network <network>', 'tailnet | lan | auto', 'auto')
+    .option('--sim', 'add a simulated model so the node answers at once')
+    .option('--force', 'overwrite an existing file')
+    .action((opts: { output: string; name: string; open?: boolean; network: string; sim?: boolean; force?: boolean }) => {
+      const doc: Record<string, unknown> = {
+        node: { name: opts.name },
+        mesh: { open: Boolean(opts.open), network: opts.network },
+        models: opts.sim ? [{ name: 'demo-sim', engine: 'sim', parallel: 4, workloads: ['chat', 'completion'] }] : [],
+      };
+      validateConfig(doc); // never write a file the node would refuse
+      if (fs.existsSync(opts.output) && !opts.force) throw new Error(`${opts.output} exists; pass --force to overwrite`);
+      const header = [
+        '# viiwork config, written by `viiwork init`. Every key and its default: docs/configuration.md',
+        opts.open ? '# open mesh: any node that reaches port 7946 may join' : '# secured mesh: export VIIWORK_MESH_SECRET=$(viiwork secret) (the same on every machine)',
+        '# add models under `models:` (engine: llamacpp | openai | embedded | sim)',
+      ].join('\n');
+      fs.writeFileSync(opts.output, `${header}\n${stringify(doc)}`);
+      out(`wrote ${opts.output}; check it with: viiwork check --config ${opts.output}\n`);
+    });
+}
