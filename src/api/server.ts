@@ -11,6 +11,7 @@ import { ApiError, errors, sendError, sendJson } from './errors.ts';
 import { handleInference } from './inference.ts';
 import { createAliasRoutes } from '../aliases/http.ts';
 import { aliasReach } from '../node/aliases.ts';
+import { serveUi } from '../ui/serve.ts'; // dashboards
 
 type Handler = (node: ViiworkNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL) => Promise<void> | void;
 
@@ -83,6 +84,9 @@ async function handle(
   if (url.pathname === '/v1/aliases' || url.pathname.startsWith('/v1/aliases/')) {
     if (await aliasRoutes(req, res, url)) return;
   }
+  // --- dashboards (src/ui): GET /, /node, /ui/* ---
+  if ((method === 'GET' || method === 'HEAD') && serveUi(url.pathname, res)) return;
+  // --- end dashboards ---
   const get = GET_ROUTES[url.pathname];
   if (get) {
     if (method !== 'GET' && method !== 'HEAD') {

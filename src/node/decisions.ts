@@ -22,12 +22,13 @@ export class DecisionFeed {
   constructor(private readonly size = 200) {}
 
   add(d: Omit<DecisionRecord, 'seq'>): void {
-    this.#ring.push({ ...d, seq: ++this.#seq });
-    if (this.#ring.length > this.size) this.#ring.shift();
+    const seq = ++this.#seq;
+    this.#ring[seq % this.size] = { ...d, seq };
   }
 
+  /** Records after `seq`, oldest first. */
   since(seq: number): DecisionRecord[] {
-    return this.#ring.filter((d) => d.seq > seq);
+    return this.#ring.filter((d) => d && d.seq > seq).sort((a, b) => a.seq - b.seq);
   }
 
   get last(): number {

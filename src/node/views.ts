@@ -8,11 +8,14 @@ import type { MemberInfo } from '../mesh/members.ts';
 import type { PerfScores } from '../perf/scores.ts';
 import type { HostModelView, HostView } from '../route/types.ts';
 
+/** Routing may use this node's own scores up to this old (recomputing them on every request costs more than it is worth). */
+export const ROUTING_SCORE_MAX_AGE_MS = 250;
+
 export function localView(name: string, slots: SlotTable, perf: PerfScores, now: number): HostView {
   const models = new Map<string, HostModelView>();
   for (const model of slots.models()) {
     const targets = slots.targetsOf(model).map((t) => slots.summarize(t));
-    const p = perf.published(model);
+    const p = perf.published(model, ROUTING_SCORE_MAX_AGE_MS);
     models.set(model, {
       targets,
       slots: targets.reduce((n, t) => n + t.slots, 0),

@@ -7,13 +7,16 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { estimate, publish, SAMPLE_WINDOW_MS, type Baseline, type Published, type Sample } from './estimator.ts';
 
-const MAX_SAMPLES = 2000;
+/** Medians over the most recent samples are plenty; the cap keeps each estimate to microseconds. */
+const MAX_SAMPLES = 512;
 
 export class PerfScores {
   readonly #samples = new Map<string, Sample[]>();
   #baselines: Record<string, Baseline> = {};
   readonly #file: string | undefined;
   #dirty = false;
+  /** Published values per model, valid until a sample is added or the oldest one leaves the window. */
+  readonly #cache = new Map<string, { value: Published; validUntil: number; computedAt: number; stale: boolean }>();
 
   constructor(
     stateDir: string | undefined,
@@ -38,10 +41,24 @@ export class PerfScores {
     list.push({ at: now, promptTokens, ttftMs });
     while (list.length > MAX_SAMPLES || (list.length && now - list[0].at > SAMPLE_WINDOW_MS)) list.shift();
     this.#dirty = true;
+    const hit = this.#cache.get(model);
+    if (hit) hit.stale = true;
   }
 
-  published(model: string): Published {
-    return publish(estimate(this.#samples.get(model) ?? [], this.now()), this.#baselines[model] ?? {});
+  /**
+   * What /v1/capacity publishes for the model. Routing asks on every request
+   * and may take a value up to `maxAgeMs` old; the report asks for the
+   * current one (maxAgeMs 0).
+   */
+  published(model: string, maxAgeMs = 0): Published {
+    const now = this.now();
+    const hit = this.#cache.get(model);
+    if (hit && now < hit.validUntil && (!hit.stale || now - hit.computedAt < maxAgeMs)) return hit.value;
+    const samples = this.#samples.get(model) ?? [];
+    const value = publish(estimate(samples, now), this.#baselines[model] ?? {});
+    const oldest = samples.find((s) => now - s.at <= SAMPLE_WINDOW_MS);
+    this.#cache.set(model, { value, validUntil: oldest ? oldest.at + SAMPLE_WINDOW_MS + 1 : Infinity, computedAt: now, stale: false });
+    return value;
   }
 
   /** Write the current published values as the new baseline (on an interval and at shutdown). */
