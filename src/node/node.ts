@@ -18,7 +18,8 @@ import { QueueSet } from '../queue/fifo.ts';
 import { VERSION } from '../version.ts';
 import type { Placement } from '../api/inference.ts';
 import { Agent } from 'undici';
-import type { CapacityPoller } from '../capacity/poller.ts';
+import { CapacityPoller } from '../capacity/poller.ts';
+import { Membership } from '../mesh/membership.ts';
 import { ForwardBook } from '../forward/book.ts';
 import { MemberTable } from '../mesh/members.ts';
 import type { HostView } from '../route/types.ts';
@@ -35,6 +36,8 @@ export interface NodeOptions {
   log?: Log;
   now?: () => number;
   env?: NodeJS.ProcessEnv;
+  /** Unrecoverable after start (another live node has our name). Default: log and stop. */
+  onFatal?: (message: string) => void;
 }
 
 export class ViiworkNode {
@@ -53,6 +56,8 @@ export class ViiworkNode {
   readonly aliases: AliasTable;
   readonly decisions = new DecisionFeed();
   poller: CapacityPoller | undefined;
+  membership: Membership | undefined;
+  readonly #onFatal: (message: string) => void;
   /** Connections to other nodes' APIs leave from the advertise address. */
   peerAgent: Agent;
   #rr = 0;
@@ -72,6 +77,12 @@ export class ViiworkNode {
     this.perf = new PerfScores(config.node.state_dir, this.now);
     this.slots.onRelease(() => this.queues.pumpAll());
     this.meshMode = loadMeshMode(opts.env ?? process.env, config.mesh.open);
+    this.#onFatal =
+      opts.onFatal ??
+      ((message) => {
+        this.log.error(message);
+        void this.stop();
+      });
     this.members = new MemberTable(this.name, this.now);
     this.forwards = new ForwardBook(this.now);
     this.aliases = AliasTable.load(config.node.state_dir, { log: (msg) => this.log.warn(msg), now: this.now });
@@ -127,6 +138,7 @@ export class ViiworkNode {
     });
     this.#server = server;
     this.log.info(`api listening on ${this.apiUrl}`);
+    await this.#startMesh();
 
     const fresh = await this.#createBackends(this.config.models);
     this.backends = fresh;
@@ -142,6 +154,50 @@ export class ViiworkNode {
     await Promise.all(fresh.map((b) => b.start()));
   }
 
+  async #startMesh(): Promise<void> {
+    const membership = await Membership.start({
+      config: this.config,
+      name: this.name,
+      version: this.version,
+      apiPort: () => this.apiAddress.port,
+      mode: this.meshMode,
+      members: this.members,
+      aliases: this.aliases,
+      log: this.log,
+      onMembers: () => this.#membersChanged(),
+      onFatal: (message) => this.#onFatal(message),
+    });
+    this.membership = membership;
+    await this.peerAgent.close().catch(() => {});
+    this.peerAgent = new Agent({
+      keepAliveTimeout: 30_000,
+      headersTimeout: 15 * 60_000,
+      bodyTimeout: 15 * 60_000,
+      connect: { timeout: 2000, localAddress: membership.advertise },
+    });
+    this.poller = new CapacityPoller({
+      intervalMs: this.config.mesh.capacity_poll,
+      localAddress: membership.advertise,
+      now: this.now,
+      log: (msg) => this.log.info(msg),
+      onReport: () => {
+        this.forwards.prune((host) => this.poller?.get(host)?.polledAt);
+        this.queues.pumpAll();
+      },
+    });
+    this.#membersChanged();
+    this.poller.start();
+  }
+
+  #membersChanged(): void {
+    const peers = this.members.peers();
+    this.poller?.setTargets(peers.filter((m) => m.state === 'alive' && m.api).map((m) => ({ name: m.name, api: m.api! })));
+    for (const m of this.members.list()) if ((m.state === 'dead' || m.state === 'left') && !m.self) this.poller?.forget(m.name);
+    const counts = this.members.counts();
+    for (const [state, n] of Object.entries(counts)) this.metrics.members.set({ state }, n);
+    this.queues.pumpAll();
+  }
+
   /** Backends by model entry, so a reload replaces only what changed. */
   readonly #byEntry = new Map<string, Backend[]>();
 
@@ -150,7 +206,7 @@ export class ViiworkNode {
     const out: Backend[] = [];
     for (const m of entries) {
       const key = entryKey(m);
-      const made = await createEntryBackends(m, taken, (msg, fields) => (fields?.engine_output ? this.log.debug(msg) : this.log.info(msg)));
+      const made = await createEntryBackends(m, taken, (msg, fields) => this.#engineLog(msg, fields));
       for (const b of made) {
         b.on('state', () => this.queues.pumpAll());
         b.on('descriptor', () => this.slots.setBackends(this.backends));
@@ -160,6 +216,18 @@ export class ViiworkNode {
       out.push(...made);
     }
     return out;
+  }
+
+  /**
+   * Engine output (`[model/idx] …`) is shown while the engine loads or fails,
+   * where it explains what is going on; once it serves, llama-server prints
+   * a line per request, so those lines are debug (VIIWORK_DEBUG=1).
+   */
+  #engineLog(msg: string, fields?: Record<string, unknown>): void {
+    if (!fields?.engine_output) return this.log.info(msg);
+    const b = this.backends.find((x) => x.id === fields.backend);
+    if (b && b.state === 'healthy') this.log.debug(msg);
+    else this.log.info(msg);
   }
 
   /**
@@ -196,6 +264,8 @@ export class ViiworkNode {
     if (this.phase === 'stopped') return;
     this.phase = 'stopping';
     clearInterval(this.#tick);
+    await this.poller?.stop();
+    await this.membership?.stop().catch((err) => this.log.warn(`leaving the mesh: ${(err as Error).message}`));
     clearInterval(this.#saveTimer);
     this.#savePerf();
     const server = this.#server;

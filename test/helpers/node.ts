@@ -25,7 +25,7 @@ export function testConfigDoc(doc: Record<string, any>, stateDir: string): Recor
     ...doc,
     node: { name: 'n1', state_dir: stateDir, ...(doc.node ?? {}) },
     api: { host: '127.0.0.1', port: 0, ...(doc.api ?? {}) },
-    mesh: { open: true, network: 'lan', mdns: false, advertise: '127.0.0.1', ...(doc.mesh ?? {}) },
+    mesh: { open: true, network: 'lan', mdns: false, advertise: '127.0.0.1', port: 0, ...(doc.mesh ?? {}) },
   };
 }
 

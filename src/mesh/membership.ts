@@ -1,0 +1,183 @@
+/**
+ * This node in the mesh: picks the advertise address, runs memberlist with
+ * our metadata and the alias table as user state and user messages, feeds
+ * the member table and the capacity poller, and keeps discovery joining.
+ */
+import { decode, encodeChange, encodeTable } from '../aliases/codec.ts';
+import type { AliasTable } from '../aliases/table.ts';
+import type { Config } from '../config/schema.ts';
+import type { Log } from '../log.ts';
+import { MdnsFeeder, defaultRouteAddress } from './discovery/mdns.ts';
+import type { Feeder } from './discovery/feeder.ts';
+import { RejoinLoop } from './discovery/rejoin.ts';
+import { SeedFeeder } from './discovery/seeds.ts';
+import { TailnetFeeder, tailnetSelfAddress, tailscaledAnswers } from './discovery/tailnet.ts';
+import { TransmitLimitedQueue } from './memberlist/broadcast-queue.ts';
+import { Memberlist, type Member } from './memberlist/memberlist.ts';
+import type { MemberTable } from './members.ts';
+import { encodeMeta } from './meta.ts';
+import type { MeshMode } from '../security/secret.ts';
+
+export class MeshStartError extends Error {}
+
+export interface MembershipDeps {
+  config: Config;
+  name: string;
+  version: string;
+  apiPort: () => number;
+  mode: MeshMode;
+  members: MemberTable;
+  aliases: AliasTable;
+  log: Log;
+  /** The member list changed (joins, state changes). */
+  onMembers: () => void;
+  /** Unrecoverable: another live node has our name. */
+  onFatal: (message: string) => void;
+}
+
+/** The address to bind gossip to and advertise (SPEC section 5): configured, else from the network mode. */
+export async function resolveAdvertise(config: Config): Promise<{ advertise: string; network: 'tailnet' | 'lan' }> {
+  const { network, advertise, tailnet_socket: socket } = config.mesh;
+  const useTailnet = network === 'tailnet' || (network === 'auto' && (await tailscaledAnswers(socket)));
+  if (advertise) return { advertise, network: useTailnet ? 'tailnet' : 'lan' };
+  if (useTailnet) {
+    const ip = await tailnetSelfAddress(socket);
+    if (!ip) throw new MeshStartError(`mesh.network is tailnet but tailscaled at ${socket} gave no IPv4 address; start tailscale, or set mesh.advertise`);
+    return { advertise: ip, network: 'tailnet' };
+  }
+  const ip = defaultRouteAddress();
+  if (!ip) throw new MeshStartError('no default-route interface address found for mesh.network lan; set mesh.advertise to this machine’s LAN IP');
+  return { advertise: ip, network: 'lan' };
+}
+
+export class Membership {
+  readonly #broadcasts: TransmitLimitedQueue;
+  #rejoin: RejoinLoop | undefined;
+  #mdns: MdnsFeeder | undefined;
+  #feeders: Feeder[] = [];
+  #unsubscribe: (() => void) | undefined;
+
+  private constructor(
+    readonly ml: Memberlist,
+    readonly advertise: string,
+    readonly network: 'tailnet' | 'lan',
+    private readonly deps: MembershipDeps,
+    queue: TransmitLimitedQueue,
+  ) {
+    this.#broadcasts = queue;
+  }
+
+  get gossipAddress(): string {
+    const m = this.ml.localMember();
+    return `${m.addr}:${m.port}`;
+  }
+
+  static async start(deps: MembershipDeps): Promise<Membership> {
+    const { config, log } = deps;
+    const { advertise, network } = await resolveAdvertise(config);
+    let ml!: Memberlist;
+    const queue = new TransmitLimitedQueue(4, () => (ml ? ml.numAlive() : 1));
+    const mismatch = new Set<string>();
+    ml = await Memberlist.create(
+      {
+        name: deps.name,
+        bindAddr: advertise,
+        port: config.mesh.port,
+        label: config.mesh.label,
+        keys: deps.mode.mode === 'secured' ? deps.mode.keys : undefined,
+        logger: (level, msg, fields) => {
+          // Plaintext gossip reaching a secured node, or encrypted gossip an open node cannot read: the other side is in the other mode.
+          if (/decrypt|encrypt|no installed keys|not encrypted/i.test(msg)) {
+            const from = String(fields?.from ?? fields?.addr ?? '');
+            if (!mismatch.has(from)) {
+              mismatch.add(from);
+              log.warn(`mesh mode mismatch: ${msg}${from ? ` (from ${from})` : ''}; this node is ${deps.mode.mode === 'secured' ? 'secured (VIIWORK_MESH_SECRET)' : 'open (mesh.open)'}`);
+            }
+            return;
+          }
+          if (level === 'error' || level === 'warn') log.debug(`memberlist: ${msg}`, fields);
+          else log.debug(`memberlist: ${msg}`, fields);
+        },
+      },
+      {
+        nodeMeta: () => encodeMeta({ api: deps.apiPort(), ver: deps.version, role: config.models.length ? 'node' : 'gateway' }),
+        notifyMsg: (buf) => {
+          const d = decode(buf);
+          if (d?.kind === 'change') deps.aliases.merge([d.entry]);
+        },
+        getBroadcasts: (overhead, limit) => queue.getBroadcasts(overhead, limit),
+        localState: () => encodeTable(deps.aliases.snapshot()),
+        mergeRemoteState: (buf) => {
+          const d = decode(buf);
+          if (d?.kind === 'table') deps.aliases.merge(d.entries);
+        },
+      },
+    );
+    const m = new Membership(ml, advertise, network, deps, queue);
+    m.#wire();
+    log.info(`gossip on ${m.gossipAddress} (${network}, ${deps.mode.mode} mesh${config.mesh.label ? `, label ${config.mesh.label}` : ''})`);
+    await m.#startDiscovery();
+    return m;
+  }
+
+  #wire(): void {
+    const { deps, ml } = this;
+    const refresh = (m: Member) => {
+      deps.members.update(ml.members());
+      deps.onMembers();
+      void m;
+    };
+    ml.on('join', refresh);
+    ml.on('update', refresh);
+    ml.on('leave', refresh);
+    ml.on('conflict', (other, info) => {
+      const msg = `another live node is named "${deps.name}" at ${other.addr}:${other.port}; node.name must be unique in the mesh`;
+      if (info.duringJoin) deps.onFatal(msg);
+      else deps.log.error(msg);
+    });
+    deps.members.update(ml.members());
+    // Every change to the alias table travels as a gossip user message; merged changes are passed on too, and stop once nothing changes.
+    this.#unsubscribe = deps.aliases.onChange((changed) => {
+      for (const e of changed) this.#broadcasts.queueBroadcast({ name: `alias:${e.name}`, msg: encodeChange(e) });
+    });
+  }
+
+  async #startDiscovery(): Promise<void> {
+    const { config, log } = this.deps;
+    const say = (msg: string) => log.info(msg);
+    this.#feeders.push(new SeedFeeder(config.mesh.seeds, { log: say }));
+    if (this.network === 'tailnet') this.#feeders.push(new TailnetFeeder({ socketPath: config.mesh.tailnet_socket, port: config.mesh.port, log: say }));
+    if (this.network === 'lan' && config.mesh.mdns) {
+      const mdns = new MdnsFeeder({ name: this.deps.name, advertise: this.advertise, port: this.ml.localMember().port, intervalMs: config.mesh.rejoin_interval, log: say });
+      try {
+        await mdns.start();
+        this.#mdns = mdns;
+        this.#feeders.push(mdns);
+        mdns.on('peer', () => this.#rejoin?.kick());
+      } catch (err) {
+        log.warn(`mDNS discovery off: ${(err as Error).message}`);
+      }
+    }
+    this.#rejoin = new RejoinLoop({
+      feeders: this.#feeders,
+      isAlive: (addr) => this.ml.members().some((m) => m.state === 'alive' && `${m.addr}:${m.port}` === addr),
+      self: [this.gossipAddress],
+      join: (addrs) => this.ml.join(addrs).then((r) => {
+        if (r.joined === 0 && r.errors.length) throw r.errors[0];
+      }),
+      intervalMs: config.mesh.rejoin_interval,
+      log: (msg) => log.debug(msg),
+    });
+    this.#rejoin.start();
+  }
+
+  /** Leave gracefully (others see `left`), then close everything. */
+  async stop(): Promise<void> {
+    this.#unsubscribe?.();
+    this.#rejoin?.stop();
+    await this.#mdns?.stop().catch(() => {});
+    for (const f of this.#feeders) (f as { close?: () => unknown }).close?.();
+    await this.ml.leave(2000).catch(() => {});
+    await this.ml.shutdown();
+  }
+}

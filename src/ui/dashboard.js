@@ -1,0 +1,559 @@
+// viiwork dashboards (SPEC section 10): one vanilla module for both pages,
+// `/` (the mesh, body[data-page=mesh]) and `/node` (this machine,
+// body[data-page=node]). Every second it polls this node's JSON endpoints
+// (same origin) and rebuilds the sections from them.
+//
+// Safety: every string that came over the network reaches the DOM through a
+// text node or setAttribute, never as markup; class names come only from
+// the constants below.
+
+const POLL_MS = 1000;
+const TIMEOUT_MS = 2500;
+const FEED_KEEP = 100;
+
+const PAGE = document.body.dataset.page === 'node' ? 'node' : 'mesh';
+
+/** Member, backend and health states → pill colour. Unknown states stay neutral. */
+const TONE = {
+  alive: 'ok',
+  suspect: 'warn',
+  dead: 'bad',
+  left: '',
+  healthy: 'ok',
+  starting: 'warn',
+  unhealthy: 'bad',
+  stopped: '',
+  ok: 'ok',
+  fresh: 'ok',
+  stale: 'warn',
+  open: 'warn',
+  secured: 'ok',
+};
+
+// ---------------------------------------------------------------- DOM helpers
+
+/** An element with attributes and children; strings become text nodes. */
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  if (attrs) {
+    for (const [k, v] of Object.entries(attrs)) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === 'class') el.className = v;
+      else el.setAttribute(k, v === true ? '' : String(v));
+    }
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : String(c));
+  }
+  return el;
+}
+
+function pill(text, tone) {
+  const t = tone ?? TONE[text] ?? '';
+  return h('span', { class: t ? `pill ${t}` : 'pill' }, text ?? '?');
+}
+
+function tag(text) {
+  return h('span', { class: 'tag' }, text);
+}
+
+function empty(text) {
+  return h('p', { class: 'empty' }, text);
+}
+
+/** A table from column headings and rows (arrays of cells, or <tr> elements). */
+function table(cols, rows, cls) {
+  return h(
+    'table',
+    { class: cls },
+    h('thead', null, h('tr', null, cols.map((c) => (typeof c === 'string' ? h('th', null, c) : c)))),
+    h('tbody', null, rows),
+  );
+}
+
+function td(content, cls) {
+  return h('td', cls ? { class: cls } : null, content);
+}
+
+/** Replace a container's content, but only when what it shows has changed. */
+const shown = new Map();
+function put(id, key, build) {
+  const el = document.getElementById(id);
+  if (!el) return;
+  const k = JSON.stringify(key);
+  if (shown.get(id) === k) return;
+  shown.set(id, k);
+  el.replaceChildren(...[build()].flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
+}
+
+// ------------------------------------------------------------------- formats
+
+const isNum = (v) => typeof v === 'number' && Number.isFinite(v);
+const num = (v, unit = '') => (isNum(v) ? `${Math.round(v * 10) / 10}${unit}` : '—');
+const text = (v) => (v === undefined || v === null || v === '' ? '—' : String(v));
+
+function ago(ms) {
+  if (!isNum(ms)) return '—';
+  if (ms < 0) ms = 0;
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  if (ms < 3_600_000) return `${Math.floor(ms / 60_000)} min`;
+  if (ms < 86_400_000) return `${Math.floor(ms / 3_600_000)} h ${Math.floor((ms % 3_600_000) / 60_000)} min`;
+  return `${Math.floor(ms / 86_400_000)} d`;
+}
+
+function clock(ms) {
+  if (!isNum(ms)) return '—';
+  const d = new Date(ms);
+  const p = (n, w = 2) => String(n).padStart(w, '0');
+  return `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}.${p(d.getMilliseconds(), 3)}`;
+}
+
+function list(v) {
+  return Array.isArray(v) && v.length ? v.map(String).join(', ') : '—';
+}
+
+function meter(busy, slots) {
+  const frac = slots > 0 ? Math.min(1, Math.max(0, busy / slots)) : 0;
+  const bar = h('span');
+  bar.style.width = `${Math.round(frac * 100)}%`;
+  return h('div', { class: frac >= 1 ? 'meter full' : frac >= 0.75 ? 'meter mid' : 'meter', 'aria-hidden': 'true' }, bar);
+}
+
+function outcomeTone(outcome) {
+  const o = String(outcome);
+  if (/^2\d\d$/.test(o) || o === 'ok' || o === 'done') return 'ok-text';
+  if (o === '429' || o === 'aborted' || o === 'refused') return 'warn-text';
+  return 'bad-text';
+}
+
+// ------------------------------------------------------------------- polling
+
+/** Server clock minus browser clock, from the last report carrying `at`. */
+let skew = 0;
+const serverNow = () => Date.now() + skew;
+
+async function getJson(path, { accept503 = false } = {}) {
+  const ctrl = new AbortController();
+  const timer = setTimeout(() => ctrl.abort(), TIMEOUT_MS);
+  try {
+    const res = await fetch(path, { signal: ctrl.signal, cache: 'no-store', headers: { accept: 'application/json' } });
+    let body = null;
+    try {
+      body = await res.json();
+    } catch {
+      body = null;
+    }
+    if (!res.ok && !(accept503 && res.status === 503 && body)) {
+      const why = body && body.error && typeof body.error.message === 'string' ? `: ${body.error.message}` : '';
+      throw new Error(`${path} answered ${res.status}${why}`);
+    }
+    if (body === null) throw new Error(`${path} answered no JSON`);
+    return body;
+  } catch (err) {
+    if (err && err.name === 'AbortError') throw new Error(`${path} gave no answer within ${TIMEOUT_MS / 1000} s`);
+    if (err instanceof TypeError) throw new Error(`${path}: ${err.message || 'network error'}`);
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const conn = { failures: 0, lostAt: null, lastOk: null };
+
+function setConnection(error) {
+  const banner = document.getElementById('banner');
+  const updated = document.getElementById('updated');
+  if (error) {
+    conn.failures++;
+    conn.lostAt ??= Date.now();
+    banner.replaceChildren(
+      'Connection lost — retrying',
+      h('span', { class: 'detail' }, `${error} · ${conn.failures} failed poll${conn.failures > 1 ? 's' : ''} in ${ago(Date.now() - conn.lostAt)}`),
+    );
+    banner.hidden = false;
+    document.body.classList.add('disconnected');
+    updated.className = 'updated muted lost';
+    updated.textContent = conn.lastOk ? `last update ${clock(conn.lastOk)}` : 'not connected';
+  } else {
+    conn.failures = 0;
+    conn.lostAt = null;
+    conn.lastOk = Date.now();
+    banner.hidden = true;
+    banner.replaceChildren();
+    document.body.classList.remove('disconnected');
+    updated.className = 'updated muted live';
+    updated.textContent = `live · ${clock(conn.lastOk)}`;
+  }
+}
+
+/** Fetch every source of a page; render what arrived; report the first failure. */
+async function poll(sources, render) {
+  const names = Object.keys(sources);
+  const results = await Promise.allSettled(names.map((n) => sources[n]()));
+  const data = {};
+  let error = null;
+  results.forEach((r, i) => {
+    if (r.status === 'fulfilled') data[names[i]] = r.value;
+    else error ??= r.reason instanceof Error ? r.reason.message : String(r.reason);
+  });
+  try {
+    render(data);
+  } catch (err) {
+    // A malformed document must not stop the loop; show it like a failed poll.
+    error ??= `could not show the data: ${err instanceof Error ? err.message : err}`;
+    console.error(err);
+  }
+  setConnection(error);
+}
+
+function loop(sources, render) {
+  const tick = async () => {
+    try {
+      await poll(sources, render);
+    } finally {
+      setTimeout(tick, POLL_MS);
+    }
+  };
+  tick();
+}
+
+// ----------------------------------------------------------- decision feed
+
+const feed = { since: 0, rows: [], loaded: false, freshSeqs: new Set() };
+
+async function pollDecisions() {
+  const doc = await getJson(`/v1/decisions?since=${feed.since}`);
+  const last = isNum(doc.last) ? doc.last : 0;
+  if (last < feed.since) {
+    // The node restarted: its sequence began again.
+    feed.since = 0;
+    feed.rows = [];
+    return pollDecisions();
+  }
+  const incoming = (Array.isArray(doc.data) ? doc.data : []).filter((d) => d && isNum(d.seq) && d.seq > feed.since);
+  incoming.sort((a, b) => b.seq - a.seq);
+  feed.freshSeqs = feed.loaded ? new Set(incoming.map((d) => d.seq)) : new Set();
+  feed.rows = [...incoming, ...feed.rows].slice(0, FEED_KEEP);
+  feed.since = Math.max(feed.since, last);
+  feed.loaded = true;
+  return feed.rows;
+}
+
+function renderFeed(rows) {
+  put('feed', rows.map((d) => d.seq), () => {
+    if (!rows.length) return empty('No requests yet. Each routing decision made by this node appears here as it ends.');
+    return table(
+      ['Time', 'Entry', 'Executor', 'Model', 'Workload', 'Route', h('th', { class: 'num' }, 'Queued'), h('th', { class: 'num' }, 'TTFT'), 'Outcome'],
+      rows.map((d) =>
+        h(
+          'tr',
+          { class: feed.freshSeqs.has(d.seq) ? 'fresh' : null, 'data-seq': d.seq },
+          td(clock(d.at), 'mono'),
+          td(text(d.entry)),
+          td(text(d.executor)),
+          td(d.alias ? [text(d.alias), h('span', { class: 'muted' }, ' → '), text(d.model)] : text(d.model)),
+          td(text(d.workload)),
+          td(text(d.route)),
+          td(num(d.queued_ms, ' ms'), 'num'),
+          td(num(d.ttft_ms, ' ms'), 'num'),
+          td(text(d.outcome), outcomeTone(d.outcome)),
+        ),
+      ),
+      'feed',
+    );
+  });
+}
+
+// --------------------------------------------------------------- header
+
+function renderWho(info) {
+  put('whoami', info, () => [
+    h('span', { class: 'name' }, text(info.node)),
+    info.version ? h('span', { class: 'muted' }, `v${info.version}`) : null,
+    info.mode ? pill(`${info.mode} mesh`, TONE[info.mode]) : null,
+    info.status ? pill(info.status === 'ok' ? 'healthy' : info.status, info.status === 'ok' ? 'ok' : 'warn') : null,
+  ]);
+}
+
+function tile(label, value, small) {
+  return h('div', { class: 'tile' }, h('div', { class: 'k' }, label), h('div', { class: 'v' }, value, small ? h('span', { class: 'small' }, small) : null));
+}
+
+// ------------------------------------------------------------- mesh page
+
+function renderMesh(d) {
+  const mesh = d.mesh;
+  const fleet = d.fleet;
+  const own = d.capacity;
+  const health = d.health;
+  if (fleet && isNum(fleet.at)) skew = fleet.at - Date.now();
+
+  if (mesh || health || own) renderWho({ node: mesh?.node ?? health?.node ?? own?.node, version: health?.version, mode: mesh?.mode, status: health?.status });
+
+  const members = Array.isArray(mesh?.members) ? mesh.members : [];
+  const fleetModels = Array.isArray(fleet?.models) ? fleet.models : [];
+  const ownModels = new Map((Array.isArray(own?.models) ? own.models : []).map((m) => [m.name, m]));
+  const catalog = new Map((Array.isArray(d.models?.data) ? d.models.data : []).map((m) => [m.id, m]));
+  const aliases = Array.isArray(d.aliases?.data) ? d.aliases.data : [];
+
+  // Summary tiles.
+  if (mesh && fleet) {
+    const count = (s) => members.filter((m) => m.state === s).length;
+    let slots = 0;
+    let busy = 0;
+    for (const m of fleetModels) for (const host of m.hosts ?? []) if (host.fresh) { slots += host.slots ?? 0; busy += host.busy ?? 0; }
+    const queued = [...ownModels.values()].reduce((n, m) => n + (isNum(m.queued) ? m.queued : 0), 0);
+    const key = { a: count('alive'), s: count('suspect'), x: count('dead'), m: fleetModels.length, al: aliases.length, slots, busy, queued };
+    put('summary', key, () => [
+      tile('Members', `${key.a} alive`, [key.s ? ` · ${key.s} suspect` : '', key.x ? ` · ${key.x} dead` : ''].join('')),
+      tile('Models', String(key.m), key.al ? `+ ${key.al} alias${key.al > 1 ? 'es' : ''}` : ''),
+      tile('Slots busy', `${busy}/${slots}`, `${Math.max(0, slots - busy)} free, fresh hosts`),
+      tile('Queued here', String(queued)),
+    ]);
+  }
+
+  // Members.
+  if (mesh) {
+    put('members', { members, t: Math.floor(serverNow() / 5000) }, () => {
+      const self = mesh.node;
+      const note = members.some((m) => m.self)
+        ? null
+        : h('p', { class: 'note' }, `This node (${text(self)}) is not in the member list: membership has not reported it yet.`);
+      if (!members.length) return [empty('No members known yet.'), note];
+      const rows = members.map((m) =>
+        h(
+          'tr',
+          { class: m.self ? 'self' : null, 'data-member': m.name },
+          h('th', { scope: 'row' }, text(m.name), m.self ? tag('this node') : null),
+          td(pill(text(m.state))),
+          td(text(m.role)),
+          td(text(m.gossip), 'mono'),
+          td(text(m.api), 'mono'),
+          td(text(m.version)),
+          td(m.since ? `${ago(serverNow() - Date.parse(m.since))} ago` : '—', 'muted'),
+        ),
+      );
+      return [table(['Member', 'State', 'Role', 'Gossip', 'API', 'Version', 'Since'], rows, 'members'), note];
+    });
+  }
+
+  // Model × host grid.
+  if (fleet) {
+    const stateOf = new Map(members.map((m) => [m.name, m.state]));
+    const hostNames = [];
+    const local = new Set();
+    for (const m of fleetModels) for (const host of m.hosts ?? []) {
+      if (!hostNames.includes(host.node)) hostNames.push(host.node);
+      if (host.local) local.add(host.node);
+    }
+    hostNames.sort((a, b) => (local.has(a) !== local.has(b) ? (local.has(a) ? -1 : 1) : a < b ? -1 : a > b ? 1 : 0));
+    // Ages tick every poll; round them so the grid is not rebuilt for nothing.
+    const key = { fleetModels: fleetModels.map((m) => ({ ...m, hosts: (m.hosts ?? []).map((x) => ({ ...x, report_age_ms: Math.round((x.report_age_ms ?? 0) / 100) })) })), own: [...ownModels.values()], cat: [...catalog.values()], st: [...stateOf] };
+    put('grid', key, () => {
+      if (!fleetModels.length) return empty('No model is served anywhere in the mesh.');
+      const cols = [
+        'Model',
+        ...hostNames.map((n) => {
+          const st = stateOf.get(n);
+          return h('th', null, n, local.has(n) ? tag('this node') : null, st && st !== 'alive' ? [' ', pill(st)] : null);
+        }),
+      ];
+      const rows = fleetModels.map((m) => {
+        const info = catalog.get(m.name);
+        const byHost = new Map((m.hosts ?? []).map((x) => [x.node, x]));
+        return h(
+          'tr',
+          { 'data-model': m.name },
+          h(
+            'th',
+            { scope: 'row' },
+            h('div', null, text(m.name)),
+            h('div', { class: 'line muted small' }, list(info?.workloads)),
+            info && isNum(info.context_length) ? h('div', { class: 'line muted small' }, `ctx ${info.context_length}`) : null,
+          ),
+          hostNames.map((n) => {
+            const x = byHost.get(n);
+            return x ? hostCell(x, x.local ? ownModels.get(m.name) : undefined) : h('td', { class: 'none' }, '·');
+          }),
+        );
+      });
+      return table(cols, rows, 'grid');
+    });
+  }
+
+  // Aliases.
+  if (d.aliases) {
+    const served = new Set(fleetModels.map((m) => m.name));
+    put('aliases', { aliases, served: [...served], t: Math.floor(serverNow() / 5000) }, () => {
+      if (!aliases.length) return empty('No aliases. Set one with PUT /v1/aliases/NAME or `viiwork alias set`.');
+      return table(
+        ['Alias', 'Target', 'Fallbacks', 'Workloads', h('th', { class: 'num' }, 'Version'), 'Writer', 'Set'],
+        aliases.map((a) => {
+          const chain = [a.target, ...(Array.isArray(a.fallbacks) ? a.fallbacks : [])];
+          const live = chain.filter((m) => served.has(m));
+          return h(
+            'tr',
+            { 'data-alias': a.alias },
+            h('th', { scope: 'row' }, text(a.alias)),
+            td([text(a.target), served.has(a.target) ? null : [' ', pill('unserved', 'warn')]]),
+            td(list(a.fallbacks)),
+            td(live.length ? list(catalog.get(a.alias)?.workloads) : h('span', { class: 'bad-text' }, 'nothing serves it')),
+            td(text(a.version), 'num'),
+            td(text(a.writer)),
+            td(isNum(a.at) ? `${ago(serverNow() - a.at)} ago` : '—', 'muted'),
+          );
+        }),
+        'aliases',
+      );
+    });
+  }
+
+  if (d.decisions) renderFeed(d.decisions);
+}
+
+/** One model on one host: busy/slots, free, freshness and age; queue and scores where the host's own report is at hand. */
+function hostCell(x, report) {
+  const slots = isNum(x.slots) ? x.slots : 0;
+  const busy = isNum(x.busy) ? x.busy : 0;
+  const fresh = x.fresh !== false;
+  const targets = x.targets;
+  let targetLines = null;
+  if (targets === null) targetLines = h('div', { class: 'targets' }, 'older node: chat and completion only');
+  else if (Array.isArray(targets) && targets.length === 0) targetLines = h('div', { class: 'targets' }, 'serves nothing now');
+  else if (Array.isArray(targets) && targets.length > 1)
+    targetLines = h(
+      'div',
+      { class: 'targets' },
+      targets.map((t) => h('div', null, `${list(t.workloads)}${t.audio ? ' +audio' : ''}: ${num(t.busy)}/${num(t.slots)}`)),
+    );
+  let perf = null;
+  if (report) {
+    const scores = [isNum(report.ttft_overhead_ms) ? `${num(report.ttft_overhead_ms)} ms overhead` : null, isNum(report.prefill_ms_per_1k) ? `${num(report.prefill_ms_per_1k)} ms/1k` : null].filter(Boolean);
+    perf = h('div', { class: 'line' }, `queue ${isNum(report.queued) ? report.queued : '—'} · ${scores.length ? scores.join(' · ') : 'no score yet'}`);
+  }
+  return h(
+    'td',
+    { class: fresh ? 'cell' : 'cell stale', 'data-host': x.node },
+    h('div', { class: 'busy' }, `${busy}/${slots} busy`),
+    meter(busy, slots),
+    h('div', { class: 'line' }, `${Math.max(0, isNum(x.free) ? x.free : slots - busy)} free · `, h('span', { class: fresh ? 'ok-text' : 'warn-text' }, fresh ? 'fresh' : 'stale'), ` · ${ago(x.report_age_ms)}`),
+    perf,
+    targetLines,
+  );
+}
+
+// ------------------------------------------------------------- node page
+
+function renderNode(d) {
+  const health = d.health;
+  const cap = d.capacity;
+  if (cap && isNum(cap.at)) skew = cap.at - Date.now();
+  if (health || cap) renderWho({ node: health?.node ?? cap?.node, version: health?.version ?? cap?.ver, status: health?.status });
+
+  const backends = Array.isArray(health?.backends) ? health.backends : [];
+  if (health) {
+    const healthy = backends.filter((b) => b.state === 'healthy').length;
+    put('health', { health }, () => [
+      tile('Status', pill(health.status === 'ok' ? 'healthy' : text(health.status), health.status === 'ok' ? 'ok' : 'warn')),
+      tile('Serving', health.serving ? 'yes' : 'no', health.serving ? '' : 'no healthy backend'),
+      tile('Role', text(health.role)),
+      tile('Backends healthy', `${healthy}/${backends.length}`),
+      tile('Version', text(health.version)),
+    ]);
+    put('backends', backends, () => {
+      if (!backends.length) return empty('This node runs no backends (a gateway).');
+      return table(
+        ['Backend', 'Model', 'Engine', 'State', 'Reason'],
+        backends.map((b) => h('tr', { 'data-backend': b.id }, h('th', { scope: 'row' }, text(b.id)), td(text(b.model)), td(text(b.engine)), td(pill(text(b.state))), td(text(b.reason), 'wrap'))),
+        'backends',
+      );
+    });
+  }
+
+  if (cap) {
+    const models = Array.isArray(cap.models) ? cap.models : [];
+    put('report-meta', { v: cap.alias_version }, () => (isNum(cap.alias_version) ? `alias version ${cap.alias_version}` : ''));
+    put('models', models, () => {
+      if (!models.length) return empty('This node serves no model.');
+      const rows = [];
+      for (const m of models) {
+        rows.push(
+          h(
+            'tr',
+            { 'data-model': m.name },
+            h('th', { scope: 'row' }, text(m.name)),
+            td(text(m.engine)),
+            td([h('div', { class: 'busy' }, `${num(m.busy)}/${num(m.slots)} busy`), meter(m.busy ?? 0, m.slots ?? 0)]),
+            td(text(m.queued), 'num'),
+            td(text(m.ctx), 'num'),
+            td(isNum(m.backends) ? `${num(m.healthy_backends)}/${m.backends}` : '—', 'num'),
+            td(num(m.ttft_overhead_ms, ' ms'), 'num'),
+            td(num(m.prefill_ms_per_1k, ' ms'), 'num'),
+            td(text(m.perf_samples), 'num'),
+          ),
+        );
+        const targets = Array.isArray(m.targets) ? m.targets : [];
+        for (const t of targets) {
+          rows.push(
+            h(
+              'tr',
+              { class: 'sub' },
+              td(['target: ', list(t.workloads)]),
+              td(t.audio ? 'audio' : ''),
+              td(`${num(t.busy)}/${num(t.slots)} busy`),
+              td(''),
+              td(''),
+              td(''),
+              td(''),
+              td(''),
+              td(''),
+            ),
+          );
+        }
+        if (m.targets === undefined) rows.push(h('tr', { class: 'sub' }, h('td', { colspan: 9 }, 'no targets reported')));
+      }
+      return table(
+        [
+          'Model',
+          'Engine',
+          'Slots',
+          h('th', { class: 'num' }, 'Queued'),
+          h('th', { class: 'num' }, 'Context'),
+          h('th', { class: 'num' }, 'Backends'),
+          h('th', { class: 'num', title: 'time to first token on an empty prompt' }, 'Overhead'),
+          h('th', { class: 'num', title: 'prefill time per 1000 prompt tokens' }, 'Per 1k'),
+          h('th', { class: 'num', title: 'samples in the last ten minutes' }, 'Samples'),
+        ],
+        rows,
+        'models',
+      );
+    });
+  }
+}
+
+// ------------------------------------------------------------------ start
+
+if (PAGE === 'node') {
+  loop(
+    {
+      health: () => getJson('/health', { accept503: true }),
+      capacity: () => getJson('/v1/capacity'),
+    },
+    renderNode,
+  );
+} else {
+  loop(
+    {
+      mesh: () => getJson('/v1/mesh'),
+      fleet: () => getJson('/v1/fleet/capacity'),
+      capacity: () => getJson('/v1/capacity'),
+      models: () => getJson('/v1/models'),
+      aliases: () => getJson('/v1/aliases'),
+      decisions: () => pollDecisions(),
+      health: () => getJson('/health', { accept503: true }),
+    },
+    renderMesh,
+  );
+}
