@@ -87,13 +87,15 @@ func capturePacket(t *testing.T, compression bool, key []byte, pmax uint8, msg [
 	b := net.NewTransport("b")
 	m := newFakeMemberlist(t, compression, key, a)
 	node := &Node{Name: "b", PMax: pmax}
+	got := make(chan []byte, 1)
+	go func() { p := <-b.PacketCh(); got <- p.Buf }()
 	if err := m.rawSendMsgPacket(Address{Addr: b.addr.String(), Name: "b"}, node, msg); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case p := <-b.PacketCh():
-		return p.Buf
-	case <-time.After(time.Second):
+	case buf := <-got:
+		return buf
+	case <-time.After(5 * time.Second):
 		t.Fatal("no packet")
 	}
 	return nil

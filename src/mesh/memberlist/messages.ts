@@ -353,3 +353,28 @@ export function decompressBuffer(c: Compress): Buffer {
   if (c.algo !== LZW_ALGO) throw new Error(`Cannot decompress unknown algorithm ${c.algo}`);
   return lzwDecompress(c.buf);
 }
+
+// --- stream-only messages -------------------------------------------------
+
+export interface PushPull {
+  join: boolean;
+  nodes: PushNodeState[];
+  userState: Buffer | null;
+}
+
+/** `[pushPull][header][node states...][user state]` like sendLocalState. */
+export function encodePushPull(p: PushPull): Buffer {
+  const w = new Writer().byte(MessageType.pushPull);
+  writePushPullHeader(w, { nodes: p.nodes.length, userStateLen: p.userState?.length ?? 0, join: p.join });
+  for (const n of p.nodes) writePushNodeState(w, n);
+  if (p.userState && p.userState.length) w.raw(p.userState);
+  return w.toBuffer();
+}
+
+/** `[user][header{UserMsgLen}][msg]` like sendUserMsg. */
+export function encodeUserStreamMsg(m: Buffer): Buffer {
+  const w = new Writer().byte(MessageType.user);
+  writeUserMsgHeader(w, { userMsgLen: m.length });
+  if (m.length) w.raw(m);
+  return w.toBuffer();
+}
