@@ -81,7 +81,7 @@ export class CapacityPoller {
       onReport?: (name: string, r: PeerReport) => void;
     },
   ) {
-    this.agent = new Agent({ connect: { timeout: 500, ...(opts.localAddress ? { localAddress: opts.localAddress } : {}) }, keepAliveTimeout: 10_000 });
+    this.agent = new Agent({ connect: { timeout: 500 }, keepAliveTimeout: 10_000, ...(opts.localAddress ? { localAddress: opts.localAddress } : {}) });
   }
 
   get now(): () => number {

@@ -91,7 +91,8 @@ export class ViiworkNode {
       keepAliveTimeout: 30_000,
       headersTimeout: 15 * 60_000,
       bodyTimeout: 15 * 60_000,
-      connect: { timeout: 2000, ...(config.mesh.advertise ? { localAddress: config.mesh.advertise } : {}) },
+      connect: { timeout: 2000 },
+      ...(config.mesh.advertise ? { localAddress: config.mesh.advertise } : {}),
     });
   }
 
@@ -173,7 +174,8 @@ export class ViiworkNode {
       keepAliveTimeout: 30_000,
       headersTimeout: 15 * 60_000,
       bodyTimeout: 15 * 60_000,
-      connect: { timeout: 2000, localAddress: membership.advertise },
+      connect: { timeout: 2000 },
+      localAddress: membership.advertise,
     });
     this.poller = new CapacityPoller({
       intervalMs: this.config.mesh.capacity_poll,

@@ -137,9 +137,6 @@ export function ipToBytes(ip: string): Buffer {
   return b;
 }
 
-/** Concurrent inbound push-pulls we serve (maxPushPullRequests). */
-const MAX_PUSH_PULL_REQUESTS = 128;
-
 const nodeAddress = (n: { addr: Buffer; port: number }) => joinHostPort(ipToString(n.addr), n.port);
 
 interface AckHandler {
@@ -152,15 +149,18 @@ function randomOffset(n: number): number {
   return n === 0 ? 0 : Math.floor(Math.random() * n);
 }
 
+/**
+ * Up to k distinct random nodes that `exclude` does not reject. (memberlist
+ * draws 3n random indexes and may come back short; we pick from the
+ * eligible nodes directly, which always finds k when k exist.)
+ */
 function kRandomNodes(k: number, nodes: NodeState[], exclude: (n: NodeState) => boolean): NodeState[] {
-  const out: NodeState[] = [];
-  const n = nodes.length;
-  for (let i = 0; i < 3 * n && out.length < k; i++) {
-    const node = nodes[randomOffset(n)];
-    if (exclude(node) || out.includes(node)) continue;
-    out.push(node);
+  const eligible = nodes.filter((n) => !exclude(n));
+  for (let i = 0; i < Math.min(k, eligible.length); i++) {
+    const j = i + Math.floor(Math.random() * (eligible.length - i));
+    [eligible[i], eligible[j]] = [eligible[j], eligible[i]];
   }
-  return out;
+  return eligible.slice(0, k);
 }
 
 function shuffle<T>(a: T[]): void {
@@ -190,7 +190,6 @@ export class MemberlistState {
   private left = false;
   private stopped = false;
   private joining = false;
-  private pushPullReqs = 0;
   private readonly timers = new Set<TimerHandle>();
   private readonly conns = new Set<StreamConn>();
 
@@ -792,18 +791,11 @@ export class MemberlistState {
         return;
       }
       if ('pushPull' in msg) {
-        if (this.pushPullReqs >= MAX_PUSH_PULL_REQUESTS) {
-          this.log('error', 'too many pending push/pull requests');
-          return;
-        }
-        this.pushPullReqs++;
+        this.sendStream(conn, this.localPushPull(msg.pushPull.join));
         try {
-          this.sendStream(conn, this.localPushPull(msg.pushPull.join));
           this.mergeRemoteState(msg.pushPull.nodes, msg.pushPull.userState, msg.pushPull.join);
         } catch (e) {
-          this.log('warn', 'failed push/pull merge', { from: conn.remoteAddr, err: String((e as Error).message) });
-        } finally {
-          this.pushPullReqs--;
+          this.log('warn', `failed push/pull merge: ${(e as Error).message}`, { from: conn.remoteAddr });
         }
       } else if ('ping' in msg) {
         if (msg.ping.node !== '' && msg.ping.node !== this.cfg.name) return;
@@ -814,7 +806,7 @@ export class MemberlistState {
         this.log('debug', 'invalid stream msgType', { type: msg.type, from: conn.remoteAddr });
       }
     } catch (e) {
-      this.log('debug', 'stream error', { from: conn.remoteAddr, err: String((e as Error).message) });
+      this.log('debug', `stream error: ${(e as Error).message}`, { from: conn.remoteAddr });
     } finally {
       // let the reply flush before closing
       setImmediate(() => conn.close());

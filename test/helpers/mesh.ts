@@ -1,0 +1,144 @@
+/**
+ * Real nodes as real processes (`viiwork serve`) on 127.0.x.y, each with
+ * the standard ports 8086 and 7946, for multi-process mesh tests. Each test
+ * file uses its own 127.0.x block so files can run in parallel.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { request } from 'undici';
+import { stringify } from 'yaml';
+import { waitFor } from '../fakes/wait.ts';
+import { tempDir } from './node.ts';
+
+const BIN = path.resolve('bin/viiwork.js');
+
+export interface MeshNodeSpec {
+  name: string;
+  ip: string;
+  models?: Record<string, unknown>[];
+  seeds?: string[];
+  routing?: Record<string, unknown>;
+  mesh?: Record<string, unknown>;
+  aliases?: Record<string, unknown>;
+  env?: Record<string, string>;
+  stateDir?: string;
+}
+
+export interface MeshNode {
+  name: string;
+  ip: string;
+  url: string;
+  gossip: string;
+  proc: ChildProcess;
+  stateDir: string;
+  logs(): string;
+  /** Stop with SIGTERM and wait for the exit. */
+  stop(): Promise<void>;
+  exited: Promise<number | null>;
+}
+
+export async function startMeshNode(spec: MeshNodeSpec, opts: { waitHealthy?: boolean } = {}): Promise<MeshNode> {
+  const dir = tempDir('viiwork-mesh-');
+  const stateDir = spec.stateDir ?? path.join(dir, 'state');
+  const secured = spec.env?.VIIWORK_MESH_SECRET !== undefined;
+  const doc = {
+    node: { name: spec.name, state_dir: stateDir },
+    api: { host: spec.ip, port: 8086 },
+    mesh: {
+      open: !secured,
+      network: 'lan',
+      mdns: false,
+      advertise: spec.ip,
+      port: 7946,
+      seeds: spec.seeds ?? [],
+      capacity_poll: '250ms',
+      rejoin_interval: '2s',
+      ...(spec.mesh ?? {}),
+    },
+    routing: spec.routing ?? {},
+    models: spec.models ?? [],
+    aliases: spec.aliases ?? {},
+  };
+  const file = path.join(dir, 'viiwork.yaml');
+  fs.writeFileSync(file, stringify(doc));
+  const env = { ...process.env, ...(spec.env ?? {}) };
+  if (!secured) delete env.VIIWORK_MESH_SECRET;
+  const proc = spawn(process.execPath, [BIN, 'serve', '--config', file], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  proc.stdout!.on('data', (d) => (out += d));
+  proc.stderr!.on('data', (d) => {
+    out += d;
+    if (process.env.TEST_LOGS) process.stderr.write(d);
+  });
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  const node: MeshNode = {
+    name: spec.name,
+    ip: spec.ip,
+    url: `http://${spec.ip}:8086`,
+    gossip: `${spec.ip}:7946`,
+    proc,
+    stateDir,
+    logs: () => out,
+    exited,
+    async stop() {
+      if (proc.exitCode !== null || proc.signalCode !== null) return;
+      proc.kill('SIGCONT');
+      proc.kill('SIGTERM');
+      const timer = setTimeout(() => proc.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+  if (opts.waitHealthy !== false) {
+    await waitFor(
+      async () => {
+        if (proc.exitCode !== null) throw new Error(`node ${spec.name} exited with ${proc.exitCode}:\n${out}`);
+        const r = await request(`${node.url}/health`);
+        await r.body.text();
+        return r.statusCode === 200;
+      },
+      { timeoutMs: 20_000, what: `node ${spec.name} healthy` },
+    ).catch((err) => {
+      proc.kill('SIGKILL');
+      throw new Error(`${(err as Error).message}\n--- ${spec.name} log ---\n${out}`);
+    });
+  }
+  return node;
+}
+
+export async function getJson<T = any>(url: string): Promise<T> {
+  const r = await request(url);
+  const text = await r.body.text();
+  return JSON.parse(text) as T;
+}
+
+/** Wait until every node lists every other as alive. */
+export async function waitConverged(nodes: MeshNode[], timeoutMs = 15_000): Promise<void> {
+  await waitFor(
+    async () => {
+      for (const n of nodes) {
+        const mesh = await getJson<{ members: { name: string; state: string }[] }>(`${n.url}/v1/mesh`);
+        for (const other of nodes) if (!mesh.members.some((m) => m.name === other.name && m.state === 'alive')) return false;
+      }
+      return true;
+    },
+    { timeoutMs, what: 'mesh converged' },
+  );
+}
+
+/** Wait until `node` has a fresh report listing `model` with healthy slots from every host in `hosts`. */
+export async function waitModelOn(node: MeshNode, model: string, hosts: string[], timeoutMs = 15_000): Promise<void> {
+  await waitFor(
+    async () => {
+      const fleet = await getJson<{ models: { name: string; hosts: { node: string; fresh: boolean; slots: number }[] }[] }>(`${node.url}/v1/fleet/capacity`);
+      const m = fleet.models.find((x) => x.name === model);
+      return !!m && hosts.every((h) => m.hosts.some((x) => x.node === h && x.fresh && x.slots > 0));
+    },
+    { timeoutMs, what: `${model} on ${hosts.join(',')} seen from ${node.name}` },
+  );
+}
+
+export async function stopAll(nodes: (MeshNode | undefined)[]): Promise<void> {
+  await Promise.all(nodes.filter((n): n is MeshNode => !!n).map((n) => n.stop()));
+}
