@@ -276,11 +276,27 @@ async function forwardOnce(
     ...node.signForward('POST', pathWithQuery, ir.body),
   };
   if (ir.sessionKey) headers['x-session-affinity'] = ir.sessionKey;
-  return relay(
-    { origin: member.api, path: pathWithQuery, method: 'POST', headers, body: ir.body, signal, dispatcher: node.peerAgent },
-    res,
-    { responseHeaders: { ...o.extraHeaders, ...meshHeaders(host, node.name, o.route, o.queuedMs) }, stripUsage: false, isRefusal: (s) => s === 429 || s === 503 },
-  );
+  // A member that goes quiet (frozen, cut off) while we wait for its first byte would hold the request forever:
+  // when its reports go stale or membership stops calling it alive, the forward counts as refused and is retried.
+  const quiet = new AbortController();
+  const watchdog = setInterval(() => {
+    const m = node.members.get(host);
+    const report = node.poller?.get(host);
+    if (m?.state !== 'alive' || !report || node.now() - report.polledAt > node.config.routing.stale_after) quiet.abort();
+  }, 200);
+  try {
+    const result = await relay(
+      { origin: member.api, path: pathWithQuery, method: 'POST', headers, body: ir.body, signal: AbortSignal.any([signal, quiet.signal]), dispatcher: node.peerAgent },
+      res,
+      { responseHeaders: { ...o.extraHeaders, ...meshHeaders(host, node.name, o.route, o.queuedMs) }, stripUsage: false, isRefusal: (s) => s === 429 || s === 503 },
+    );
+    if (result.kind === 'aborted' && quiet.signal.aborted && !signal.aborted && !res.headersSent) {
+      return { kind: 'refused', detail: `member ${host} went quiet before answering` };
+    }
+    return result;
+  } finally {
+    clearInterval(watchdog);
+  }
 }
 
 function measure(node: ViiworkNode, ir: InferenceRequest, lease: Lease, result: { firstContentAt?: number; promptTokens?: number; body?: Buffer }): void {
