@@ -288,7 +288,8 @@ async function forwardOnce(
     const result = await relay(
       { origin: member.api, path: pathWithQuery, method: 'POST', headers, body: ir.body, signal: AbortSignal.any([signal, quiet.signal]), dispatcher: node.peerAgent },
       res,
-      { responseHeaders: { ...o.extraHeaders, ...meshHeaders(host, node.name, o.route, o.queuedMs) }, stripUsage: false, isRefusal: (s) => s === 429 || s === 503 },
+      // 401 too: a member that has not yet seen us alive (we just restarted) rejects our forward; another route, or a moment later, works.
+      { responseHeaders: { ...o.extraHeaders, ...meshHeaders(host, node.name, o.route, o.queuedMs) }, stripUsage: false, isRefusal: (s) => s === 429 || s === 503 || s === 401 },
     );
     if (result.kind === 'aborted' && quiet.signal.aborted && !signal.aborted && !res.headersSent) {
       return { kind: 'refused', detail: `member ${host} went quiet before answering` };

@@ -190,6 +190,7 @@ describe('aliases across the mesh', () => {
     assert.equal(r.headers['x-viiwork-model'], 'real');
     await c.stop();
     c = await startMeshNode({ name: 'C', ip: IP(33), seeds: [a.gossip], stateDir: c.stateDir });
+    await waitConverged([a, c]);
     await waitModelOn(c, 'real', ['A']);
     assert.equal((await post(`${c.url}/v1/chat/completions`, chat('nick'))).status, 200);
     const rm = await request(`${a.url}/v1/aliases/nick`, { method: 'DELETE' });
