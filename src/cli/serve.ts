@@ -5,7 +5,12 @@ import { ViiworkNode } from '../node/node.ts';
 export async function serve(opts: { config?: string }): Promise<void> {
   const file = resolveConfigPath(opts.config);
   const config = loadConfig(file);
-  const node = new ViiworkNode(config);
+  const node: ViiworkNode = new ViiworkNode(config, {
+    onFatal: (message) => {
+      node.log.error(`${message}; exiting`);
+      void node.stop().finally(() => process.exit(1));
+    },
+  });
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;

@@ -1,0 +1,357 @@
+/**
+ * Membership: our TypeScript memberlist against HashiCorp Serf's agent
+ * (Go memberlist), side by side, on loopback, each node its own process on
+ * its own address (ours 127.0.40.N:7946, Serf 127.0.41.N:7946, RPC :7373).
+ * Both sides: memberlist LAN defaults, no label, AES-GCM with one shared
+ * 32-byte key (a secured mesh, which is also the only way Serf can be
+ * compared with encryption on both sides).
+ *
+ * Per cluster size (10, 30) and implementation, one after the other and
+ * never together:
+ * - converge_ms: from the join (every node but the first given node 1 as
+ *   seed, all at once) until every node lists all N as alive;
+ * - detect_kill_ms: from SIGKILL of the last node until every remaining
+ *   node lists it as dead (ours) / failed (Serf);
+ * - rss_mb_per_node: mean VmRSS of the node processes, just before the kill;
+ * - false_suspicions: "suspect X has failed, no acks received" logged by
+ *   any node about a node that was alive (any X but the killed one);
+ *   refutations: a node refuting a suspicion about itself.
+ *
+ * Timing comes from each node's own membership events as they are printed
+ * (our child's events; Serf's `serf: EventMemberJoin/EventMemberFailed`
+ * log lines), so polling cost and period do not blur it; it is then
+ * confirmed by asking every node for its real member list (our child's
+ * `members`, `serf members -format json`). When the confirmation disagrees
+ * (say a node still shows someone `suspect`), polling every 150 ms takes
+ * over and the time is that of the first poll round that agrees.
+ *
+ * Every phase gives up after PHASE_TIMEOUT_MS and reports null. Every child
+ * is SIGKILLed at the end of its run, also on failure or interruption.
+ *
+ * MEMBERSHIP_SIZES=10 and MEMBERSHIP_IMPLS=viiwork pick a subset.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+export interface Row {
+  impl: 'viiwork' | 'serf';
+  nodes: number;
+  /** null: timed out */
+  converge_ms: number | null;
+  /** null: timed out (or convergence failed) */
+  detect_kill_ms: number | null;
+  rss_mb_per_node: number | null;
+  false_suspicions: number;
+  refutations: number;
+  /** how the times were settled: 'events' (confirmed by a query) or 'poll' */
+  via: string;
+}
+
+type Impl = Row['impl'];
+
+const PORT = 7946;
+const PHASE_TIMEOUT_MS = 60_000;
+const START_TIMEOUT_MS = 120_000;
+const SETTLE_MS = 5_000;
+const POLL_MS = 150;
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const CHILD = fileURLToPath(new URL('./membership-child.ts', import.meta.url));
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+type View = Map<string, string>;
+
+interface BenchNode {
+  name: string;
+  ip: string;
+  proc: ChildProcess;
+  ready: boolean;
+  /** from the node's own events: name → alive | suspect | dead | left | failed */
+  view: View;
+  /** the node's real member list, or null when it does not answer */
+  query(): Promise<View | null>;
+}
+
+class Cluster {
+  readonly nodes: BenchNode[] = [];
+  suspicions: { by: string; of: string }[] = [];
+  refutations = 0;
+  private listeners = new Set<() => void>();
+
+  changed(): void {
+    for (const l of this.listeners) l();
+  }
+
+  /** Resolves with the time all `targets` satisfy `ok` by their events, or null at `deadline`. */
+  eventsUntil(targets: BenchNode[], ok: (v: View) => boolean, deadline: number): Promise<number | null> {
+    return new Promise((resolve) => {
+      const check = () => {
+        if (targets.every((n) => ok(n.view))) finish(performance.now());
+      };
+      const timer = setTimeout(() => finish(null), Math.max(0, deadline - performance.now()));
+      const finish = (t: number | null) => {
+        clearTimeout(timer);
+        this.listeners.delete(check);
+        resolve(t);
+      };
+      this.listeners.add(check);
+      check();
+    });
+  }
+
+  killAll(): void {
+    for (const n of this.nodes) if (n.proc.exitCode === null && n.proc.signalCode === null) n.proc.kill('SIGKILL');
+  }
+
+  async waitExited(): Promise<void> {
+    await Promise.all(
+      this.nodes.map((n) =>
+        n.proc.exitCode !== null || n.proc.signalCode !== null ? undefined : new Promise((r) => n.proc.once('exit', r)),
+      ),
+    );
+  }
+}
+
+/** Every live cluster, so that an interrupted run leaves no process behind. */
+const live = new Set<Cluster>();
+let hooked = false;
+function hookExit(): void {
+  if (hooked) return;
+  hooked = true;
+  process.on('exit', () => {
+    for (const c of live) c.killAll();
+  });
+  for (const sig of ['SIGINT', 'SIGTERM'] as const)
+    process.once(sig, () => {
+      for (const c of live) c.killAll();
+      process.exit(130);
+    });
+}
+
+// ---------------------------------------------------------------- ours
+
+function startOurs(c: Cluster, i: number, key: string): BenchNode {
+  const name = `viiwork-${i}`;
+  const ip = `127.0.40.${i}`;
+  const proc = spawn(process.execPath, ['--import', 'tsx', CHILD, name, ip, String(PORT), key], {
+    cwd: ROOT,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  const waiting: ((v: View | null) => void)[] = [];
+  const node: BenchNode = {
+    name,
+    ip,
+    proc,
+    ready: false,
+    view: new Map([[name, 'alive']]),
+    query: () =>
+      new Promise((resolve) => {
+        if (proc.exitCode !== null || proc.signalCode !== null || !proc.stdin!.writable) return resolve(null);
+        const t = setTimeout(() => {
+          const k = waiting.indexOf(done);
+          if (k >= 0) waiting.splice(k, 1);
+          resolve(null);
+        }, 5000);
+        const done = (v: View | null) => {
+          clearTimeout(t);
+          resolve(v);
+        };
+        waiting.push(done);
+        proc.stdin!.write('members\n');
+      }),
+  };
+  let stderr = '';
+  proc.stderr!.on('data', (d) => (stderr = (stderr + String(d)).slice(-4000)));
+  proc.on('exit', (code, sig) => {
+    if (!node.ready) console.error(`${name} exited before ready (${code ?? sig}): ${stderr}`);
+    for (const w of waiting.splice(0)) w(null);
+  });
+  proc.stdin!.on('error', () => {});
+  createInterface({ input: proc.stdout! }).on('line', (line) => {
+    let o: { ready?: boolean; ev?: string; n?: string; s?: string; log?: string; msg?: string; members?: [string, string][] };
+    try {
+      o = JSON.parse(line);
+    } catch {
+      return;
+    }
+    if (o.ready) node.ready = true;
+    else if (o.ev && o.n && o.s) {
+      node.view.set(o.n, o.s);
+      c.changed();
+    } else if (o.members) waiting.shift()?.(new Map(o.members));
+    else if (o.log && o.msg) {
+      const s = /^suspect (\S+) has failed/.exec(o.msg);
+      if (s) c.suspicions.push({ by: name, of: s[1] });
+      else if (/^refuting a suspect/.test(o.msg)) c.refutations++;
+    }
+  });
+  return node;
+}
+
+// ---------------------------------------------------------------- serf
+
+function serfMembers(ip: string): Promise<View | null> {
+  return new Promise((resolve) => {
+    execFile('serf', ['members', '-rpc-addr', `${ip}:7373`, '-format', 'json'], { timeout: 5000 }, (err, stdout) => {
+      if (err) return resolve(null);
+      try {
+        const d = JSON.parse(stdout) as { members: { name: string; status: string }[] };
+        resolve(new Map(d.members.map((m) => [m.name, m.status])));
+      } catch {
+        resolve(null);
+      }
+    });
+  });
+}
+
+function startSerf(c: Cluster, i: number, key: string): BenchNode {
+  const name = `serf-${i}`;
+  const ip = `127.0.41.${i}`;
+  const proc = spawn('serf', ['agent', '-node', name, '-bind', `${ip}:${PORT}`, '-rpc-addr', `${ip}:7373`, '-encrypt', key, '-log-level=info'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const node: BenchNode = { name, ip, proc, ready: false, view: new Map([[name, 'alive']]), query: () => serfMembers(ip) };
+  const states: Record<string, string> = { Join: 'alive', Failed: 'failed', Leave: 'left' };
+  const onLine = (line: string) => {
+    let m = /serf: EventMember(Join|Failed|Leave): (\S+)/.exec(line);
+    if (m) {
+      node.view.set(m[2], states[m[1]]);
+      c.changed();
+    } else if ((m = /memberlist: Suspect (\S+) has failed/.exec(line))) c.suspicions.push({ by: name, of: m[1] });
+    else if (/memberlist: Refuting a suspect/.test(line)) c.refutations++;
+  };
+  createInterface({ input: proc.stdout! }).on('line', onLine);
+  createInterface({ input: proc.stderr! }).on('line', onLine);
+  return node;
+}
+
+// ---------------------------------------------------------------- measuring
+
+/** Runs `fn` over `items`, at most `limit` at a time. */
+async function mapLimit<T, R>(items: T[], limit: number, fn: (x: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const k = next++;
+        out[k] = await fn(items[k]);
+      }
+    }),
+  );
+  return out;
+}
+
+/**
+ * Time from t0 until every target satisfies `ok`: by events, confirmed by
+ * real queries; polling when they disagree. null on timeout.
+ */
+async function measure(c: Cluster, targets: BenchNode[], ok: (v: View) => boolean, t0: number, impl: Impl): Promise<{ ms: number | null; via: string }> {
+  const deadline = t0 + PHASE_TIMEOUT_MS;
+  const tEvents = await c.eventsUntil(targets, ok, deadline);
+  const limit = impl === 'serf' ? 4 : targets.length;
+  let first = true;
+  do {
+    const views = await mapLimit(targets, limit, (n) => n.query());
+    if (views.every((v) => v !== null && ok(v))) {
+      if (first && tEvents !== null) return { ms: Math.round(tEvents - t0), via: 'events' };
+      return { ms: Math.round(performance.now() - t0), via: 'poll' };
+    }
+    first = false;
+    await sleep(POLL_MS);
+  } while (performance.now() < deadline);
+  return { ms: null, via: 'timeout' };
+}
+
+function rssMb(pid: number | undefined): number | null {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
+async function runCluster(impl: Impl, n: number, key: string): Promise<Row> {
+  const c = new Cluster();
+  live.add(c);
+  const row: Row = { impl, nodes: n, converge_ms: null, detect_kill_ms: null, rss_mb_per_node: null, false_suspicions: 0, refutations: 0, via: '' };
+  const log = (msg: string) => console.error(`[membership ${impl} ×${n}] ${msg}`);
+  try {
+    // start every node, unjoined
+    for (let i = 1; i <= n; i++) c.nodes.push(impl === 'viiwork' ? startOurs(c, i, key) : startSerf(c, i, key));
+    const startBy = performance.now() + START_TIMEOUT_MS;
+    for (;;) {
+      if (impl === 'serf')
+        await mapLimit(
+          c.nodes.filter((x) => !x.ready),
+          4,
+          async (x) => void (x.ready = (await x.query())?.get(x.name) === 'alive'),
+        );
+      if (c.nodes.every((x) => x.ready)) break;
+      if (c.nodes.some((x) => x.proc.exitCode !== null || x.proc.signalCode !== null)) throw new Error('a node exited during start-up');
+      if (performance.now() > startBy) throw new Error('nodes did not start in time');
+      await sleep(200);
+    }
+    log('all started; letting the machine settle');
+    await sleep(2000);
+
+    // converge: nodes 2..n join node 1, all at once
+    const names = c.nodes.map((x) => x.name);
+    const seed = `${c.nodes[0].ip}:${PORT}`;
+    const t0 = performance.now();
+    for (const x of c.nodes.slice(1)) {
+      if (impl === 'viiwork') x.proc.stdin!.write(`join ${seed}\n`);
+      else execFile('serf', ['join', '-rpc-addr', `${x.ip}:7373`, seed], { timeout: 30_000 }, (err) => err && log(`serf join from ${x.name}: ${err.message}`));
+    }
+    const conv = await measure(c, c.nodes, (v) => names.every((nm) => v.get(nm) === 'alive'), t0, impl);
+    row.converge_ms = conv.ms;
+    row.via = `converge: ${conv.via}`;
+    log(`converged: ${conv.ms} ms (${conv.via})`);
+    if (conv.ms === null) return row;
+
+    // steady state for a while (false suspicions show up here too), then RSS
+    await sleep(SETTLE_MS);
+    const rss = c.nodes.map((x) => rssMb(x.proc.pid)).filter((x): x is number => x !== null);
+    row.rss_mb_per_node = rss.length ? Number((rss.reduce((a, b) => a + b, 0) / rss.length).toFixed(1)) : null;
+
+    // kill -9 the last node
+    const victim = c.nodes[n - 1];
+    const rest = c.nodes.slice(0, -1);
+    const deadState = impl === 'viiwork' ? 'dead' : 'failed';
+    const t1 = performance.now();
+    victim.proc.kill('SIGKILL');
+    const det = await measure(c, rest, (v) => v.get(victim.name) === deadState, t1, impl);
+    row.detect_kill_ms = det.ms;
+    row.via += `, detect: ${det.via}`;
+    log(`kill detected: ${det.ms} ms (${det.via})`);
+    const falses = c.suspicions.filter((s) => s.of !== victim.name);
+    if (falses.length) log(`false suspicions: ${falses.map((s) => `${s.by}→${s.of}`).join(', ')}`);
+    return row;
+  } catch (e) {
+    log(`failed: ${(e as Error).message}`);
+    row.via = `error: ${(e as Error).message}`;
+    return row;
+  } finally {
+    const victim = c.nodes[n - 1]?.name;
+    row.false_suspicions = c.suspicions.filter((s) => s.of !== victim).length;
+    row.refutations = c.refutations;
+    c.killAll();
+    await c.waitExited();
+    live.delete(c);
+    await sleep(1000);
+  }
+}
+
+export async function benchMembership(): Promise<Row[]> {
+  hookExit();
+  const sizes = (process.env.MEMBERSHIP_SIZES ?? '10,30').split(',').map(Number);
+  const impls = (process.env.MEMBERSHIP_IMPLS ?? 'viiwork,serf').split(',') as Impl[];
+  const key = randomBytes(32).toString('base64');
+  const rows: Row[] = [];
+  for (const n of sizes) for (const impl of impls) rows.push(await runCluster(impl, n, key));
+  return rows;
+}
