@@ -39,14 +39,20 @@ import { fileURLToPath } from 'node:url';
 export interface Row {
   impl: 'viiwork' | 'serf';
   nodes: number;
-  /** null: timed out */
+  /** median over runs; null: a run timed out */
   converge_ms: number | null;
-  /** null: timed out (or convergence failed) */
+  /** median over every kill of every run; null: a kill went undetected in time */
   detect_kill_ms: number | null;
+  /** mean VmRSS of the node processes at steady state */
   rss_mb_per_node: number | null;
+  /** mean CPU use of one node process at steady state (% of one core) */
+  cpu_pct_per_node: number | null;
+  /** "suspect X has failed" about an X that was alive, over all runs */
   false_suspicions: number;
   refutations: number;
-  /** how the times were settled: 'events' (confirmed by a query) or 'poll' */
+  converge_samples: string;
+  detect_samples: string;
+  /** how the times were settled: by events (confirmed by a query), else by polling, or timeout */
   via: string;
 }
 
@@ -77,7 +83,7 @@ interface BenchNode {
 
 class Cluster {
   readonly nodes: BenchNode[] = [];
-  suspicions: { by: string; of: string }[] = [];
+  suspicions: { by: string; of: string; at: number }[] = [];
   refutations = 0;
   private listeners = new Set<() => void>();
 
@@ -184,7 +190,7 @@ function startOurs(c: Cluster, i: number, key: string): BenchNode {
     } else if (o.members) waiting.shift()?.(new Map(o.members));
     else if (o.log && o.msg) {
       const s = /^suspect (\S+) has failed/.exec(o.msg);
-      if (s) c.suspicions.push({ by: name, of: s[1] });
+      if (s) c.suspicions.push({ by: name, of: s[1], at: performance.now() });
       else if (/^refuting a suspect/.test(o.msg)) c.refutations++;
     }
   });
@@ -220,7 +226,7 @@ function startSerf(c: Cluster, i: number, key: string): BenchNode {
     if (m) {
       node.view.set(m[2], states[m[1]]);
       c.changed();
-    } else if ((m = /memberlist: Suspect (\S+) has failed/.exec(line))) c.suspicions.push({ by: name, of: m[1] });
+    } else if ((m = /memberlist: Suspect (\S+) has failed/.exec(line))) c.suspicions.push({ by: name, of: m[1], at: performance.now() });
     else if (/memberlist: Refuting a suspect/.test(line)) c.refutations++;
   };
   createInterface({ input: proc.stdout! }).on('line', onLine);
@@ -275,11 +281,41 @@ function rssMb(pid: number | undefined): number | null {
   }
 }
 
-async function runCluster(impl: Impl, n: number, key: string): Promise<Row> {
+/** utime + stime of a process, in clock ticks (100 a second on Linux). */
+function cpuTicks(pid: number | undefined): number | null {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return Number(f[11]) + Number(f[12]);
+  } catch {
+    return null;
+  }
+}
+
+const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
+function median(xs: (number | null)[]): number | null {
+  if (!xs.length || xs.some((x) => x === null)) return null;
+  const s = (xs as number[]).slice().sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : Math.round((s[s.length / 2 - 1] + s[s.length / 2]) / 2);
+}
+
+interface RunResult {
+  converge: { ms: number | null; via: string };
+  detects: { ms: number | null; via: string }[];
+  rss: number | null;
+  cpu: number | null;
+  falseSuspicions: number;
+  refutations: number;
+  error?: string;
+}
+
+/** One cluster: start n nodes, join them, settle, then kill -9 `kills` nodes one after the other. */
+async function runCluster(impl: Impl, n: number, key: string, kills: number, run: number): Promise<RunResult> {
   const c = new Cluster();
   live.add(c);
-  const row: Row = { impl, nodes: n, converge_ms: null, detect_kill_ms: null, rss_mb_per_node: null, false_suspicions: 0, refutations: 0, via: '' };
-  const log = (msg: string) => console.error(`[membership ${impl} ×${n}] ${msg}`);
+  const res: RunResult = { converge: { ms: null, via: 'not run' }, detects: [], rss: null, cpu: null, falseSuspicions: 0, refutations: 0 };
+  const log = (msg: string) => console.error(`[membership ${impl} ×${n} run ${run}] ${msg}`);
+  const killedAt = new Map<string, number>();
   try {
     // start every node, unjoined
     for (let i = 1; i <= n; i++) c.nodes.push(impl === 'viiwork' ? startOurs(c, i, key) : startSerf(c, i, key));
@@ -296,8 +332,7 @@ async function runCluster(impl: Impl, n: number, key: string): Promise<Row> {
       if (performance.now() > startBy) throw new Error('nodes did not start in time');
       await sleep(200);
     }
-    log('all started; letting the machine settle');
-    await sleep(2000);
+    await sleep(3000); // start-up CPU (30 tsx processes) dies down
 
     // converge: nodes 2..n join node 1, all at once
     const names = c.nodes.map((x) => x.name);
@@ -307,38 +342,46 @@ async function runCluster(impl: Impl, n: number, key: string): Promise<Row> {
       if (impl === 'viiwork') x.proc.stdin!.write(`join ${seed}\n`);
       else execFile('serf', ['join', '-rpc-addr', `${x.ip}:7373`, seed], { timeout: 30_000 }, (err) => err && log(`serf join from ${x.name}: ${err.message}`));
     }
-    const conv = await measure(c, c.nodes, (v) => names.every((nm) => v.get(nm) === 'alive'), t0, impl);
-    row.converge_ms = conv.ms;
-    row.via = `converge: ${conv.via}`;
-    log(`converged: ${conv.ms} ms (${conv.via})`);
-    if (conv.ms === null) return row;
+    res.converge = await measure(c, c.nodes, (v) => names.every((nm) => v.get(nm) === 'alive'), t0, impl);
+    log(`converged: ${res.converge.ms} ms (${res.converge.via})`);
+    if (res.converge.ms === null) return res;
 
-    // steady state for a while (false suspicions show up here too), then RSS
+    // steady state: CPU and RSS per node (false suspicions would show up here too)
+    const pids = c.nodes.map((x) => x.proc.pid);
+    const ticks0 = pids.map(cpuTicks);
+    const s0 = performance.now();
     await sleep(SETTLE_MS);
-    const rss = c.nodes.map((x) => rssMb(x.proc.pid)).filter((x): x is number => x !== null);
-    row.rss_mb_per_node = rss.length ? Number((rss.reduce((a, b) => a + b, 0) / rss.length).toFixed(1)) : null;
+    const ticks1 = pids.map(cpuTicks);
+    const secs = (performance.now() - s0) / 1000;
+    res.cpu = mean(ticks1.flatMap((t, k) => (t !== null && ticks0[k] !== null ? [((t - ticks0[k]!) / 100 / secs) * 100] : [])));
+    res.rss = mean(pids.map(rssMb).filter((x): x is number => x !== null));
 
-    // kill -9 the last node
-    const victim = c.nodes[n - 1];
-    const rest = c.nodes.slice(0, -1);
-    const deadState = impl === 'viiwork' ? 'dead' : 'failed';
-    const t1 = performance.now();
-    victim.proc.kill('SIGKILL');
-    const det = await measure(c, rest, (v) => v.get(victim.name) === deadState, t1, impl);
-    row.detect_kill_ms = det.ms;
-    row.via += `, detect: ${det.via}`;
-    log(`kill detected: ${det.ms} ms (${det.via})`);
-    const falses = c.suspicions.filter((s) => s.of !== victim.name);
-    if (falses.length) log(`false suspicions: ${falses.map((s) => `${s.by}→${s.of}`).join(', ')}`);
-    return row;
+    // kill -9 the last nodes, one at a time
+    const alive = c.nodes.slice();
+    for (let k = 0; k < kills; k++) {
+      const victim = alive.pop()!;
+      const deadState = impl === 'viiwork' ? 'dead' : 'failed';
+      const t1 = performance.now();
+      victim.proc.kill('SIGKILL');
+      killedAt.set(victim.name, t1);
+      const det = await measure(c, alive, (v) => v.get(victim.name) === deadState, t1, impl);
+      res.detects.push(det);
+      log(`kill ${k + 1} (${victim.name}) detected by all ${alive.length}: ${det.ms} ms (${det.via})`);
+      if (det.ms === null) break;
+      if (k < kills - 1) await sleep(3000);
+    }
+    return res;
   } catch (e) {
-    log(`failed: ${(e as Error).message}`);
-    row.via = `error: ${(e as Error).message}`;
-    return row;
+    res.error = (e as Error).message;
+    log(`failed: ${res.error}`);
+    return res;
   } finally {
-    const victim = c.nodes[n - 1]?.name;
-    row.false_suspicions = c.suspicions.filter((s) => s.of !== victim).length;
-    row.refutations = c.refutations;
+    // a suspicion is false when its subject had not been killed yet
+    const falses = c.suspicions.filter((s) => !(killedAt.get(s.of)! <= s.at));
+    if (falses.length) log(`false suspicions: ${falses.map((s) => `${s.by} suspected ${s.of}`).join(', ')}`);
+    if (c.refutations) log(`refutations: ${c.refutations}`);
+    res.falseSuspicions = falses.length;
+    res.refutations = c.refutations;
     c.killAll();
     await c.waitExited();
     live.delete(c);
@@ -350,8 +393,31 @@ export async function benchMembership(): Promise<Row[]> {
   hookExit();
   const sizes = (process.env.MEMBERSHIP_SIZES ?? '10,30').split(',').map(Number);
   const impls = (process.env.MEMBERSHIP_IMPLS ?? 'viiwork,serf').split(',') as Impl[];
+  const runs = Number(process.env.MEMBERSHIP_RUNS ?? 3);
+  const kills = Number(process.env.MEMBERSHIP_KILLS ?? 3);
   const key = randomBytes(32).toString('base64');
   const rows: Row[] = [];
-  for (const n of sizes) for (const impl of impls) rows.push(await runCluster(impl, n, key));
+  for (const n of sizes)
+    for (const impl of impls) {
+      const rs: RunResult[] = [];
+      for (let r = 1; r <= runs; r++) rs.push(await runCluster(impl, n, key, kills, r));
+      const conv = rs.map((r) => r.converge.ms);
+      const det = rs.flatMap((r) => (r.converge.ms === null ? [null] : r.detects.map((d) => d.ms)));
+      const vias = new Set(rs.flatMap((r) => [r.converge.via, ...r.detects.map((d) => d.via), ...(r.error ? [`error: ${r.error}`] : [])]));
+      const fix1 = (x: number | null) => (x === null ? null : Number(x.toFixed(1)));
+      rows.push({
+        impl,
+        nodes: n,
+        converge_ms: median(conv),
+        detect_kill_ms: median(det),
+        rss_mb_per_node: fix1(mean(rs.flatMap((r) => (r.rss === null ? [] : [r.rss])))),
+        cpu_pct_per_node: fix1(mean(rs.flatMap((r) => (r.cpu === null ? [] : [r.cpu])))),
+        false_suspicions: rs.reduce((a, r) => a + r.falseSuspicions, 0),
+        refutations: rs.reduce((a, r) => a + r.refutations, 0),
+        converge_samples: conv.map((x) => x ?? 'timeout').join(' '),
+        detect_samples: det.map((x) => x ?? 'timeout').join(' '),
+        via: [...vias].join(', '),
+      });
+    }
   return rows;
 }

@@ -20,33 +20,33 @@ interface ModelEntry {
   fallbacks?: string[];
 }
 
-/** Context length of a model on a host: from the local backends, or the report's ctx. */
-function ctxOf(node: ViiworkNode, h: HostView, model: string): number | undefined {
-  if (h.local) {
-    const ctx = node.slots.targetsOf(model).flatMap((t) => t.backends.map((b) => b.info.context));
-    return ctx.length ? Math.min(...ctx) : undefined;
-  }
-  return node.poller?.get(h.name)?.report.models.find((m) => m.name === model)?.ctx;
-}
-
-/** Models of this node and of every alive or suspect member with a report, fresh or stale. */
-export function meshModels(node: ViiworkNode): Map<string, { views: HostModelView[]; hosts: string[]; ctx: number[] }> {
-  const byModel = new Map<string, { views: HostModelView[]; hosts: string[]; ctx: number[] }>();
-  for (const h of node.hostViews()) {
+/** Models of the given hosts (this node and every alive or suspect member with a report, fresh or stale). */
+function byModel(hosts: readonly HostView[]): Map<string, { views: HostModelView[]; hosts: string[]; ctx: number[] }> {
+  const out = new Map<string, { views: HostModelView[]; hosts: string[]; ctx: number[] }>();
+  for (const h of hosts) {
     for (const [name, view] of h.models) {
-      let e = byModel.get(name);
-      if (!e) byModel.set(name, (e = { views: [], hosts: [], ctx: [] }));
+      let e = out.get(name);
+      if (!e) out.set(name, (e = { views: [], hosts: [], ctx: [] }));
       e.views.push(view);
       e.hosts.push(h.name);
-      const ctx = ctxOf(node, h, name);
-      if (ctx !== undefined) e.ctx.push(ctx);
+      if (view.ctx !== undefined) e.ctx.push(view.ctx);
     }
   }
-  return byModel;
+  return out;
 }
 
-export function modelsDocument(node: ViiworkNode, aliases: { name: string; target: string; fallbacks: string[] }[] = []): { object: 'list'; data: ModelEntry[] } {
-  const models = meshModels(node);
+export interface AliasListing {
+  name: string;
+  target: string;
+  fallbacks: string[];
+}
+
+/**
+ * The /v1/models document, pure over the hosts: sorted, and the same for
+ * the same mesh state whatever order members, reports or targets arrived in.
+ */
+export function modelsListing(hosts: readonly HostView[], aliases: readonly AliasListing[] = []): { object: 'list'; data: ModelEntry[] } {
+  const models = byModel(hosts);
   const data: ModelEntry[] = [];
   for (const [id, e] of models) {
     data.push({
@@ -74,8 +74,12 @@ export function modelsDocument(node: ViiworkNode, aliases: { name: string; targe
       fallbacks: a.fallbacks,
     });
   }
-  data.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  data.sort((x, y) => (x.id < y.id ? -1 : x.id > y.id ? 1 : 0));
   return { object: 'list', data };
+}
+
+export function modelsDocument(node: ViiworkNode, aliases: readonly AliasListing[] = []) {
+  return modelsListing(node.hostViews(), aliases);
 }
 
 export function fleetCapacity(node: ViiworkNode) {

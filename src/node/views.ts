@@ -14,9 +14,11 @@ export const ROUTING_SCORE_MAX_AGE_MS = 250;
 export function localView(name: string, slots: SlotTable, perf: PerfScores, now: number): HostView {
   const models = new Map<string, HostModelView>();
   for (const model of slots.models()) {
-    const targets = slots.targetsOf(model).map((t) => slots.summarize(t));
+    const local = slots.targetsOf(model);
+    const targets = local.map((t) => slots.summarize(t));
     const p = perf.published(model, ROUTING_SCORE_MAX_AGE_MS);
     models.set(model, {
+      ctx: Math.min(...local.flatMap((t) => t.backends.map((b) => b.info.context))),
       targets,
       slots: targets.reduce((n, t) => n + t.slots, 0),
       busy: targets.reduce((n, t) => n + t.busy, 0),
@@ -40,6 +42,7 @@ export function peerViews(peers: readonly MemberInfo[], poller: CapacityPoller |
         slots: mr.slots,
         busy: mr.busy,
         healthyBackends: mr.healthy_backends,
+        ctx: mr.ctx,
         overheadMs: mr.ttft_overhead_ms,
         ratePer1k: mr.prefill_ms_per_1k,
       });

@@ -23,6 +23,8 @@ export interface HostModelView {
   slots: number;
   busy: number;
   healthyBackends?: number;
+  /** Context length per slot, when known. */
+  ctx?: number;
   overheadMs?: number;
   ratePer1k?: number;
 }

@@ -31,6 +31,8 @@ export interface FakeEngineOptions {
   embeddingDim?: number;
   /** false: GET /health answers 404, as servers without it do (default true). */
   healthEndpoint?: boolean;
+  /** /props modalities.audio: the model takes audio input (default false). */
+  audio?: boolean;
   /** false: GET /props answers 404 (default true). */
   propsEndpoint?: boolean;
   /** Serve the /_control/* endpoints (default false; the fake llama-server turns them on). */

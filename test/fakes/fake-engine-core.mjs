@@ -124,6 +124,7 @@ export class FakeEngine extends EventEmitter {
       embeddingDim: 8,
       healthEndpoint: true,
       propsEndpoint: true,
+      audio: false,
       control: false,
       onCrash: undefined,
       info: undefined,
@@ -422,7 +423,7 @@ export class FakeEngine extends EventEmitter {
           total_slots: this.totalSlots,
           model_path: this.opts.modelPath ?? this.opts.model,
           default_generation_settings: { n_ctx: this.opts.contextPerSlot },
-          modalities: { vision: false, audio: false },
+          modalities: { vision: false, audio: Boolean(this.opts.audio) },
         });
       default:
         return sendJson(res, 404, errorBody(404, 'File Not Found'));

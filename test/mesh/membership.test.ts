@@ -64,12 +64,14 @@ describe('a secured mesh of three nodes', () => {
       seeds: ['127.0.0.1:7946', '127.0.0.2:7946'],
       mesh: { rejoin_interval: '1s' },
     });
+    const stranger: MeshNode = intruder;
+    const all: MeshNode[] = [...nodes, stranger];
     const until = Date.now() + 10_000;
     while (Date.now() < until) {
-      for (const n of [...nodes, intruder]) {
-        const mesh = await getJson<{ members: { name: string }[] }>(`${n.url}/v1/mesh`);
-        const names = mesh.members.map((m) => m.name);
-        if (n === intruder) assert.deepEqual(names, ['intruder']);
+      for (const n of all) {
+        const mesh: { members: { name: string }[] } = await getJson(`${n.url}/v1/mesh`);
+        const names: string[] = mesh.members.map((m) => m.name);
+        if (n === stranger) assert.deepEqual(names, ['intruder']);
         else assert.ok(!names.includes('intruder'), `${n.name} lists the intruder`);
       }
       await new Promise((r) => setTimeout(r, 250));
