@@ -25,6 +25,19 @@ program
     process.stdout.write(`${file}: ok (node "${config.node.name}", ${config.models.length} model entr${config.models.length === 1 ? 'y' : 'ies'})\n`);
   });
 
+program
+  .command('demo')
+  .description('start a local mesh of three simulated nodes on 127.0.0.1–3 and show routing at work')
+  .option('--port <port>', 'API port of each node', '8086')
+  .option('--requests <n>', 'requests sent through each entry node', '4')
+  .option('--net <prefix>', 'first three octets of the loopback addresses', '127.0.0')
+  .option('--once', 'exit after showing the routing table')
+  .option('--quiet', 'hide the nodes’ logs')
+  .action(async (opts) => {
+    const { demo } = await import('./demo.ts');
+    await demo(opts);
+  });
+
 // viiwork status | models | secret | init
 (await import('./ops.ts')).registerOpsCommands(program);
 
