@@ -79,6 +79,8 @@ interface BenchNode {
   view: View;
   /** the node's real member list, or null when it does not answer */
   query(): Promise<View | null>;
+  /** ours: called when the child answers a join */
+  onJoined?: () => void;
 }
 
 class Cluster {
@@ -91,11 +93,16 @@ class Cluster {
     for (const l of this.listeners) l();
   }
 
-  /** Resolves with the time all `targets` satisfy `ok` by their events, or null at `deadline`. */
-  eventsUntil(targets: BenchNode[], ok: (v: View) => boolean, deadline: number): Promise<number | null> {
+  /**
+   * Resolves with the time all `targets` satisfy `ok` by their events, or
+   * null at `deadline`; `each` gets the time each target first did.
+   */
+  eventsUntil(targets: BenchNode[], ok: (v: View) => boolean, deadline: number, each = new Map<string, number>()): Promise<number | null> {
     return new Promise((resolve) => {
       const check = () => {
-        if (targets.every((n) => ok(n.view))) finish(performance.now());
+        const now = performance.now();
+        for (const n of targets) if (!each.has(n.name) && ok(n.view)) each.set(n.name, now);
+        if (targets.every((n) => ok(n.view))) finish(now);
       };
       const timer = setTimeout(() => finish(null), Math.max(0, deadline - performance.now()));
       const finish = (t: number | null) => {
@@ -177,7 +184,7 @@ function startOurs(c: Cluster, i: number, key: string): BenchNode {
   });
   proc.stdin!.on('error', () => {});
   createInterface({ input: proc.stdout! }).on('line', (line) => {
-    let o: { ready?: boolean; ev?: string; n?: string; s?: string; log?: string; msg?: string; members?: [string, string][] };
+    let o: { ready?: boolean; ev?: string; n?: string; s?: string; log?: string; msg?: string; members?: [string, string][]; joined?: number; errors?: string[] };
     try {
       o = JSON.parse(line);
     } catch {
@@ -188,6 +195,10 @@ function startOurs(c: Cluster, i: number, key: string): BenchNode {
       node.view.set(o.n, o.s);
       c.changed();
     } else if (o.members) waiting.shift()?.(new Map(o.members));
+    else if (o.joined !== undefined) {
+      if (o.joined < 1) console.error(`${name}: join failed: ${JSON.stringify(o.errors)}`);
+      node.onJoined?.();
+    }
     else if (o.log && o.msg) {
       const s = /^suspect (\S+) has failed/.exec(o.msg);
       if (s) c.suspicions.push({ by: name, of: s[1], at: performance.now() });
@@ -255,21 +266,28 @@ async function mapLimit<T, R>(items: T[], limit: number, fn: (x: T) => Promise<R
  * Time from t0 until every target satisfies `ok`: by events, confirmed by
  * real queries; polling when they disagree. null on timeout.
  */
-async function measure(c: Cluster, targets: BenchNode[], ok: (v: View) => boolean, t0: number, impl: Impl): Promise<{ ms: number | null; via: string }> {
+async function measure(c: Cluster, targets: BenchNode[], ok: (v: View) => boolean, t0: number, impl: Impl): Promise<{ ms: number | null; via: string; spread: string }> {
+  let spread = '';
   const deadline = t0 + PHASE_TIMEOUT_MS;
-  const tEvents = await c.eventsUntil(targets, ok, deadline);
+  const each = new Map<string, number>();
+  const tEvents = await c.eventsUntil(targets, ok, deadline, each);
+  if (each.size) {
+    const ts = [...each.values()].map((t) => t - t0).sort((a, b) => a - b);
+    const q = (p: number) => Math.round(ts[Math.min(ts.length - 1, Math.floor(p * ts.length))]);
+    spread = `${each.size}/${targets.length} nodes by events; first ${q(0)}, median ${q(0.5)}, last ${q(1)} ms`;
+  }
   const limit = impl === 'serf' ? 4 : targets.length;
   let first = true;
   do {
     const views = await mapLimit(targets, limit, (n) => n.query());
     if (views.every((v) => v !== null && ok(v))) {
-      if (first && tEvents !== null) return { ms: Math.round(tEvents - t0), via: 'events' };
-      return { ms: Math.round(performance.now() - t0), via: 'poll' };
+      if (first && tEvents !== null) return { ms: Math.round(tEvents - t0), via: 'events', spread };
+      return { ms: Math.round(performance.now() - t0), via: 'poll', spread };
     }
     first = false;
     await sleep(POLL_MS);
   } while (performance.now() < deadline);
-  return { ms: null, via: 'timeout' };
+  return { ms: null, via: 'timeout', spread };
 }
 
 function rssMb(pid: number | undefined): number | null {
@@ -300,8 +318,8 @@ function median(xs: (number | null)[]): number | null {
 }
 
 interface RunResult {
-  converge: { ms: number | null; via: string };
-  detects: { ms: number | null; via: string }[];
+  converge: { ms: number | null; via: string; spread?: string };
+  detects: { ms: number | null; via: string; spread?: string }[];
   rss: number | null;
   cpu: number | null;
   falseSuspicions: number;
@@ -338,12 +356,23 @@ async function runCluster(impl: Impl, n: number, key: string, kills: number, run
     const names = c.nodes.map((x) => x.name);
     const seed = `${c.nodes[0].ip}:${PORT}`;
     const t0 = performance.now();
+    let answered = 0;
+    let joinsDone: number | string = 'not all';
+    const joinAnswered = () => {
+      if (++answered === n - 1) joinsDone = Math.round(performance.now() - t0);
+    };
     for (const x of c.nodes.slice(1)) {
-      if (impl === 'viiwork') x.proc.stdin!.write(`join ${seed}\n`);
-      else execFile('serf', ['join', '-rpc-addr', `${x.ip}:7373`, seed], { timeout: 30_000 }, (err) => err && log(`serf join from ${x.name}: ${err.message}`));
+      if (impl === 'viiwork') {
+        x.onJoined = joinAnswered;
+        x.proc.stdin!.write(`join ${seed}\n`);
+      } else
+        execFile('serf', ['join', '-rpc-addr', `${x.ip}:7373`, seed], { timeout: 30_000 }, (err) => {
+          if (err) log(`serf join from ${x.name}: ${err.message}`);
+          joinAnswered();
+        });
     }
     res.converge = await measure(c, c.nodes, (v) => names.every((nm) => v.get(nm) === 'alive'), t0, impl);
-    log(`converged: ${res.converge.ms} ms (${res.converge.via})`);
+    log(`converged: ${res.converge.ms} ms (${res.converge.via}; ${res.converge.spread}; joins answered after ${joinsDone} ms)`);
     if (res.converge.ms === null) return res;
 
     // steady state: CPU and RSS per node (false suspicions would show up here too)
@@ -366,7 +395,7 @@ async function runCluster(impl: Impl, n: number, key: string, kills: number, run
       killedAt.set(victim.name, t1);
       const det = await measure(c, alive, (v) => v.get(victim.name) === deadState, t1, impl);
       res.detects.push(det);
-      log(`kill ${k + 1} (${victim.name}) detected by all ${alive.length}: ${det.ms} ms (${det.via})`);
+      log(`kill ${k + 1} (${victim.name}) detected by all ${alive.length}: ${det.ms} ms (${det.via}; ${det.spread})`);
       if (det.ms === null) break;
       if (k < kills - 1) await sleep(3000);
     }

@@ -86,17 +86,21 @@ export class Membership {
         label: config.mesh.label,
         keys: deps.mode.mode === 'secured' ? deps.mode.keys : undefined,
         logger: (level, msg, fields) => {
-          // Plaintext gossip reaching a secured node, or encrypted gossip an open node cannot read: the other side is in the other mode.
-          if (/decrypt|encrypt|no installed keys|not encrypted/i.test(msg)) {
-            const from = String(fields?.from ?? fields?.addr ?? '');
-            if (!mismatch.has(from)) {
-              mismatch.add(from);
-              log.warn(`mesh mode mismatch: ${msg}${from ? ` (from ${from})` : ''}; this node is ${deps.mode.mode === 'secured' ? 'secured (VIIWORK_MESH_SECRET)' : 'open (mesh.open)'}`);
-            }
-            return;
-          }
-          if (level === 'error' || level === 'warn') log.debug(`memberlist: ${msg}`, fields);
-          else log.debug(`memberlist: ${msg}`, fields);
+          // Streams come from ephemeral ports: one warning per peer address, not per connection.
+          const from = String(fields?.from ?? '').replace(/:\d+$/, '');
+          const once = (key: string, line: string) => {
+            if (mismatch.has(key)) return;
+            mismatch.add(key);
+            log.warn(line);
+          };
+          // Plaintext gossip reaching a secured node, or encrypted gossip reaching an open one: the sender is in the other mode.
+          if (deps.mode.mode === 'secured' && /Unsupported encryption version|too small to decrypt|state is not encrypted/.test(msg)) {
+            once(`mode ${from}`, `mesh mode mismatch: plaintext gossip from ${from || 'a peer'}, but this node is secured (VIIWORK_MESH_SECRET); set the same secret there, or mesh.open on both`);
+          } else if (deps.mode.mode === 'open' && /looks encrypted|state is encrypted/.test(msg)) {
+            once(`mode ${from}`, `mesh mode mismatch: encrypted gossip from ${from || 'a peer'}, but this node is open (mesh.open); give it the mesh's VIIWORK_MESH_SECRET instead`);
+          } else if (/could decrypt/.test(msg)) {
+            once(`key ${from}`, `gossip from ${from || 'a peer'} could not be decrypted: it uses another VIIWORK_MESH_SECRET (or VIIWORK_MESH_SECRET_PREV)`);
+          } else log.debug(`memberlist ${level}: ${msg}`, fields);
         },
       },
       {

@@ -92,6 +92,22 @@ describe('a secured mesh of three nodes', () => {
   });
 });
 
+describe('nodes in different mesh modes', () => {
+  it('log "mesh mode mismatch" and stay out of each other’s mesh', async () => {
+    const secured = await startMeshNode({ name: 'sec', ip: '127.0.0.51', env: { VIIWORK_MESH_SECRET: crypto.randomBytes(32).toString('base64') }, seeds: ['127.0.0.52:7946'], mesh: { rejoin_interval: '1s' } });
+    const open = await startMeshNode({ name: 'opn', ip: '127.0.0.52', seeds: ['127.0.0.51:7946'], mesh: { rejoin_interval: '1s' } });
+    try {
+      await waitFor(() => /mesh mode mismatch/.test(secured.logs()) && /mesh mode mismatch/.test(open.logs()), { timeoutMs: 15_000, what: 'both log the mismatch' });
+      for (const [n, other] of [[secured, 'opn'], [open, 'sec']] as const) {
+        const mesh = await getJson<{ members: { name: string }[] }>(`${n.url}/v1/mesh`);
+        assert.ok(!mesh.members.some((m) => m.name === other), `${n.name} lists ${other}`);
+      }
+    } finally {
+      await stopAll([secured, open]);
+    }
+  });
+});
+
 describe('starting without a mesh mode', () => {
   function configFile(doc: Record<string, unknown>): string {
     const file = path.join(tempDir(), 'viiwork.yaml');
