@@ -72,7 +72,8 @@ export async function handleInference(node: ViiworkNode, req: http.IncomingMessa
       executor: trace.executor,
       model: ir.model,
       workload,
-      route: sender.kind === 'forward' ? 'forwarded' : route,
+      // A request refused before it was placed ran nowhere: the feed says so rather than showing a route it never took.
+      route: sender.kind === 'forward' ? 'forwarded' : trace.executor === null ? 'not-routed' : route,
       queued_ms: trace.queuedMs,
       ttft_ms: trace.firstContentAt === undefined ? null : Math.round(trace.firstContentAt - trace.startedAt),
       outcome,

@@ -122,6 +122,12 @@ function health(node: ViiworkNode, _req: http.IncomingMessage, res: http.ServerR
 
 async function metrics(node: ViiworkNode, _req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   for (const q of node.queues.entries()) node.metrics.queueDepth.set({ model: q.model, workload: q.workload }, q.depth);
+  node.metrics.reportAge.reset();
+  for (const m of node.members.peers()) {
+    const r = node.poller?.get(m.name);
+    if (r) node.metrics.reportAge.set({ member: m.name }, Math.max(0, node.now() - r.polledAt) / 1000);
+  }
+  for (const [state, n] of Object.entries(node.members.counts())) node.metrics.members.set({ state }, n);
   const text = await node.metrics.registry.metrics();
   res.writeHead(200, { 'content-type': node.metrics.registry.contentType });
   res.end(text);

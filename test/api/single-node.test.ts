@@ -278,3 +278,29 @@ describe('queue deadline', () => {
     }
   });
 });
+
+describe('/metrics', () => {
+  it('exposes every metric SPEC section 10 names, in Prometheus text format', async () => {
+    const t = await startNode({ models: [{ name: 'mm', engine: 'sim', parallel: 1, sim: { ttft_ms: 1, prefill_ms_per_1k: 1, tokens_per_s: 1000, output_tokens: 1 } }] });
+    try {
+      const r = await call(t.url, '/v1/chat/completions', { body: '{"model":"mm","stream":true,"messages":[]}' });
+      assert.equal(r.status, 200);
+      const m = await call(t.url, '/metrics', { method: 'GET' });
+      assert.match(String(m.headers['content-type']), /^text\/plain/);
+      for (const name of [
+        'viiwork_requests_total{model="mm",workload="chat",route="local",outcome="200"} 1',
+        'viiwork_queue_depth',
+        'viiwork_queue_wait_seconds',
+        'viiwork_ttft_seconds_count{model="mm"} 1',
+        'viiwork_forwards_total',
+        'viiwork_capacity_report_age_seconds',
+        'viiwork_members{state="alive"} 1',
+        'viiwork_engine_restarts_total',
+      ]) {
+        assert.ok(m.text.includes(name), `missing ${name}`);
+      }
+    } finally {
+      await t.stop();
+    }
+  });
+});
