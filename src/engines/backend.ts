@@ -7,6 +7,7 @@
  */
 import { EventEmitter } from 'node:events';
 import type { Descriptor } from '../workloads/workloads.ts';
+import type { EngineProps } from './health.ts';
 
 /**
  * starting: loading, not yet serving (not a failure until its startup timeout).
@@ -33,6 +34,8 @@ export abstract class Backend extends EventEmitter {
   #descriptor: Descriptor;
   /** Why the backend is in its state, for /health and the dashboards. */
   reason = 'starting';
+  /** What the engine said of itself in /props (llama-server), read on each move into healthy. */
+  protected engineProps: EngineProps | undefined;
 
   constructor(
     readonly info: BackendInfo,
@@ -51,6 +54,19 @@ export abstract class Backend extends EventEmitter {
   }
   get descriptor(): Descriptor {
     return this.#descriptor;
+  }
+
+  /** /props of the engine, when it has them. */
+  get props(): EngineProps | undefined {
+    return this.engineProps;
+  }
+  /** llama-server's `build_info` (e.g. "b4500-abcdef"); undefined for engines without /props. */
+  get buildInfo(): string | undefined {
+    return this.engineProps?.buildInfo;
+  }
+  /** The build number in buildInfo (4500), for version gates. */
+  get buildNumber(): number | undefined {
+    return this.engineProps?.buildNumber;
   }
 
   /** Base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:39021 (no trailing slash). */

@@ -158,7 +158,6 @@ export class LlamacppBackend extends Backend {
   readonly #cfg: LlamacppConfig;
   readonly #opts: Required<Omit<LlamacppOptions, 'onProps'>> & Pick<LlamacppOptions, 'onProps'>;
   #run: Run | undefined;
-  #props: EngineProps | undefined;
   #restartTimes: number[] = [];
   #restarts = 0;
   #stopping = false;
@@ -197,18 +196,6 @@ export class LlamacppBackend extends Backend {
   get pid(): number | undefined {
     const r = this.#run;
     return r && !r.exited ? r.pid : undefined;
-  }
-  /** /props of the running engine, read when it turned healthy. */
-  get props(): EngineProps | undefined {
-    return this.#props;
-  }
-  /** llama-server's `build_info` (e.g. "b4500-abcdef"), read from /props after load. */
-  get buildInfo(): string | undefined {
-    return this.#props?.buildInfo;
-  }
-  /** The build number in buildInfo (4500), for version gates. */
-  get buildNumber(): number | undefined {
-    return this.#props?.buildNumber;
   }
   /** Restarts since this backend was created (for viiwork_engine_restarts_total). */
   get restarts(): number {
@@ -403,8 +390,8 @@ export class LlamacppBackend extends Backend {
     const props = await fetchProps(run.url, { timeoutMs: this.#opts.probeTimeoutMs, signal: run.abort.signal });
     if (run.ended) return;
     if (props) {
-      if (props.buildInfo && props.buildInfo !== this.#props?.buildInfo) this.log(`backend ${this.id}: llama-server build ${props.buildInfo}`, { backend: this.id, build: props.buildInfo });
-      this.#props = props;
+      if (props.buildInfo && props.buildInfo !== this.engineProps?.buildInfo) this.log(`backend ${this.id}: llama-server build ${props.buildInfo}`, { backend: this.id, build: props.buildInfo });
+      this.engineProps = props;
       const d = this.#opts.onProps?.(props, this);
       if (d) this.setDescriptor(d);
     }

@@ -48,7 +48,6 @@ export class OpenAIBackend extends Backend {
   #stopped = false;
   #checking: Promise<void> | undefined;
   #abort = new AbortController();
-  #props: EngineProps | undefined;
 
   constructor(info: BackendInfo, descriptor: Descriptor, cfg: OpenAIBackendConfig, log: Logger, opts: OpenAIBackendOptions = {}) {
     super(info, descriptor, log);
@@ -63,17 +62,6 @@ export class OpenAIBackend extends Backend {
   /** The path probed now: /health, or /v1/models once /health turned out not to exist. */
   get healthPath(): '/health' | '/v1/models' {
     return this.#healthPath;
-  }
-  /** /props of the engine, when it has them (read on each move into healthy). */
-  get props(): EngineProps | undefined {
-    return this.#props;
-  }
-  /** llama-server's build_info, e.g. "b4500-abcdef"; undefined for engines without /props. */
-  get buildInfo(): string | undefined {
-    return this.#props?.buildInfo;
-  }
-  get buildNumber(): number | undefined {
-    return this.#props?.buildNumber;
   }
 
   /** Probe once now, then every interval. Resolves after the first probe, whatever it found. Never throws. */
@@ -139,7 +127,7 @@ export class OpenAIBackend extends Backend {
   async #readProps(signal: AbortSignal): Promise<void> {
     const props = await fetchProps(this.#base, { timeoutMs: this.#opts.probeTimeoutMs, signal });
     if (!props) return;
-    this.#props = props;
+    this.engineProps = props;
     const d = this.#opts.onProps?.(props, this);
     if (d) this.setDescriptor(d);
   }

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { AliasTable } from '../../src/aliases/table.ts';
 import { AliasError, compareEntries, type AliasEntry } from '../../src/aliases/types.ts';
+import { seeded, shuffle } from '../helpers/random.ts';
 
 const tempDir = () => fs.mkdtempSync(path.join(os.tmpdir(), 'viiwork-alias-'));
 const clock = (start = 1_700_000_000_000) => {
@@ -19,27 +20,6 @@ const entry = (name: string, version: number, writer: string, target: string | n
   at: 1_700_000_000_000 + version,
   value: target === null ? null : { target, fallbacks },
 });
-
-/** A deterministic PRNG (mulberry32), so every failing case can be replayed. */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-function shuffle<T>(list: T[], rand: () => number): T[] {
-  const a = [...list];
-  for (let i = a.length - 1; i > 0; i--) {
-    const j = Math.floor(rand() * (i + 1));
-    [a[i], a[j]] = [a[j], a[i]];
-  }
-  return a;
-}
 
 function permutations<T>(list: T[]): T[][] {
   if (list.length <= 1) return [list];
@@ -266,7 +246,7 @@ describe('alias table: convergence', () => {
 
   it('200 random histories from 3 writers merge to one snapshot in any order, in any grouping', () => {
     for (let seed = 1; seed <= 200; seed++) {
-      const rand = prng(seed);
+      const rand = seeded(seed);
       const changes = randomChanges(rand, 5 + Math.floor(rand() * 40));
       const expected = oracle(changes);
       for (let round = 0; round < 4; round++) {

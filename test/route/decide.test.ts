@@ -1,21 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { seeded } from '../helpers/random.ts';
 import { candidates } from '../../src/route/eligibility.ts';
 import { decide, weightedDraw } from '../../src/route/decide.ts';
 import { price } from '../../src/route/score.ts';
 import type { Candidate, HostModelView, HostView, RouteOptions, RouteRequest } from '../../src/route/types.ts';
 
-/** A seeded PRNG (mulberry32) so draws are reproducible. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function cand(host: string, over: Partial<Candidate> = {}): Candidate {
   return { host, local: false, fresh: true, healthy: true, free: 1, rttMs: 0, bestTarget: 'chat,completion', ...over };

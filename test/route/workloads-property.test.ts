@@ -5,30 +5,13 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { seeded, shuffle } from '../helpers/random.ts';
 import { modelsListing } from '../../src/api/fleet.ts';
 import { candidates } from '../../src/route/eligibility.ts';
 import type { HostModelView, HostView, TargetView } from '../../src/route/types.ts';
 import { KNOWN_WORKLOADS } from '../../src/workloads/workloads.ts';
 
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
-function shuffle<T>(xs: readonly T[], rnd: () => number): T[] {
-  const out = [...xs];
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = Math.floor(rnd() * (i + 1));
-    [out[i], out[j]] = [out[j], out[i]];
-  }
-  return out;
-}
 
 const WORKLOAD_POOL = [...KNOWN_WORKLOADS, 'vision', 'tts-v2'];
 
