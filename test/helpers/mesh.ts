@@ -142,3 +142,12 @@ export async function waitModelOn(node: MeshNode, model: string, hosts: string[]
 export async function stopAll(nodes: (MeshNode | undefined)[]): Promise<void> {
   await Promise.all(nodes.filter((n): n is MeshNode => !!n).map((n) => n.stop()));
 }
+
+/** POST a JSON body; the status, headers and body text come back. */
+export function postJson(url: string, body: unknown, headers: Record<string, string> = {}) {
+  return request(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) }).then(async (r) => ({
+    status: r.statusCode,
+    headers: r.headers,
+    text: await r.body.text(),
+  }));
+}

@@ -8,17 +8,10 @@ import crypto from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { request } from 'undici';
 import { waitFor } from '../fakes/wait.ts';
-import { getJson, startMeshNode, stopAll, waitConverged, waitModelOn, type MeshNode } from '../helpers/mesh.ts';
+import { getJson, startMeshNode, stopAll, waitConverged, waitModelOn, postJson as post, type MeshNode } from '../helpers/mesh.ts';
 
 const IP = (n: number) => `127.0.22.${n}`;
 
-function post(url: string, body: unknown, headers: Record<string, string> = {}) {
-  return request(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) }).then(async (r) => ({
-    status: r.statusCode,
-    headers: r.headers,
-    text: await r.body.text(),
-  }));
-}
 const chat = (model: string, content = 'hi') => ({ model, messages: [{ role: 'user', content }] });
 
 async function warmScores(node: MeshNode, model: string, n = 12) {

@@ -5,17 +5,10 @@ import { after, before, describe, it } from 'node:test';
 import { request } from 'undici';
 import { startFakeEngine, type FakeEngine } from '../fakes/fake-engine.ts';
 import { waitFor } from '../fakes/wait.ts';
-import { startMeshNode, stopAll, waitConverged, waitModelOn, type MeshNode } from '../helpers/mesh.ts';
+import { startMeshNode, stopAll, waitConverged, waitModelOn, postJson as post, type MeshNode } from '../helpers/mesh.ts';
 
 const IP = (n: number) => `127.0.21.${n}`;
 
-function post(url: string, body: unknown, headers: Record<string, string> = {}) {
-  return request(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) }).then(async (r) => ({
-    status: r.statusCode,
-    headers: r.headers,
-    text: await r.body.text(),
-  }));
-}
 const chat = { model: 'm', messages: [{ role: 'user', content: 'hi' }] };
 
 describe('sessions, pins and preferences', () => {
