@@ -371,7 +371,16 @@ async function runCluster(impl: Impl, n: number, key: string, kills: number, run
           joinAnswered();
         });
     }
+    // a slow convergence says who is still missing whom
+    const straggle = setTimeout(() => {
+      const missing = c.nodes.flatMap((x) => {
+        const m = names.filter((nm) => x.view.get(nm) !== 'alive');
+        return m.length ? [`${x.name} lacks ${m.map((nm) => `${nm}(${x.view.get(nm) ?? 'unknown'})`).join(' ')}`] : [];
+      });
+      if (missing.length) log(`still not converged after 5 s: ${missing.join('; ')}`);
+    }, 5000);
     res.converge = await measure(c, c.nodes, (v) => names.every((nm) => v.get(nm) === 'alive'), t0, impl);
+    clearTimeout(straggle);
     log(`converged: ${res.converge.ms} ms (${res.converge.via}; ${res.converge.spread}; joins answered after ${joinsDone} ms)`);
     if (res.converge.ms === null) return res;
 

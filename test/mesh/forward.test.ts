@@ -114,19 +114,31 @@ describe('forwarding across the mesh', () => {
     }
   });
 
-  it('retries a refused forward on another host, and never bounces between full nodes', async () => {
+  async function freshViewOfShared(want: (hosts: { node: string; free: number; report_age_ms: number }[]) => boolean, what: string) {
+    await waitFor(
+      async () => {
+        const fleet = await getJson(`${a.url}/v1/fleet/capacity`);
+        const hosts = fleet.models.find((m: any) => m.name === 'shared').hosts;
+        return hosts.every((h: any) => h.report_age_ms < 500) && want(hosts);
+      },
+      { timeoutMs: 10_000, what },
+    );
+  }
+
+  it('with every host refusing, a request never bounces: it waits and ends with 503 Retry-After 2 at the deadline', async () => {
     engB.hold();
     engC.hold();
     try {
-      // Fill B and C directly (pinned at their own nodes) so A's reports may still say "free".
+      // A's view says both have room (a fresh report), then both fill up behind its back: A's forwards are refused.
+      await freshViewOfShared((hosts) => hosts.every((h) => h.free === 1), 'A sees B and C free');
       const fillB = post(`${b.url}/v1/chat/completions?host=B`, { model: 'shared', messages: [] });
       const fillC = post(`${c.url}/v1/chat/completions?host=C`, { model: 'shared', messages: [] });
       await waitFor(() => engB.heldCount === 1 && engC.heldCount === 1, { what: 'B and C busy' });
       const before = { b: engB.count('/v1/chat/completions'), c: engC.count('/v1/chat/completions') };
       const r = await post(`${a.url}/v1/chat/completions`, { model: 'shared', messages: [] });
-      // Both full: whatever A believed, it gets refusals, waits in its queue and times out (3 s) with 503 (a forward was refused) or 429.
-      assert.ok(r.status === 503 || r.status === 429, `${r.status} ${r.text}`);
+      assert.equal(r.status, 503, r.text);
       assert.equal(r.headers['retry-after'], '2');
+      assert.equal(JSON.parse(r.text).error.code, 'queue_timeout');
       assert.equal(engB.count('/v1/chat/completions'), before.b, 'B’s engine got nothing more');
       assert.equal(engC.count('/v1/chat/completions'), before.c, 'C’s engine got nothing more');
       engB.releaseAll();
@@ -136,6 +148,31 @@ describe('forwarding across the mesh', () => {
       engB.hold(false);
       engC.hold(false);
     }
+  });
+
+  it('with every host known to be full, a request waits and ends with 429 Retry-After 2 at the deadline', async () => {
+    engB.hold();
+    engC.hold();
+    try {
+      const fillB = post(`${b.url}/v1/chat/completions?host=B`, { model: 'shared', messages: [] });
+      const fillC = post(`${c.url}/v1/chat/completions?host=C`, { model: 'shared', messages: [] });
+      await waitFor(() => engB.heldCount === 1 && engC.heldCount === 1, { what: 'B and C busy' });
+      await freshViewOfShared((hosts) => hosts.every((h) => h.free === 0), 'A sees B and C full');
+      const r = await post(`${a.url}/v1/chat/completions`, { model: 'shared', messages: [] });
+      assert.equal(r.status, 429, r.text);
+      assert.equal(r.headers['retry-after'], '2');
+      engB.releaseAll();
+      engC.releaseAll();
+      await Promise.all([fillB, fillC]);
+    } finally {
+      engB.hold(false);
+      engC.hold(false);
+    }
+  });
+
+  it('a client cannot pass its request off as a forward in an open mesh (X-Viiwork-Node from a non-member address is 401)', async () => {
+    const r = await post(`${c.url}/v1/chat/completions`, { model: 'only-c', messages: [] }, { 'x-viiwork-node': 'A' });
+    assert.equal(r.status, 401, r.text);
   });
 
   it('queues on the entry node while every slot is busy, and serves in FIFO order as slots free', async () => {
