@@ -2,33 +2,35 @@
  * Membership: our TypeScript memberlist against HashiCorp Serf's agent
  * (Go memberlist), side by side, on loopback, each node its own process on
  * its own address (ours 127.0.40.N:7946, Serf 127.0.41.N:7946, RPC :7373).
- * Both sides: memberlist LAN defaults, no label, AES-GCM with one shared
- * 32-byte key (a secured mesh, which is also the only way Serf can be
- * compared with encryption on both sides).
+ * Both sides: memberlist LAN defaults, no label (Serf 0.9.4 predates
+ * labels), AES-GCM with one shared random 32-byte key (a secured mesh).
  *
  * Per cluster size (10, 30) and implementation, one after the other and
- * never together:
+ * never together, MEMBERSHIP_RUNS fresh clusters (default 3), each:
  * - converge_ms: from the join (every node but the first given node 1 as
  *   seed, all at once) until every node lists all N as alive;
- * - detect_kill_ms: from SIGKILL of the last node until every remaining
- *   node lists it as dead (ours) / failed (Serf);
- * - rss_mb_per_node: mean VmRSS of the node processes, just before the kill;
- * - false_suspicions: "suspect X has failed, no acks received" logged by
- *   any node about a node that was alive (any X but the killed one);
- *   refutations: a node refuting a suspicion about itself.
+ * - steady state for 5 s: CPU and RSS (VmRSS) per node process;
+ * - detect_kill_ms: SIGKILL of the last node, until every remaining node
+ *   lists it as dead (ours) / failed (Serf); MEMBERSHIP_KILLS times
+ *   (default 3), one node after the other, 3 s apart.
+ * Reported: medians, every sample, and over all runs the false suspicions
+ * ("suspect X has failed, no acks received" logged by any node about an X
+ * that had not been killed) and refutations (a node refuting a suspicion
+ * about itself).
  *
  * Timing comes from each node's own membership events as they are printed
  * (our child's events; Serf's `serf: EventMemberJoin/EventMemberFailed`
- * log lines), so polling cost and period do not blur it; it is then
- * confirmed by asking every node for its real member list (our child's
- * `members`, `serf members -format json`). When the confirmation disagrees
- * (say a node still shows someone `suspect`), polling every 150 ms takes
- * over and the time is that of the first poll round that agrees.
+ * log lines), so polling cost and period do not blur it (30 `serf members`
+ * processes every 150 ms would eat one of two cores); it is then confirmed
+ * by asking every node for its real member list (our child's `members`,
+ * `serf members -format json`). When the confirmation disagrees (say a node
+ * still shows someone `suspect`), polling every 150 ms takes over and the
+ * time is that of the first poll round that agrees (`via: poll`).
  *
  * Every phase gives up after PHASE_TIMEOUT_MS and reports null. Every child
- * is SIGKILLed at the end of its run, also on failure or interruption.
+ * is SIGKILLed at the end of its cluster, also on failure or interruption.
  *
- * MEMBERSHIP_SIZES=10 and MEMBERSHIP_IMPLS=viiwork pick a subset.
+ * MEMBERSHIP_SIZES=10,30  MEMBERSHIP_IMPLS=viiwork,serf  pick a subset.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -416,8 +418,8 @@ async function runCluster(impl: Impl, n: number, key: string, kills: number, run
   } finally {
     // a suspicion is false when its subject had not been killed yet
     const falses = c.suspicions.filter((s) => !(killedAt.get(s.of)! <= s.at));
+    log(`suspicions logged: ${c.suspicions.length} (of killed nodes: ${c.suspicions.length - falses.length}, false: ${falses.length}); refutations: ${c.refutations}`);
     if (falses.length) log(`false suspicions: ${falses.map((s) => `${s.by} suspected ${s.of}`).join(', ')}`);
-    if (c.refutations) log(`refutations: ${c.refutations}`);
     res.falseSuspicions = falses.length;
     res.refutations = c.refutations;
     c.killAll();

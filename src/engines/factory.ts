@@ -56,7 +56,7 @@ async function createBackend(m: ModelConfig, info: BackendInfo, log: Logger): Pr
     }
     case 'embedded': {
       const { EmbeddedBackend } = await import('./embedded.ts');
-      return new EmbeddedBackend(info, descriptor, { path: m.path, threads: m.embedded.threads, gpu: m.embedded.gpu }, log);
+      return new EmbeddedBackend(info, descriptor, { path: m.path, threads: m.embedded.threads, gpu: m.embedded.gpu }, log, { workloadsExplicit: m.workloads !== undefined });
     }
   }
 }
