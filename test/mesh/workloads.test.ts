@@ -61,6 +61,9 @@ describe('workloads across the mesh', () => {
     await waitModelOn(a, 'm', ['A', 'B']);
     await waitModelOn(b, 'm', ['A', 'B']);
     await waitModelOn(a, 'mixed', ['C']);
+    await waitModelOn(a, 'ears', ['C']);
+    await waitModelOn(b, 'ears', ['C']);
+    await waitModelOn(a, 'voice', ['C']);
     await waitModelOn(a, 'legacy', ['old', 'future']);
   });
   after(async () => {
