@@ -186,21 +186,20 @@ describe('forwarding across the mesh', () => {
       await waitFor(async () => /viiwork_queue_depth\{model="shared",workload="chat"\} 1/.test(await (await request(`${a.url}/metrics`)).body.text()), { what: 'third queued on A' });
       const fourth = post(`${a.url}/v1/chat/completions`, { model: 'shared', messages: [], n: 4 });
       await waitFor(async () => /viiwork_queue_depth\{model="shared",workload="chat"\} 2/.test(await (await request(`${a.url}/metrics`)).body.text()), { what: 'fourth queued on A' });
-      // Free one slot at a time; each freed slot goes to the head of A's queue.
-      for (let freed = 0; freed < 4; freed++) {
-        await waitFor(() => engB.heldCount + engC.heldCount > 0, { timeoutMs: 10_000, what: `a held request (${freed})` });
+      // Free one slot at a time and wait until the queue head reaches an engine before freeing the next.
+      const arrivedN = () => [...engB.requests, ...engC.requests].filter((r) => r.at >= t0 && (r.json?.n === 3 || r.json?.n === 4)).map((r) => r.json.n);
+      for (const expected of [[3], [3, 4]]) {
         if (engB.heldCount > 0) engB.release(1);
         else engC.release(1);
+        await waitFor(() => arrivedN().length === expected.length, { timeoutMs: 10_000, what: `request ${expected.at(-1)} dispatched` });
+        assert.deepEqual(arrivedN(), expected);
       }
+      engB.hold(false);
+      engC.hold(false);
       const results = await Promise.all([...first, third, fourth]);
       assert.deepEqual(results.map((r) => r.status), [200, 200, 200, 200]);
       assert.equal(results[2].headers['x-viiwork-route'], 'queued');
       assert.equal(results[3].headers['x-viiwork-route'], 'queued');
-      const arrivals = [...engB.requests, ...engC.requests]
-        .filter((r) => r.at >= t0 && (r.json?.n === 3 || r.json?.n === 4))
-        .sort((x, y) => x.at - y.at)
-        .map((r) => r.json.n);
-      assert.deepEqual(arrivals, [3, 4]);
     } finally {
       engB.hold(false);
       engC.hold(false);
