@@ -104,6 +104,10 @@ export function fleetCapacity(node: ViiworkNode) {
         slots: m.slots,
         busy: m.busy,
         free: Math.max(0, m.slots - m.busy),
+        ...(h.local ? { queued: node.queues.depth(name) } : m.queued !== undefined ? { queued: m.queued } : {}),
+        ...(m.overheadMs !== undefined ? { ttft_overhead_ms: m.overheadMs } : {}),
+        ...(m.ratePer1k !== undefined ? { prefill_ms_per_1k: m.ratePer1k } : {}),
+        ...(m.perfSamples !== undefined ? { perf_samples: m.perfSamples } : {}),
         ...(m.targets ? { targets } : { targets: null }),
       });
       byModel.set(name, list);

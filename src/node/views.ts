@@ -24,6 +24,7 @@ export function localView(name: string, slots: SlotTable, perf: PerfScores, now:
       busy: targets.reduce((n, t) => n + t.busy, 0),
       overheadMs: p.ttft_overhead_ms,
       ratePer1k: p.prefill_ms_per_1k,
+      perfSamples: p.perf_samples,
     });
   }
   return { name, local: true, rttMs: 0, fresh: true, polledAt: now, models };
@@ -43,6 +44,8 @@ export function peerViews(peers: readonly MemberInfo[], poller: CapacityPoller |
         busy: mr.busy,
         healthyBackends: mr.healthy_backends,
         ctx: mr.ctx,
+        queued: mr.queued,
+        perfSamples: mr.perf_samples,
         overheadMs: mr.ttft_overhead_ms,
         ratePer1k: mr.prefill_ms_per_1k,
       });

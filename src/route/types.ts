@@ -25,6 +25,9 @@ export interface HostModelView {
   healthyBackends?: number;
   /** Context length per slot, when known. */
   ctx?: number;
+  /** Requests waiting in that host's own queue for this model (informational). */
+  queued?: number;
+  perfSamples?: number;
   overheadMs?: number;
   ratePer1k?: number;
 }

@@ -429,9 +429,11 @@ function hostCell(x, report) {
       targets.map((t) => h('div', null, `${list(t.workloads)}${t.audio ? ' +audio' : ''}: ${num(t.busy)}/${num(t.slots)}`)),
     );
   let perf = null;
-  if (report) {
-    const scores = [isNum(report.ttft_overhead_ms) ? `${num(report.ttft_overhead_ms)} ms overhead` : null, isNum(report.prefill_ms_per_1k) ? `${num(report.prefill_ms_per_1k)} ms/1k` : null].filter(Boolean);
-    perf = h('div', { class: 'line' }, `queue ${isNum(report.queued) ? report.queued : '—'} · ${scores.length ? scores.join(' · ') : 'no score yet'}`);
+  // This node's own report when at hand; else what the fleet document carries from the host's last report.
+  const r = report ?? (isNum(x.queued) || isNum(x.ttft_overhead_ms) || isNum(x.prefill_ms_per_1k) ? x : null);
+  if (r) {
+    const scores = [isNum(r.ttft_overhead_ms) ? `${num(r.ttft_overhead_ms)} ms overhead` : null, isNum(r.prefill_ms_per_1k) ? `${num(r.prefill_ms_per_1k)} ms/1k` : null].filter(Boolean);
+    perf = h('div', { class: 'line' }, `queue ${isNum(r.queued) ? r.queued : '—'} · ${scores.length ? scores.join(' · ') : 'no score yet'}`);
   }
   return h(
     'td',
