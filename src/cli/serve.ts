@@ -21,6 +21,8 @@ export async function serve(opts: { config?: string }): Promise<void> {
     await node.stop();
     process.exit(0);
   };
+  // A bug in one request's path must not take the whole node (and every request in flight) down with it.
+  process.on('unhandledRejection', (reason) => node.log.error(`unhandled rejection (a bug; please report it): ${(reason as Error)?.stack ?? String(reason)}`));
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGHUP', () => {
