@@ -15,6 +15,7 @@ import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { defaultRouteAddress, interfaceOf, sameSubnet } from '../../src/mesh/discovery/mdns.ts';
+import { Namespaces } from '../helpers/netns.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '../..');
@@ -101,59 +102,25 @@ class Announcer {
   }
 }
 
-function ip(...args: string[]): void {
-  execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] });
-}
 
 describe('mdns discovery between network namespaces', () => {
   const id = String(process.pid % 100_000);
   const ns = { a: `vwtestA${id}`, b: `vwtestB${id}`, c: `vwtestC${id}` };
   let skip: string | undefined;
-  const created: string[] = [];
+  const spaces: { current?: Namespaces } = {};
   const announcers: Announcer[] = [];
-
   before(() => {
-    if (process.platform !== 'linux' || process.getuid?.() !== 0) {
-      skip = 'needs root on Linux to create network namespaces';
-      return;
-    }
-    try {
-      for (const n of Object.values(ns)) {
-        ip('netns', 'add', n);
-        created.push(n);
-        ip('-n', n, 'link', 'set', 'lo', 'up');
-      }
-      // Links are created directly inside the namespaces: the host's own namespace is never touched.
-      ip('link', 'add', `vwab${id}`, 'netns', ns.a, 'type', 'veth', 'peer', 'name', `vwba${id}`, 'netns', ns.b);
-      ip('link', 'add', `vwac${id}`, 'netns', ns.a, 'type', 'veth', 'peer', 'name', `vwca${id}`, 'netns', ns.c);
-      const conf: [string, string, string][] = [
-        [ns.a, `vwab${id}`, '10.213.0.1/24'],
-        [ns.b, `vwba${id}`, '10.213.0.2/24'],
-        [ns.a, `vwac${id}`, '10.213.1.1/24'],
-        [ns.c, `vwca${id}`, '10.213.1.2/24'],
-      ];
-      for (const [n, dev, addr] of conf) {
-        ip('-n', n, 'addr', 'add', addr, 'dev', dev);
-        ip('-n', n, 'link', 'set', dev, 'up');
-      }
-      // Multicast needs a route; A's goes to its link with B only.
-      ip('-n', ns.a, 'route', 'add', '224.0.0.0/4', 'dev', `vwab${id}`);
-      ip('-n', ns.b, 'route', 'add', '224.0.0.0/4', 'dev', `vwba${id}`);
-      ip('-n', ns.c, 'route', 'add', '224.0.0.0/4', 'dev', `vwca${id}`);
-    } catch (err) {
-      skip = `ip netns setup failed: ${String((err as { stderr?: Buffer }).stderr ?? (err as Error).message).trim()}`;
-    }
+    // A announces on its link to B only; C sits on A's other link.
+    spaces.current = new Namespaces(Object.values(ns), [
+      { a: [ns.a, `vwab${id}`, '10.213.0.1/24'], b: [ns.b, `vwba${id}`, '10.213.0.2/24'], multicast: ['a', 'b'] },
+      { a: [ns.a, `vwac${id}`, '10.213.1.1/24'], b: [ns.c, `vwca${id}`, '10.213.1.2/24'], multicast: ['b'] },
+    ]);
+    skip = spaces.current.skip;
   });
 
   after(async () => {
     await Promise.all(announcers.map((a) => a.stop()));
-    for (const n of created) {
-      try {
-        ip('netns', 'del', n);
-      } catch {
-        // already gone
-      }
-    }
+    spaces.current?.delete();
   });
 
   test('two nodes find each other by TXT, only on the advertise interface, and a goodbye removes a peer', async (t) => {

@@ -19,6 +19,7 @@ import { request } from 'undici';
 import { stringify } from 'yaml';
 import { waitFor } from '../fakes/wait.ts';
 import { getJson, startMeshNode, stopAll, waitConverged, type MeshNode } from '../helpers/mesh.ts';
+import { Namespaces } from '../helpers/netns.ts';
 import { tempDir } from '../helpers/node.ts';
 
 const run = promisify(execFile);
@@ -274,40 +275,15 @@ describe('mDNS between two network namespaces', () => {
   let skip: string | undefined;
   const id = (process.pid % 10000).toString();
   const ns = { a: `vwmA${id}`, b: `vwmB${id}` };
-  const created: string[] = [];
   const procs: ReturnType<typeof spawn>[] = [];
-  const ip = (...args: string[]) => execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let spaces: Namespaces | undefined;
   before(() => {
-    if (!isRoot) {
-      skip = 'needs root to create network namespaces';
-      return;
-    }
-    try {
-      for (const n of Object.values(ns)) {
-        ip('netns', 'add', n);
-        created.push(n);
-        ip('-n', n, 'link', 'set', 'lo', 'up');
-      }
-      ip('link', 'add', `vwma${id}`, 'netns', ns.a, 'type', 'veth', 'peer', 'name', `vwmb${id}`, 'netns', ns.b);
-      ip('-n', ns.a, 'addr', 'add', '10.214.0.1/24', 'dev', `vwma${id}`);
-      ip('-n', ns.b, 'addr', 'add', '10.214.0.2/24', 'dev', `vwmb${id}`);
-      ip('-n', ns.a, 'link', 'set', `vwma${id}`, 'up');
-      ip('-n', ns.b, 'link', 'set', `vwmb${id}`, 'up');
-      ip('-n', ns.a, 'route', 'add', '224.0.0.0/4', 'dev', `vwma${id}`);
-      ip('-n', ns.b, 'route', 'add', '224.0.0.0/4', 'dev', `vwmb${id}`);
-    } catch (err) {
-      skip = `ip netns setup failed: ${String((err as { stderr?: Buffer }).stderr ?? (err as Error).message).trim()}`;
-    }
+    spaces = new Namespaces(Object.values(ns), [{ a: [ns.a, `vwma${id}`, '10.214.0.1/24'], b: [ns.b, `vwmb${id}`, '10.214.0.2/24'], multicast: ['a', 'b'] }]);
+    skip = spaces.skip;
   });
   after(async () => {
     for (const p of procs) p.kill('SIGKILL');
-    for (const n of created) {
-      try {
-        ip('netns', 'del', n);
-      } catch {
-        // gone
-      }
-    }
+    spaces?.delete();
   });
 
   it('two nodes with no seeds and tailnet off find each other by mDNS alone', async (t) => {
