@@ -42,6 +42,7 @@ describe('single node with sim engines, through the openai SDK', () => {
       models: [
         { name: 'chat-sim', engine: 'sim', parallel: 2, workloads: ['chat', 'completion'], sim: { ttft_ms: 5, prefill_ms_per_1k: 1, tokens_per_s: 2000, output_tokens: 8 } },
         { name: 'embed-sim', engine: 'sim', parallel: 2, workloads: ['embeddings', 'rerank'], sim: { ttft_ms: 1, prefill_ms_per_1k: 1, tokens_per_s: 1000, output_tokens: 1 } },
+        { name: 'voice-sim', engine: 'sim', parallel: 1, workloads: ['speech'], sim: { ttft_ms: 1, prefill_ms_per_1k: 1, tokens_per_s: 1000, output_tokens: 1 } },
       ],
     });
     client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: 'none', maxRetries: 0 });
@@ -97,6 +98,13 @@ describe('single node with sim engines, through the openai SDK', () => {
     const r = await call(t.url, '/rerank', { body: JSON.stringify({ model: 'embed-sim', query: 'cat', documents: ['dog', 'a cat'] }) });
     assert.equal(r.status, 200);
     assert.equal(r.json.results[0].index, 1);
+  });
+
+  it('answers speech with the engine’s audio bytes and content type', async () => {
+    const res = await client.audio.speech.create({ model: 'voice-sim', voice: 'alloy', input: 'hello' });
+    assert.equal(res.headers.get('content-type'), 'audio/wav');
+    assert.equal(res.headers.get('x-viiwork-node'), 'solo');
+    assert.equal(Buffer.from(await res.arrayBuffer()).length, 1024);
   });
 
   it('answers malformed JSON and a missing model with 400', async () => {
@@ -160,6 +168,7 @@ describe('single node with sim engines, through the openai SDK', () => {
       [
         ['chat-sim', 'viiwork', 8192, ['chat', 'completion']],
         ['embed-sim', 'viiwork', 8192, ['embeddings', 'rerank']],
+        ['voice-sim', 'viiwork', 8192, ['speech']],
       ],
     );
   });
