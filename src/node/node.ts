@@ -131,15 +131,23 @@ export class ViiworkNode {
     server.headersTimeout = 66_000;
     server.requestTimeout = 0;
     await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(this.config.api.port, this.config.api.host, () => {
-        server.off('error', reject);
-        resolve();
-      });
+      server.once('error', (err: NodeJS.ErrnoException) =>
+        reject(new Error(`cannot listen on ${this.config.api.host}:${this.config.api.port} (api.host, api.port): ${bindProblem(err)}`)),
+      );
+      server.listen(this.config.api.port, this.config.api.host, () => resolve());
     });
     this.#server = server;
     this.log.info(`api listening on ${this.apiUrl}`);
-    await this.#startMesh();
+    try {
+      await this.#startMesh();
+    } catch (err) {
+      server.close();
+      const e = err as NodeJS.ErrnoException;
+      if (e.code === 'EADDRINUSE' || e.code === 'EADDRNOTAVAIL' || e.code === 'EACCES') {
+        throw new Error(`cannot bind gossip to ${this.config.mesh.advertise || 'the advertise address'}:${this.config.mesh.port} (mesh.advertise, mesh.port): ${bindProblem(e)}`);
+      }
+      throw err;
+    }
 
     const fresh = await this.#createBackends(this.config.models);
     this.backends = fresh;
@@ -289,5 +297,19 @@ export class ViiworkNode {
     } catch (err) {
       this.log.warn(`cannot save performance baseline in ${this.config.node.state_dir}: ${(err as Error).message}`);
     }
+  }
+}
+
+/** What a failed bind means, in words an operator can act on. */
+function bindProblem(err: NodeJS.ErrnoException): string {
+  switch (err.code) {
+    case 'EADDRINUSE':
+      return 'the address is already in use (is another viiwork or another program running there?)';
+    case 'EADDRNOTAVAIL':
+      return 'this machine has no such address';
+    case 'EACCES':
+      return 'permission denied (ports below 1024 need privileges)';
+    default:
+      return err.message;
   }
 }

@@ -142,6 +142,26 @@ describe('starting without a mesh mode', () => {
     });
   });
 
+  it('exits non-zero naming the keys when the gossip or API address is taken', async () => {
+    const first = await startMeshNode({ name: 'taken', ip: '127.0.0.8' });
+    try {
+      const envOpen = envWithout();
+      const gossip = configFile({ node: { name: 'second', state_dir: tempDir() }, api: { host: '127.0.0.8', port: 8087 }, mesh: { open: true, network: 'lan', advertise: '127.0.0.8', mdns: false } });
+      await assert.rejects(run(process.execPath, [BIN, 'serve', '--config', gossip], { env: envOpen, timeout: 20_000 }), (e: { code: number; stderr: string }) => {
+        assert.notEqual(e.code, 0);
+        assert.match(e.stderr, /cannot bind gossip to 127\.0\.0\.8:7946 \(mesh\.advertise, mesh\.port\): the address is already in use/);
+        return true;
+      });
+      const api = configFile({ node: { name: 'third', state_dir: tempDir() }, api: { host: '127.0.0.8', port: 8086 }, mesh: { open: true, network: 'lan', advertise: '127.0.0.8', port: 7950, mdns: false } });
+      await assert.rejects(run(process.execPath, [BIN, 'serve', '--config', api], { env: envOpen, timeout: 20_000 }), (e: { code: number; stderr: string }) => {
+        assert.match(e.stderr, /cannot listen on 127\.0\.0\.8:8086 \(api\.host, api\.port\)/);
+        return true;
+      });
+    } finally {
+      await first.stop();
+    }
+  });
+
   it('the newcomer with a name already alive in the mesh exits non-zero with a clear message', async () => {
     const first = await startMeshNode({ name: 'twin', ip: '127.0.0.6' });
     try {
