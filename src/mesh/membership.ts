@@ -25,6 +25,8 @@ export interface MembershipDeps {
   name: string;
   version: string;
   apiPort: () => number;
+  /** `gateway` while this node serves no models (it can change on SIGHUP). */
+  role: () => 'node' | 'gateway';
   mode: MeshMode;
   members: MemberTable;
   aliases: AliasTable;
@@ -104,7 +106,7 @@ export class Membership {
         },
       },
       {
-        nodeMeta: () => encodeMeta({ api: deps.apiPort(), ver: deps.version, role: config.models.length ? 'node' : 'gateway' }),
+        nodeMeta: () => encodeMeta({ api: deps.apiPort(), ver: deps.version, role: deps.role() }),
         notifyMsg: (buf) => {
           const d = decode(buf);
           if (d?.kind === 'change') deps.aliases.merge([d.entry]);

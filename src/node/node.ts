@@ -169,6 +169,7 @@ export class ViiworkNode {
       name: this.name,
       version: this.version,
       apiPort: () => this.apiAddress.port,
+      role: () => (this.config.models.length ? 'node' : 'gateway'),
       mode: this.meshMode,
       members: this.members,
       aliases: this.aliases,
@@ -262,7 +263,10 @@ export class ViiworkNode {
     const added = await this.#createBackends(addedEntries);
     this.backends = [...this.backends, ...added];
     this.slots.setBackends(this.backends);
+    const wasGateway = this.config.models.length === 0;
     this.config = { ...this.config, models: next.models, aliases: next.aliases };
+    this.aliases.seed(next.aliases); // only names the table has never seen: a mesh change always wins
+    if (wasGateway !== (next.models.length === 0)) await this.membership?.ml.updateMeta().catch(() => {}); // role node ⇄ gateway
     for (const b of removed) this.log.info(`reload: stopping ${b.id}`);
     for (const b of added) this.log.info(`reload: starting ${b.id}`);
     await Promise.all([...removed.map((b) => b.stop()), ...added.map((b) => b.start())]);
