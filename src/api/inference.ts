@@ -10,7 +10,7 @@ import type { ViiworkNode } from '../node/node.ts';
 import type { Lease } from '../engines/targets.ts';
 import { candidates } from '../route/eligibility.ts';
 import { decide } from '../route/decide.ts';
-import type { Candidate, RouteReason } from '../route/types.ts';
+import type { Candidate, HostView, RouteReason } from '../route/types.ts';
 import { judgeForward, type Sender } from '../forward/verify.ts';
 import { readBody } from './body.ts';
 import { ApiError, errors, sendError } from './errors.ts';
@@ -52,13 +52,15 @@ export async function handleInference(node: ViiworkNode, req: http.IncomingMessa
       outcome = await admitForward(node, ir, sender.from, res, abort.signal, trace);
       return;
     }
-    const alias = resolveModelName(node, ir);
+    // One snapshot serves alias resolution, the up-front checks and the first routing attempt.
+    const hosts = node.hostViews();
+    const alias = resolveModelName(node, ir, hosts);
     const headers: Record<string, string> = alias ? { 'x-viiwork-alias': alias.alias, 'x-viiwork-model': alias.model } : {};
     if (alias) {
       aliasName = alias.alias;
       rewriteModel(ir, alias.model);
     }
-    const r = await placeAndRun(node, ir, res, abort.signal, headers, trace);
+    const r = await placeAndRun(node, ir, res, abort.signal, headers, trace, hosts);
     route = r.route;
     outcome = r.outcome;
   } catch (err) {
@@ -95,8 +97,7 @@ function rewriteModel(ir: InferenceRequest, model: string): void {
 }
 
 /** 404 / 400 / 503 before any waiting, from every host that reports the model (fresh or stale). */
-function checkServable(node: ViiworkNode, ir: InferenceRequest, cands: Candidate[]): void {
-  const hosts = node.hostViews();
+function checkServable(ir: InferenceRequest, hosts: readonly HostView[], cands: Candidate[]): void {
   const serving = hosts.filter((h) => h.models.has(ir.model));
   if (serving.length === 0) throw errors.unknownModel(ir.model);
   if (ir.pin !== undefined) {
@@ -107,13 +108,13 @@ function checkServable(node: ViiworkNode, ir: InferenceRequest, cands: Candidate
   if (!cands.some((c) => c.healthy)) throw errors.noHealthyBackend(ir.model);
 }
 
-function currentCandidates(node: ViiworkNode, ir: InferenceRequest): Candidate[] {
-  return candidates({ hosts: node.hostViews(), inFlight: node.forwards.inFlight, marks: node.forwards.marks }, ir.model, ir.workload);
+function currentCandidates(node: ViiworkNode, ir: InferenceRequest, hosts: readonly HostView[] = node.hostViews()): Candidate[] {
+  return candidates({ hosts, inFlight: node.forwards.inFlight, marks: node.forwards.marks }, ir.model, ir.workload);
 }
 
 /** One routing attempt: decide and reserve (a local lease, or an in-flight forward). */
-function attempt(node: ViiworkNode, ir: InferenceRequest): Placement | undefined {
-  const d = decide(currentCandidates(node, ir), ir, { performance: node.config.routing.performance, random: Math.random, roundRobin: node.nextRoundRobin() });
+function attempt(node: ViiworkNode, ir: InferenceRequest, cands: Candidate[] = currentCandidates(node, ir)): Placement | undefined {
+  const d = decide(cands, ir, { performance: node.config.routing.performance, random: Math.random, roundRobin: node.nextRoundRobin() });
   if (d.kind === 'wait') return undefined;
   if (d.local) {
     const lease = node.slots.tryLease(ir.model, ir.workload, ir.sessionKey);
@@ -129,16 +130,20 @@ async function placeAndRun(
   signal: AbortSignal,
   extraHeaders: Record<string, string>,
   trace: Trace,
+  hosts: readonly HostView[],
 ): Promise<{ route: RouteReason; outcome: string }> {
-  checkServable(node, ir, currentCandidates(node, ir));
+  const firstCandidates = currentCandidates(node, ir, hosts);
+  checkServable(ir, hosts, firstCandidates);
   const arrived = node.now();
   const deadline = arrived + node.config.routing.queue_timeout;
   const queue = node.queues.get(ir.model, ir.workload);
   let refusedMeanwhile = false;
   let queued = false;
   let front = false;
+  let first = true;
   for (;;) {
-    let placement: Placement | undefined = queue.depth === 0 || front ? attempt(node, ir) : undefined;
+    let placement: Placement | undefined = queue.depth === 0 || front ? attempt(node, ir, first ? firstCandidates : undefined) : undefined;
+    first = false;
     if (!placement) {
       if (node.config.routing.queue_max === 0 && !front) throw errors.queueFull(ir.model);
       queued = true;

@@ -3,6 +3,7 @@ import { resolveAlias } from '../aliases/resolve.ts';
 import { errors } from '../api/errors.ts';
 import type { InferenceRequest } from '../api/request.ts';
 import { hostDoes } from '../route/eligibility.ts';
+import type { HostView } from '../route/types.ts';
 import type { ViiworkNode } from './node.ts';
 
 /**
@@ -10,8 +11,7 @@ import type { ViiworkNode } from './node.ts';
  * 404); else the alias and the model it resolves to for this workload. An
  * alias none of whose targets is served throws 503 Retry-After 5.
  */
-export function resolveModelName(node: ViiworkNode, ir: InferenceRequest): { alias: string; model: string } | undefined {
-  const hosts = node.hostViews();
+export function resolveModelName(node: ViiworkNode, ir: InferenceRequest, hosts: readonly HostView[] = node.hostViews()): { alias: string; model: string } | undefined {
   const r = resolveAlias(
     node.aliases,
     ir.model,
