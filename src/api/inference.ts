@@ -135,6 +135,8 @@ async function placeAndRun(
   const firstCandidates = currentCandidates(node, ir, hosts);
   checkServable(ir, hosts, firstCandidates);
   const arrived = node.now();
+  /** X-Viiwork-Queued-Ms: 0 when placed at once, else the time since arrival (at least 1). */
+  const waited = () => (queued ? Math.max(1, node.now() - arrived) : 0);
   const deadline = arrived + node.config.routing.queue_timeout;
   const queue = node.queues.get(ir.model, ir.workload);
   let refusedMeanwhile = false;
@@ -156,7 +158,7 @@ async function placeAndRun(
       placement = out.value;
       node.metrics.queueWait.observe(out.queuedMs / 1000);
     }
-    const queuedMs = queued ? Math.max(1, node.now() - arrived) : 0;
+    const queuedMs = waited();
     trace.queuedMs = queuedMs;
     const route: RouteReason = queued ? 'queued' : placement.reason;
     if (placement.kind === 'local') {
@@ -168,7 +170,7 @@ async function placeAndRun(
     let retries = 0;
     let current: Placement | undefined = placement;
     while (current && current.kind === 'remote') {
-      trace.queuedMs = queued ? Math.max(1, node.now() - arrived) : 0;
+      trace.queuedMs = waited();
       const result = await forwardOnce(node, ir, current.host, res, signal, { route: queued ? 'queued' : current.reason, queuedMs: trace.queuedMs, extraHeaders });
       current.done();
       if (result.kind !== 'refused') {
@@ -189,7 +191,7 @@ async function placeAndRun(
     if (current && current.kind === 'local') {
       const r: RouteReason = queued ? 'queued' : current.reason;
       trace.executor = node.name;
-      trace.queuedMs = queued ? Math.max(1, node.now() - arrived) : 0;
+      trace.queuedMs = waited();
       return { route: r, outcome: await runLocal(node, ir, current.lease, res, r, trace.queuedMs, signal, node.name, extraHeaders, trace) };
     }
     if (node.now() >= deadline) throw errors.queueTimeoutRefused(ir.model, node.config.routing.queue_timeout);

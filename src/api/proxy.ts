@@ -6,7 +6,7 @@
  */
 import type http from 'node:http';
 import type { Readable } from 'node:stream';
-import { Agent, errors as undiciErrors } from 'undici';
+import { Agent } from 'undici';
 import { SseScanner } from './sse.ts';
 
 /** One keep-alive pool for every engine and peer this node talks to. */
@@ -159,4 +159,3 @@ function waitDrain(res: http.ServerResponse): Promise<void> {
   });
 }
 
-export { undiciErrors };

@@ -5,7 +5,7 @@
 import type http from 'node:http';
 import { buildReport } from '../capacity/report.ts';
 import type { ViiworkNode } from '../node/node.ts';
-import { inferencePaths, workloadForPath } from '../workloads/workloads.ts';
+import { workloadForPath } from '../workloads/workloads.ts';
 import { fleetCapacity, meshDocument, modelsDocument } from './fleet.ts';
 import { ApiError, errors, sendError, sendJson } from './errors.ts';
 import { handleInference } from './inference.ts';
@@ -133,4 +133,3 @@ async function metrics(node: ViiworkNode, _req: http.IncomingMessage, res: http.
   res.end(text);
 }
 
-export { inferencePaths };

@@ -1,6 +1,5 @@
 /** This node's own /v1/capacity document (SPEC section 7). */
 import type { ViiworkNode } from '../node/node.ts';
-import type { Descriptor } from '../workloads/workloads.ts';
 
 export interface TargetReport {
   workloads: string[];
@@ -62,4 +61,3 @@ export function buildReport(node: ViiworkNode): CapacityReport {
   return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliases.version, models };
 }
 
-export type { Descriptor };

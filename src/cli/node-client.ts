@@ -49,10 +49,10 @@ export function formatTable(rows: string[][]): string {
 export const out = (text: string) => process.stdout.write(text);
 
 /** Run one command's body; a failure prints `viiwork: <message>` and sets exit status 1. */
-export function run(fn: () => Promise<void>): () => Promise<void> {
-  return async () => {
+export function run<A extends unknown[]>(fn: (...args: A) => Promise<void>): (...args: A) => Promise<void> {
+  return async (...args: A) => {
     try {
-      await fn();
+      await fn(...args);
     } catch (err) {
       process.stderr.write(`viiwork: ${(err as Error).message}\n`);
       process.exitCode = 1;

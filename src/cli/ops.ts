@@ -25,8 +25,7 @@ export function registerOpsCommands(program: Command): void {
     .description('members of the mesh and every model × host with its slots, as this node sees them')
     .option('--url <url>', 'any node', DEFAULT_NODE_URL)
     .action(
-      run(async () => {
-        const opts = program.commands.find((c) => c.name() === 'status')!.opts() as { url: string };
+      run(async (opts: { url: string }) => {
         const [mesh, fleet] = await Promise.all([call<MeshDoc>(opts.url, 'GET', '/v1/mesh'), call<FleetDoc>(opts.url, 'GET', '/v1/fleet/capacity')]);
         out(`mesh seen from ${mesh.node} (${mesh.mode})\n\n`);
         out(formatTable([['MEMBER', 'STATE', 'ROLE', 'GOSSIP', 'API', 'VERSION', 'SINCE'], ...mesh.members.map((m) => [m.name, m.state, m.role, m.gossip, m.api ?? '-', m.version ?? '-', m.since])]));
@@ -43,8 +42,7 @@ export function registerOpsCommands(program: Command): void {
     .description('every model and alias in the mesh')
     .option('--url <url>', 'any node', DEFAULT_NODE_URL)
     .action(
-      run(async () => {
-        const opts = program.commands.find((c) => c.name() === 'models')!.opts() as { url: string };
+      run(async (opts: { url: string }) => {
         const doc = await call<ModelsDoc>(opts.url, 'GET', '/v1/models');
         const rows = doc.data.map((m) => [
           m.id,

@@ -13,7 +13,7 @@ import { RejoinLoop } from './discovery/rejoin.ts';
 import { SeedFeeder } from './discovery/seeds.ts';
 import { TailnetFeeder, tailnetSelfAddress, tailscaledAnswers } from './discovery/tailnet.ts';
 import { TransmitLimitedQueue } from './memberlist/broadcast-queue.ts';
-import { Memberlist, type Member } from './memberlist/memberlist.ts';
+import { Memberlist } from './memberlist/memberlist.ts';
 import type { MemberTable } from './members.ts';
 import { encodeMeta } from './meta.ts';
 import type { MeshMode } from '../security/secret.ts';
@@ -128,10 +128,9 @@ export class Membership {
 
   #wire(): void {
     const { deps, ml } = this;
-    const refresh = (m: Member) => {
+    const refresh = () => {
       deps.members.update(ml.members());
       deps.onMembers();
-      void m;
     };
     ml.on('join', refresh);
     ml.on('update', refresh);

@@ -58,8 +58,8 @@ export class ViiworkNode {
   poller: CapacityPoller | undefined;
   membership: Membership | undefined;
   readonly #onFatal: (message: string) => void;
-  /** Connections to other nodes' APIs leave from the advertise address. */
-  peerAgent: Agent;
+  /** Connections to other nodes' APIs, leaving from the advertise address (made once it is known). */
+  peerAgent!: Agent;
   #rr = 0;
   backends: Backend[] = [];
   #server: http.Server | undefined;
@@ -87,13 +87,6 @@ export class ViiworkNode {
     this.forwards = new ForwardBook(this.now);
     this.aliases = AliasTable.load(config.node.state_dir, { log: (msg) => this.log.warn(msg), now: this.now });
     this.aliases.seed(config.aliases);
-    this.peerAgent = new Agent({
-      keepAliveTimeout: 30_000,
-      headersTimeout: 15 * 60_000,
-      bodyTimeout: 15 * 60_000,
-      connect: { timeout: 2000 },
-      ...(config.mesh.advertise ? { localAddress: config.mesh.advertise } : {}),
-    });
   }
 
   /** The routing snapshot: this node now, and every alive or suspect peer from its last report. */
@@ -178,7 +171,6 @@ export class ViiworkNode {
       onFatal: (message) => this.#onFatal(message),
     });
     this.membership = membership;
-    await this.peerAgent.close().catch(() => {});
     this.peerAgent = new Agent({
       keepAliveTimeout: 30_000,
       headersTimeout: 15 * 60_000,
@@ -204,8 +196,6 @@ export class ViiworkNode {
     const peers = this.members.peers();
     this.poller?.setTargets(peers.filter((m) => m.state === 'alive' && m.api).map((m) => ({ name: m.name, api: m.api! })));
     for (const m of this.members.list()) if ((m.state === 'dead' || m.state === 'left') && !m.self) this.poller?.forget(m.name);
-    const counts = this.members.counts();
-    for (const [state, n] of Object.entries(counts)) this.metrics.members.set({ state }, n);
     this.queues.pumpAll();
   }
 
@@ -288,7 +278,7 @@ export class ViiworkNode {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       setTimeout(() => server.closeAllConnections(), 2000).unref();
       await Promise.all([closed, ...this.backends.map((b) => b.stop())]);
-      await this.peerAgent.close().catch(() => {});
+      await this.peerAgent?.close().catch(() => {});
     } else {
       await Promise.all(this.backends.map((b) => b.stop()));
     }

@@ -32,10 +32,6 @@ export function workloadForPath(path: string): Workload | undefined {
   return ENDPOINTS.get(path);
 }
 
-export function inferencePaths(): string[] {
-  return [...ENDPOINTS.keys()];
-}
-
 export function isKnownWorkload(w: string): w is Workload {
   return (KNOWN_WORKLOADS as readonly string[]).includes(w);
 }

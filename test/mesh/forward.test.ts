@@ -114,6 +114,13 @@ describe('forwarding across the mesh', () => {
     }
   });
 
+  /** Take B's and C's only slot for `shared` with requests pinned at their own nodes (engines must be holding). */
+  async function fillBAndC() {
+    const fills = [post(`${b.url}/v1/chat/completions?host=B`, { model: 'shared', messages: [] }), post(`${c.url}/v1/chat/completions?host=C`, { model: 'shared', messages: [] })];
+    await waitFor(() => engB.heldCount === 1 && engC.heldCount === 1, { what: 'B and C busy' });
+    return fills;
+  }
+
   async function freshViewOfShared(want: (hosts: { node: string; free: number; report_age_ms: number }[]) => boolean, what: string) {
     await waitFor(
       async () => {
@@ -131,9 +138,7 @@ describe('forwarding across the mesh', () => {
     try {
       // A's view says both have room (a fresh report), then both fill up behind its back: A's forwards are refused.
       await freshViewOfShared((hosts) => hosts.every((h) => h.free === 1), 'A sees B and C free');
-      const fillB = post(`${b.url}/v1/chat/completions?host=B`, { model: 'shared', messages: [] });
-      const fillC = post(`${c.url}/v1/chat/completions?host=C`, { model: 'shared', messages: [] });
-      await waitFor(() => engB.heldCount === 1 && engC.heldCount === 1, { what: 'B and C busy' });
+      const fills = await fillBAndC();
       const before = { b: engB.count('/v1/chat/completions'), c: engC.count('/v1/chat/completions') };
       const r = await post(`${a.url}/v1/chat/completions`, { model: 'shared', messages: [] });
       assert.equal(r.status, 503, r.text);
@@ -143,7 +148,7 @@ describe('forwarding across the mesh', () => {
       assert.equal(engC.count('/v1/chat/completions'), before.c, 'C’s engine got nothing more');
       engB.releaseAll();
       engC.releaseAll();
-      await Promise.all([fillB, fillC]);
+      await Promise.all(fills);
     } finally {
       engB.hold(false);
       engC.hold(false);
@@ -154,16 +159,14 @@ describe('forwarding across the mesh', () => {
     engB.hold();
     engC.hold();
     try {
-      const fillB = post(`${b.url}/v1/chat/completions?host=B`, { model: 'shared', messages: [] });
-      const fillC = post(`${c.url}/v1/chat/completions?host=C`, { model: 'shared', messages: [] });
-      await waitFor(() => engB.heldCount === 1 && engC.heldCount === 1, { what: 'B and C busy' });
+      const fills = await fillBAndC();
       await freshViewOfShared((hosts) => hosts.every((h) => h.free === 0), 'A sees B and C full');
       const r = await post(`${a.url}/v1/chat/completions`, { model: 'shared', messages: [] });
       assert.equal(r.status, 429, r.text);
       assert.equal(r.headers['retry-after'], '2');
       engB.releaseAll();
       engC.releaseAll();
-      await Promise.all([fillB, fillC]);
+      await Promise.all(fills);
     } finally {
       engB.hold(false);
       engC.hold(false);
