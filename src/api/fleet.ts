@@ -3,7 +3,7 @@
  * same document on every node for the same mesh state), /v1/fleet/capacity
  * (free slots per model per host) and /v1/mesh (the members).
  */
-import type { ViiworkNode } from '../node/node.ts';
+import type { ApiNode } from './ports.ts';
 import { modelWorkloads } from '../route/eligibility.ts';
 import type { HostModelView, HostView } from '../route/types.ts';
 import { isKnownWorkload } from '../workloads/workloads.ts';
@@ -78,11 +78,11 @@ export function modelsListing(hosts: readonly HostView[], aliases: readonly Alia
   return { object: 'list', data };
 }
 
-export function modelsDocument(node: ViiworkNode, aliases: readonly AliasListing[] = []) {
+export function modelsDocument(node: ApiNode, aliases: readonly AliasListing[] = []) {
   return modelsListing(node.hostViews(), aliases);
 }
 
-export function fleetCapacity(node: ViiworkNode) {
+export function fleetCapacity(node: ApiNode) {
   const now = node.now();
   const hosts = node.hostViews();
   const byModel = new Map<string, unknown[]>();
@@ -120,7 +120,7 @@ export function fleetCapacity(node: ViiworkNode) {
   };
 }
 
-export function meshDocument(node: ViiworkNode) {
+export function meshDocument(node: ApiNode) {
   return {
     node: node.name,
     mode: node.meshMode.mode,

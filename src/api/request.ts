@@ -6,29 +6,21 @@
 import type http from 'node:http';
 import { NODE_NAME } from '../config/schema.ts';
 import type { Workload } from '../workloads/workloads.ts';
-import { errors } from './errors.ts';
-import { boundaryOf, textField } from './multipart.ts';
+import { errors } from '../http/errors.ts';
+import { boundaryOf, textField } from '../http/multipart.ts';
+import { lastSpan, scanJsonObject, valueOf } from '../http/json-scan.ts';
+import type { DispatchRequest } from '../dispatch/types.ts';
+import { clientWantsUsage } from '../dispatch/upstream-body.ts';
 
 export const MAX_NAMES = 8;
 
-export interface InferenceRequest {
-  path: string;
-  /** Path with query, as received (minus routing parameters are kept: engines ignore them). */
-  workload: Workload;
-  model: string;
-  stream: boolean;
-  /** JSON body bytes ÷ 4; undefined for uploads. */
-  promptTokens: number | undefined;
-  sessionKey: string | undefined;
-  pin: string | undefined;
-  prefer: string[];
-  body: Buffer;
-  /** The parsed JSON body (undefined for multipart uploads). */
-  json: Record<string, unknown> | undefined;
-  contentType: string;
-  /** The client asked for usage in the stream itself. */
-  clientWantsUsage: boolean;
+/** Bounds on what a request may carry (api.max_model_name, api.max_json_depth). */
+export interface RequestLimits {
+  maxModelName: number;
+  maxJsonDepth: number;
 }
+
+export const DEFAULT_LIMITS: RequestLimits = { maxModelName: 256, maxJsonDepth: 64 };
 
 function checkName(where: string, value: string): string {
   if (!NODE_NAME.test(value)) throw errors.badName(where, value);
@@ -40,7 +32,7 @@ function header(req: http.IncomingMessage, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
-export function parseRouting(req: http.IncomingMessage, url: URL): Pick<InferenceRequest, 'sessionKey' | 'pin' | 'prefer'> {
+export function parseRouting(req: http.IncomingMessage, url: URL): Pick<DispatchRequest, 'sessionKey' | 'pin' | 'prefer'> {
   const hosts = url.searchParams.getAll('host');
   if (hosts.length > 1) throw errors.tooManyNames('?host');
   const pin = hosts.length ? checkName('?host', hosts[0]) : undefined;
@@ -53,36 +45,43 @@ export function parseRouting(req: http.IncomingMessage, url: URL): Pick<Inferenc
   return { sessionKey, pin, prefer };
 }
 
-export function parseInference(req: http.IncomingMessage, url: URL, workload: Workload, body: Buffer): InferenceRequest {
+export function parseInference(req: http.IncomingMessage, url: URL, workload: Workload, body: Buffer, limits: RequestLimits = DEFAULT_LIMITS): DispatchRequest {
   const contentType = header(req, 'content-type') ?? '';
   const routing = parseRouting(req, url);
   if (workload === 'transcription' && /^multipart\/form-data/i.test(contentType)) {
     const boundary = boundaryOf(contentType);
     const model = boundary ? textField(body, boundary, 'model')?.trim() : undefined;
     if (!model) throw errors.missingModel();
+    if (Buffer.byteLength(model) > limits.maxModelName) throw errors.modelNameTooLong(limits.maxModelName);
     const stream = boundary ? textField(body, boundary, 'stream')?.trim() === 'true' : false;
-    return { path: url.pathname, workload, model, stream, promptTokens: undefined, ...routing, body, json: undefined, contentType, clientWantsUsage: false };
+    return { path: url.pathname, workload, model, stream, promptTokens: undefined, ...routing, body, scan: undefined, contentType, clientWantsUsage: false };
   }
-  let json: unknown;
-  try {
-    json = JSON.parse(body.toString('utf8'));
-  } catch (err) {
-    throw errors.malformedJson((err as Error).message);
+  // No tree of the body is built: one bounded pass finds the members routing needs, and the bytes stay as sent.
+  const scanned = scanJsonObject(body, limits.maxJsonDepth);
+  if (!scanned.ok) {
+    if (scanned.problem === 'depth') throw errors.tooDeep(limits.maxJsonDepth);
+    if (scanned.problem === 'not-object') throw errors.notAnObject();
+    throw errors.malformedJson(scanned.detail);
   }
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw errors.notAnObject();
-  const obj = json as Record<string, unknown>;
-  if (typeof obj.model !== 'string' || obj.model.length === 0) throw errors.missingModel();
-  const so = obj.stream_options as { include_usage?: unknown } | undefined;
+  const scan = scanned.object;
+  const modelSpan = lastSpan(scan, 'model');
+  // The name is bounded before it is decoded (its raw bytes can only shrink when decoded).
+  if (modelSpan && modelSpan.end - modelSpan.start > limits.maxModelName * 6 + 2) throw errors.modelNameTooLong(limits.maxModelName);
+  const model = modelSpan ? valueOf(body, modelSpan) : undefined;
+  if (typeof model !== 'string' || model.length === 0) throw errors.missingModel();
+  if (Buffer.byteLength(model) > limits.maxModelName) throw errors.modelNameTooLong(limits.maxModelName);
+  const streamSpan = lastSpan(scan, 'stream');
+  const stream = streamSpan !== undefined && streamSpan.end - streamSpan.start === 4 && body.toString('latin1', streamSpan.start, streamSpan.end) === 'true';
   return {
     path: url.pathname,
     workload,
-    model: obj.model,
-    stream: obj.stream === true,
+    model,
+    stream,
     promptTokens: Math.ceil(body.length / 4),
     ...routing,
     body,
-    json: obj,
+    scan,
     contentType: contentType || 'application/json',
-    clientWantsUsage: so?.include_usage === true,
+    clientWantsUsage: clientWantsUsage(body, scan),
   };
 }

@@ -3,17 +3,15 @@
  * the operations endpoints. Inference lives in inference.ts.
  */
 import type http from 'node:http';
-import { buildReport } from '../capacity/report.ts';
-import type { ViiworkNode } from '../node/node.ts';
+import type { ApiNode } from './ports.ts';
 import { workloadForPath } from '../workloads/workloads.ts';
 import { fleetCapacity, meshDocument, modelsDocument } from './fleet.ts';
-import { ApiError, errors, sendError, sendJson } from './errors.ts';
+import { ApiError, errors, sendError, sendJson } from '../http/errors.ts';
 import { handleInference } from './inference.ts';
-import { createAliasRoutes } from '../aliases/http.ts';
-import { aliasReach } from '../node/aliases.ts';
+import { createAliasRoutes } from './aliases.ts';
 import { serveUi } from '../ui/serve.ts'; // dashboards
 
-type Handler = (node: ViiworkNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL) => Promise<void> | void;
+type Handler = (node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL) => Promise<void> | void;
 
 const GET_ROUTES: Record<string, Handler> = {
   '/health': health,
@@ -21,14 +19,14 @@ const GET_ROUTES: Record<string, Handler> = {
   '/v1/fleet/capacity': (node, _req, res) => sendJson(res, 200, fleetCapacity(node)),
   '/v1/mesh': (node, _req, res) => sendJson(res, 200, meshDocument(node)),
   '/v1/decisions': (node, _req, res, url) => sendJson(res, 200, { last: node.decisions.last, data: node.decisions.since(Number(url.searchParams.get('since')) || 0) }),
-  '/v1/capacity': (node, _req, res) => sendJson(res, 200, buildReport(node)),
+  '/v1/capacity': (node, _req, res) => sendJson(res, 200, node.capacityReport()),
   '/metrics': metrics,
 };
 
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
-export function createApiHandler(node: ViiworkNode): http.RequestListener {
-  const aliasRoutes = createAliasRoutes({ table: node.aliases, nodeName: node.name, reached: (v) => aliasReach(node, v) });
+export function createApiHandler(node: ApiNode): http.RequestListener {
+  const aliasRoutes = createAliasRoutes({ table: node.aliases, nodeName: node.name, reached: (v) => node.aliasReach(v) });
   return (req, res) => {
     handle(node, req, res, aliasRoutes).catch((err) => {
       if (err instanceof ApiError) return sendError(res, err);
@@ -39,14 +37,14 @@ export function createApiHandler(node: ViiworkNode): http.RequestListener {
 }
 
 /** The node's own pages may always write; other origins only when listed in api.cors.allow_origins. */
-function originAllowed(node: ViiworkNode, req: http.IncomingMessage, origin: string): boolean {
+function originAllowed(node: ApiNode, req: http.IncomingMessage, origin: string): boolean {
   const host = req.headers.host;
   if (host && (origin === `http://${host}` || origin === `https://${host}`)) return true;
   return node.config.api.cors.allow_origins.includes(origin) || node.config.api.cors.allow_origins.includes('*');
 }
 
 async function handle(
-  node: ViiworkNode,
+  node: ApiNode,
   req: http.IncomingMessage,
   res: http.ServerResponse,
   aliasRoutes: (req: http.IncomingMessage, res: http.ServerResponse, url: URL) => Promise<boolean>,
@@ -99,7 +97,7 @@ async function handle(
   throw errors.notFound(url.pathname);
 }
 
-function health(node: ViiworkNode, _req: http.IncomingMessage, res: http.ServerResponse): void {
+function health(node: ApiNode, _req: http.IncomingMessage, res: http.ServerResponse): void {
   const ok = node.phase === 'running';
   const backends = node.backends.map((b) => ({ id: b.id, model: b.info.model, engine: b.info.engine, state: b.state, reason: b.reason }));
   const models: Record<string, { backends: number; healthy_backends: number }> = {};
@@ -120,7 +118,7 @@ function health(node: ViiworkNode, _req: http.IncomingMessage, res: http.ServerR
   });
 }
 
-async function metrics(node: ViiworkNode, _req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+async function metrics(node: ApiNode, _req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
   for (const q of node.queues.entries()) node.metrics.queueDepth.set({ model: q.model, workload: q.workload }, q.depth);
   node.metrics.reportAge.reset();
   for (const m of node.members.peers()) {

@@ -1,5 +1,18 @@
 /** This node's own /v1/capacity document (SPEC section 7). */
-import type { ViiworkNode } from '../node/node.ts';
+import type { SlotTable } from '../engines/targets.ts';
+import type { PerfScores } from '../perf/scores.ts';
+
+/** What the report is made of. */
+export interface ReportSource {
+  readonly name: string;
+  readonly version: string;
+  now(): number;
+  readonly slots: SlotTable;
+  readonly perf: PerfScores;
+  /** Requests waiting in this node's queues for a model. */
+  queued(model: string): number;
+  readonly aliasVersion: number;
+}
 
 export interface TargetReport {
   workloads: string[];
@@ -32,7 +45,7 @@ export interface CapacityReport {
   models: ModelReport[];
 }
 
-export function buildReport(node: ViiworkNode): CapacityReport {
+export function buildReport(node: ReportSource): CapacityReport {
   const models: ModelReport[] = [];
   for (const name of node.slots.models()) {
     const targets = node.slots.targetsOf(name);
@@ -48,7 +61,7 @@ export function buildReport(node: ViiworkNode): CapacityReport {
       engine: engines.join(','),
       slots: tr.reduce((n, t) => n + t.slots, 0),
       busy: tr.reduce((n, t) => n + t.busy, 0),
-      queued: node.queues.depth(name),
+      queued: node.queued(name),
       ctx: Math.min(...backends.map((b) => b.info.context)),
       backends: backends.length,
       healthy_backends: backends.filter((b) => b.state === 'healthy').length,
@@ -58,6 +71,6 @@ export function buildReport(node: ViiworkNode): CapacityReport {
       targets: tr,
     });
   }
-  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliases.version, models };
+  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliasVersion, models };
 }
 

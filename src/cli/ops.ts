@@ -7,16 +7,28 @@ import { validateConfig } from '../config/load.ts';
 import { newSecret } from '../security/secret.ts';
 import { call, DEFAULT_NODE_URL, formatTable, out, run } from './node-client.ts';
 
-interface MeshDoc {
+export interface MeshDoc {
   node: string;
   mode: string;
   members: { name: string; state: string; role: string; gossip: string; api: string | null; version: string | null; since: string }[];
 }
-interface FleetDoc {
+export interface FleetDoc {
+  at?: number;
   models: { name: string; hosts: { node: string; fresh: boolean; report_age_ms: number; slots: number; busy: number; free: number }[] }[];
 }
-interface ModelsDoc {
+export interface ModelsDoc {
   data: { id: string; owned_by: string; context_length?: number; workloads: string[]; hosts?: string[]; target?: string; fallbacks?: string[] }[];
+}
+
+/** Machine-readable output: one JSON document and a newline, for `jq` and scripts. */
+const outJson = (doc: unknown): void => void out(`${JSON.stringify(doc, null, 2)}\n`);
+
+/**
+ * `viiwork status --json`: the node's /v1/mesh and /v1/fleet/capacity
+ * documents as one, every field kept as the node sent it (docs/api.md).
+ */
+export function statusJson(mesh: MeshDoc, fleet: FleetDoc): { node: string; mode: string; at: number | null; members: MeshDoc['members']; models: FleetDoc['models'] } {
+  return { node: mesh.node, mode: mesh.mode, at: fleet.at ?? null, members: mesh.members, models: fleet.models };
 }
 
 export function registerOpsCommands(program: Command): void {
@@ -24,9 +36,14 @@ export function registerOpsCommands(program: Command): void {
     .command('status')
     .description('members of the mesh and every model × host with its slots, as this node sees them')
     .option('--url <url>', 'any node', DEFAULT_NODE_URL)
+    .option('--json', 'print one JSON document instead of tables (schema: docs/api.md)')
     .action(
-      run(async (opts: { url: string }) => {
+      run(async (opts: { url: string; json?: boolean }) => {
         const [mesh, fleet] = await Promise.all([call<MeshDoc>(opts.url, 'GET', '/v1/mesh'), call<FleetDoc>(opts.url, 'GET', '/v1/fleet/capacity')]);
+        if (opts.json) {
+          outJson(statusJson(mesh, fleet));
+          return;
+        }
         out(`mesh seen from ${mesh.node} (${mesh.mode})\n\n`);
         out(formatTable([['MEMBER', 'STATE', 'ROLE', 'GOSSIP', 'API', 'VERSION', 'SINCE'], ...mesh.members.map((m) => [m.name, m.state, m.role, m.gossip, m.api ?? '-', m.version ?? '-', m.since])]));
         out('\n');
@@ -41,9 +58,14 @@ export function registerOpsCommands(program: Command): void {
     .command('models')
     .description('every model and alias in the mesh')
     .option('--url <url>', 'any node', DEFAULT_NODE_URL)
+    .option('--json', 'print the /v1/models document as JSON instead of a table (schema: docs/api.md)')
     .action(
-      run(async (opts: { url: string }) => {
+      run(async (opts: { url: string; json?: boolean }) => {
         const doc = await call<ModelsDoc>(opts.url, 'GET', '/v1/models');
+        if (opts.json) {
+          outJson(doc);
+          return;
+        }
         const rows = doc.data.map((m) => [
           m.id,
           m.owned_by === 'alias' ? `alias → ${[m.target, ...(m.fallbacks ?? [])].join(', ')}` : 'model',

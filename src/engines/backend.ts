@@ -36,6 +36,8 @@ export abstract class Backend extends EventEmitter {
   reason = 'starting';
   /** What the engine said of itself in /props (llama-server), read on each move into healthy. */
   protected engineProps: EngineProps | undefined;
+  /** The key this engine wants (models[].api_key_env), sent to it alone; never logged or reported. */
+  #apiKey: string | undefined;
 
   constructor(
     readonly info: BackendInfo,
@@ -48,6 +50,21 @@ export abstract class Backend extends EventEmitter {
 
   get id(): string {
     return this.info.id;
+  }
+
+  /** Give the backend its engine's key (from the environment variable the config names). */
+  useApiKey(key: string | undefined): void {
+    this.#apiKey = key || undefined;
+  }
+
+  /** Headers every request to this engine carries: its bearer key, when it has one. */
+  authHeaders(): Record<string, string> {
+    return this.#apiKey ? { authorization: `Bearer ${this.#apiKey}` } : {};
+  }
+
+  /** The engine's key, for an engine this node starts itself (llama-server --api-key). */
+  protected get apiKey(): string | undefined {
+    return this.#apiKey;
   }
   get state(): BackendState {
     return this.#state;

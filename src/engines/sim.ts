@@ -3,6 +3,12 @@
  * from the config (`ttft_ms`, `prefill_ms_per_1k`, `tokens_per_s`,
  * `output_tokens`) and deterministic, clearly labelled answers. For demos,
  * benchmarks and tests; never the default.
+ *
+ * Chat and completions run in `parallel` slots with a prompt cache the way
+ * llama-server's `cache_prompt` works (see prompt-cache.ts): prefill covers
+ * only the prompt tokens past what the chosen slot already holds, the cached
+ * count is reported as `usage.prompt_tokens_details.cached_tokens`, and a
+ * request that finds every slot busy waits for one in arrival order.
  */
 import crypto from 'node:crypto';
 import http from 'node:http';
@@ -10,6 +16,7 @@ import type { AddressInfo } from 'node:net';
 import type { SimSettings } from '../config/schema.ts';
 import type { Descriptor } from '../workloads/workloads.ts';
 import { Backend, type BackendInfo, type Logger } from './backend.ts';
+import { renderPrompt, SlotPool, tokenCount, type SlotLease } from './prompt-cache.ts';
 
 const SIM_FINGERPRINT = 'viiwork-sim';
 const WORDS = ['simulated', 'tokens', 'from', 'the', 'viiwork', 'sim', 'engine', 'no', 'model', 'ran'];
@@ -47,16 +54,30 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-function sendJson(res: http.ServerResponse, status: number, body: unknown): void {
+function sendJson(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
   res.end(text);
 }
+
+/**
+ * Settings the sim reads beyond the schema's timings, when the config has
+ * them: `cache` (default true) switches the prompt cache; with it off, slots
+ * still queue but every request prefills its whole prompt.
+ * `slot_prompt_similarity` (default 0.5, llama-server's) is the share of a
+ * prompt a slot's cached prefix must exceed for that slot to be preferred.
+ */
+type SimCacheSettings = { cache?: boolean; slot_prompt_similarity?: number };
+
+/** Header naming the slot a chat or completion ran in (also `id_slot` in whole answers and the usage chunk). */
+export const SIM_SLOT_HEADER = 'x-sim-slot';
 
 export class SimBackend extends Backend {
   #server: http.Server | undefined;
   #url: string | undefined;
   #nextId = 0;
+  /** The slots of chat and completions, with what each last processed. */
+  readonly slots: SlotPool;
 
   constructor(
     info: BackendInfo,
@@ -65,6 +86,8 @@ export class SimBackend extends Backend {
     log: Logger,
   ) {
     super(info, descriptor, log);
+    const extra = sim as SimSettings & SimCacheSettings;
+    this.slots = new SlotPool(info.parallel, { cache: extra.cache !== false, similarity: extra.slot_prompt_similarity });
   }
 
   get url(): string | undefined {
@@ -100,6 +123,13 @@ export class SimBackend extends Backend {
     if (req.method === 'GET' && path === '/health') return sendJson(res, 200, { status: 'ok' });
     if (req.method === 'GET' && path === '/v1/models')
       return sendJson(res, 200, { object: 'list', data: [{ id: this.info.model, object: 'model', owned_by: SIM_FINGERPRINT }] });
+    if (req.method === 'GET' && path === '/slots')
+      // llama-server's /slots, reduced to what a benchmark needs to see the cache.
+      return sendJson(
+        res,
+        200,
+        this.slots.slots.map((s) => ({ id: s.id, is_processing: s.busy, cached_tokens: s.text.length ? tokenCount(s.text) : 0, last_used: s.lastUsed })),
+      );
     if (req.method !== 'POST') return sendJson(res, 404, { error: { message: 'not found', type: 'invalid_request_error', code: 'not_found' } });
 
     const chunks: Buffer[] = [];
@@ -117,7 +147,7 @@ export class SimBackend extends Backend {
     switch (path) {
       case '/v1/chat/completions':
       case '/v1/completions':
-        return this.#generate(path === '/v1/chat/completions', body, tokensIn, prefill, res, abort.signal);
+        return this.#generate(path === '/v1/chat/completions', body, tokensIn, res, abort.signal);
       case '/v1/embeddings': {
         await sleep(prefill, abort.signal);
         const input = body.input;
@@ -161,32 +191,66 @@ export class SimBackend extends Backend {
     }
   }
 
-  async #generate(chat: boolean, body: Record<string, unknown>, tokensIn: number, prefill: number, res: http.ServerResponse, signal: AbortSignal) {
+  async #generate(chat: boolean, body: Record<string, unknown>, bodyTokens: number, res: http.ServerResponse, signal: AbortSignal) {
+    // The prompt as a template renders it; a body without messages or prompt is counted by its bytes and reuses nothing.
+    const rendered = renderPrompt(chat, body);
+    const lease = await this.slots.acquire(rendered ?? '', signal, rendered !== undefined && body.cache_prompt !== false);
+    if (!lease) return;
+    let processed = false;
+    let generated = '';
+    try {
+      const tokensIn = rendered === undefined ? bodyTokens : lease.promptTokens;
+      await this.#answer(chat, body, tokensIn, lease, res, signal, (text) => {
+        processed = true;
+        generated = text;
+      });
+    } finally {
+      lease.finish(processed, generated);
+    }
+  }
+
+  async #answer(
+    chat: boolean,
+    body: Record<string, unknown>,
+    tokensIn: number,
+    lease: SlotLease,
+    res: http.ServerResponse,
+    signal: AbortSignal,
+    generatedSoFar: (text: string) => void,
+  ) {
+    const cached = Math.min(lease.cachedTokens, tokensIn - 1);
+    const prefill = this.sim.ttft_ms + (this.sim.prefill_ms_per_1k * (tokensIn - cached)) / 1000;
     const id = `sim-${this.info.id}-${++this.#nextId}`;
     const created = Math.floor(Date.now() / 1000);
     const maxTokens = Number(body.max_tokens ?? body.max_completion_tokens) || this.sim.output_tokens;
     const n = Math.max(1, Math.min(this.sim.output_tokens, maxTokens));
     const tokenMs = 1000 / this.sim.tokens_per_s;
     const words = Array.from({ length: n }, (_, i) => (i === 0 ? '[simulated] ' : '') + WORDS[i % WORDS.length] + (i < n - 1 ? ' ' : ''));
-    const usage = { prompt_tokens: tokensIn, completion_tokens: n, total_tokens: tokensIn + n };
+    const usage = { prompt_tokens: tokensIn, completion_tokens: n, total_tokens: tokensIn + n, prompt_tokens_details: { cached_tokens: cached } };
+    // llama-server's timings: prompt_n counts the tokens processed, cache_n those reused from the slot.
+    const timings = { cache_n: cached, prompt_n: tokensIn - cached, prompt_ms: prefill, predicted_n: n, predicted_ms: tokenMs * (n - 1) };
+    const slotHeader = { [SIM_SLOT_HEADER]: String(lease.slot) };
+    const id_slot = lease.slot;
     const object = chat ? 'chat.completion' : 'text_completion';
     const model = body.model;
 
     await sleep(prefill, signal);
     if (signal.aborted) return;
+    generatedSoFar('');
     if (body.stream !== true) {
       await sleep(tokenMs * (n - 1), signal);
       if (signal.aborted) return;
       const text = words.join('');
+      generatedSoFar(text);
       const choice = chat
         ? { index: 0, message: { role: 'assistant', content: text }, finish_reason: 'length' }
         : { index: 0, text, finish_reason: 'length' };
       // llama-server reports its prompt time this way; the node scores whole answers from it.
-      const timings = { prompt_n: tokensIn, prompt_ms: prefill, predicted_n: n, predicted_ms: tokenMs * (n - 1) };
-      return sendJson(res, 200, { id, object, created, model, system_fingerprint: SIM_FINGERPRINT, choices: [choice], usage, timings });
+      return sendJson(res, 200, { id, object, created, model, system_fingerprint: SIM_FINGERPRINT, choices: [choice], usage, timings, id_slot }, slotHeader);
     }
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    res.writeHead(200, { ...slotHeader, 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
     const chunkObject = chat ? 'chat.completion.chunk' : 'text_completion';
+    let sent = '';
     for (let i = 0; i < n; i++) {
       if (i > 0) await sleep(tokenMs, signal);
       if (signal.aborted) return;
@@ -195,10 +259,11 @@ export class SimBackend extends Backend {
         ? { index: 0, delta: i === 0 ? { role: 'assistant', content: words[i] } : { content: words[i] }, finish_reason: last ? 'length' : null }
         : { index: 0, text: words[i], finish_reason: last ? 'length' : null };
       res.write(`data: ${JSON.stringify({ id, object: chunkObject, created, model, system_fingerprint: SIM_FINGERPRINT, choices: [choice] })}\n\n`);
+      generatedSoFar((sent += words[i]));
     }
     const streamOptions = body.stream_options as { include_usage?: boolean } | undefined;
     if (streamOptions?.include_usage) {
-      res.write(`data: ${JSON.stringify({ id, object: chunkObject, created, model, system_fingerprint: SIM_FINGERPRINT, choices: [], usage })}\n\n`);
+      res.write(`data: ${JSON.stringify({ id, object: chunkObject, created, model, system_fingerprint: SIM_FINGERPRINT, choices: [], usage, timings, id_slot })}\n\n`);
     }
     res.end('data: [DONE]\n\n');
   }

@@ -1,19 +1,49 @@
 /**
- * This node's own forwards in flight and the refusal marks it holds
- * (SPEC section 9, step 4): what the router subtracts from members' reports.
+ * This node's own forwards and the refusal marks it holds (SPEC section 9,
+ * steps 4 and 9): what the router subtracts from, and adds back to, members'
+ * reports.
+ *
+ * - A forward in flight that started after a report's poll counts against
+ *   that member's free slots (the report cannot know of it).
+ * - A forward that started before the poll (so the report shows its slot
+ *   busy) and has ended since frees its slot at once, without waiting for the
+ *   next report.
+ * - A refusal marks (member, model, workload) full until a report polled
+ *   after it, or until one of this node's forwards to that member ends.
  */
-import type { InFlightForward, RefusalMark } from '../route/types.ts';
+import type { ForwardRecord, RefusalMark } from '../route/types.ts';
+
+/** Ended forwards kept at most this long without a newer report (a member that stops reporting is stale anyway). */
+const ENDED_KEEP_MS = 60_000;
+/** A bound on the book, whatever happens to the reports. */
+const MAX_RECORDS = 20_000;
+
+export type ForwardEnd = 'served' | 'refused';
 
 export class ForwardBook {
-  readonly #inFlight = new Set<InFlightForward>();
+  readonly #records = new Set<ForwardRecord>();
   #marks: RefusalMark[] = [];
 
   constructor(private readonly now: () => number = Date.now) {}
 
-  start(host: string, model: string, target: string): () => void {
-    const f: InFlightForward = { host, model, target, startedAt: this.now() };
-    this.#inFlight.add(f);
-    return () => this.#inFlight.delete(f);
+  /** Count a forward from now; call the returned function once when it ends. */
+  start(host: string, model: string, workload: string, target: string): (end: ForwardEnd) => void {
+    const f: ForwardRecord = { host, model, workload, target, startedAt: this.now() };
+    if (this.#records.size >= MAX_RECORDS) this.#trim();
+    this.#records.add(f);
+    let ended = false;
+    return (end) => {
+      if (ended) return;
+      ended = true;
+      if (end === 'refused') {
+        // It never held a slot there: nothing to add back.
+        this.#records.delete(f);
+        return;
+      }
+      f.endedAt = this.now();
+      // The member just freed a slot of this model: whatever it refused before is worth trying again.
+      this.#marks = this.#marks.filter((m) => !(m.host === host && m.model === model));
+    };
   }
 
   refuse(host: string, model: string, workload: string): void {
@@ -21,16 +51,34 @@ export class ForwardBook {
     this.#marks.push({ host, model, workload, at: this.now() });
   }
 
-  /** Drop marks that a newer report has answered (the router ignores them anyway; this keeps the list short). */
+  /** Forget what a newer report has answered: marks before its poll, and forwards that ended before it. */
   prune(polledAt: (host: string) => number | undefined): void {
+    const now = this.now();
     this.#marks = this.#marks.filter((m) => {
       const p = polledAt(m.host);
       return p === undefined || p <= m.at;
     });
+    for (const f of this.#records) {
+      if (f.endedAt === undefined) continue;
+      const p = polledAt(f.host);
+      if ((p !== undefined && p > f.endedAt) || now - f.endedAt > ENDED_KEEP_MS) this.#records.delete(f);
+    }
   }
 
-  get inFlight(): InFlightForward[] {
-    return [...this.#inFlight];
+  #trim(): void {
+    const ended = [...this.#records].filter((f) => f.endedAt !== undefined).sort((a, b) => a.endedAt! - b.endedAt!);
+    for (const f of ended.slice(0, Math.ceil(ended.length / 2) || 0)) this.#records.delete(f);
+  }
+
+  /** Forwards in flight, and those that ended recently (with `endedAt`). */
+  get records(): readonly ForwardRecord[] {
+    return [...this.#records];
+  }
+
+  get inFlightCount(): number {
+    let n = 0;
+    for (const f of this.#records) if (f.endedAt === undefined) n++;
+    return n;
   }
 
   get marks(): readonly RefusalMark[] {

@@ -4,7 +4,7 @@
  * this, every X-Viiwork-* header but X-Viiwork-Prefer is gone.
  */
 import type http from 'node:http';
-import { errors } from '../api/errors.ts';
+import { errors } from '../http/errors.ts';
 import type { MemberTable } from '../mesh/members.ts';
 import { classifyForwardHeaders, headerValue, HEADER_NODE, stripMeshHeaders } from '../security/headers.ts';
 import type { MeshMode } from '../security/secret.ts';

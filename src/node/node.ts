@@ -16,7 +16,13 @@ import { Metrics } from '../metrics/metrics.ts';
 import { PerfScores } from '../perf/scores.ts';
 import { QueueSet } from '../queue/fifo.ts';
 import { VERSION } from '../version.ts';
-import type { Placement } from '../api/inference.ts';
+import type { Placement } from '../dispatch/types.ts';
+import { Dispatcher } from '../dispatch/dispatcher.ts';
+import type { DispatchPorts } from '../dispatch/ports.ts';
+import type { PeerLink } from '../forward/send.ts';
+import type { ApiNode, NodePhase } from '../api/ports.ts';
+import { DEFAULT_LIMITS, type RequestLimits } from '../api/request.ts';
+import { buildReport, type CapacityReport } from '../capacity/report.ts';
 import { Agent } from 'undici';
 import { CapacityPoller } from '../capacity/poller.ts';
 import { Membership } from '../mesh/membership.ts';
@@ -28,9 +34,9 @@ import { loadMeshMode, type MeshMode } from '../security/secret.ts';
 import { sha256Hex } from '../security/signing.ts';
 import { localView, peerViews } from './views.ts';
 import { AliasTable } from '../aliases/table.ts';
-import { DecisionFeed } from './decisions.ts';
+import { DecisionFeed } from '../dispatch/decisions.ts';
 
-export type NodePhase = 'starting' | 'running' | 'stopping' | 'stopped';
+export type { NodePhase };
 
 export interface NodeOptions {
   log?: Log;
@@ -40,7 +46,7 @@ export interface NodeOptions {
   onFatal?: (message: string) => void;
 }
 
-export class ViiworkNode {
+export class ViiworkNode implements ApiNode {
   readonly name: string;
   readonly log: Log;
   readonly metrics = new Metrics();
@@ -62,6 +68,8 @@ export class ViiworkNode {
   peerAgent!: Agent;
   #rr = 0;
   backends: Backend[] = [];
+  /** The life of each request: placement, runs, forwards, measurement. */
+  readonly dispatcher: Dispatcher;
   #server: http.Server | undefined;
   #tick: NodeJS.Timeout | undefined;
   #saveTimer: NodeJS.Timeout | undefined;
@@ -87,6 +95,84 @@ export class ViiworkNode {
     this.forwards = new ForwardBook(this.now);
     this.aliases = AliasTable.load(config.node.state_dir, { log: (msg) => this.log.warn(msg), now: this.now });
     this.aliases.seed(config.aliases);
+    this.dispatcher = new Dispatcher(this.#dispatchPorts());
+  }
+
+  get requestLimits(): RequestLimits {
+    const api = this.config.api as Partial<{ max_model_name: number; max_json_depth: number }>;
+    return { maxModelName: api.max_model_name ?? DEFAULT_LIMITS.maxModelName, maxJsonDepth: api.max_json_depth ?? DEFAULT_LIMITS.maxJsonDepth };
+  }
+
+  /** What the dispatcher may use of this node; config is read on each call, so SIGHUP-applied values take effect. */
+  #dispatchPorts(): DispatchPorts {
+    const node = this;
+    const peers: PeerLink = {
+      self: this.name,
+      apiOf: (host) => this.members.get(host)?.api,
+      responsive: (host) => {
+        const report = this.poller?.get(host);
+        return this.members.get(host)?.state === 'alive' && report !== undefined && this.now() - report.polledAt <= this.config.routing.stale_after;
+      },
+      sign: (method, pathWithQuery, body) => this.signForward(method, pathWithQuery, body),
+      get dispatcher() {
+        return node.peerAgent;
+      },
+    };
+    return {
+      name: this.name,
+      get rules() {
+        const r = node.config.routing;
+        const api = node.config.api as Partial<{ stream_stall: number; write_stall: number }>;
+        return {
+          queueMax: r.queue_max,
+          queueTimeoutMs: r.queue_timeout,
+          forwardRetry: r.forward_retry,
+          performance: r.performance,
+          streamStallMs: api.stream_stall ?? 60_000,
+          writeStallMs: api.write_stall ?? 60_000,
+        };
+      },
+      now: this.now,
+      random: Math.random,
+      nextRoundRobin: () => this.nextRoundRobin(),
+      snapshot: () => this.hostViews(),
+      slots: this.slots,
+      forwards: this.forwards,
+      queues: this.queues,
+      aliases: this.aliases,
+      peers,
+      recordScore: (model, tokens, ttft) => this.perf.record(model, tokens, ttft),
+      metrics: this.metrics,
+      decisions: this.decisions,
+      log: this.log,
+    };
+  }
+
+  capacityReport(): CapacityReport {
+    const node = this;
+    return buildReport({
+      name: this.name,
+      version: this.version,
+      now: this.now,
+      slots: this.slots,
+      perf: this.perf,
+      queued: (model) => this.queues.depth(model),
+      get aliasVersion() {
+        return node.aliases.version;
+      },
+    });
+  }
+
+  aliasReach(version: number): { reached: number; members: number } {
+    let reached = this.aliases.version >= version ? 1 : 0;
+    let members = 1;
+    for (const m of this.members.peers()) {
+      if (m.state !== 'alive') continue;
+      members++;
+      const v = this.poller?.get(m.name)?.report.alias_version;
+      if (v !== undefined && v >= version) reached++;
+    }
+    return { reached, members };
   }
 
   /** The routing snapshot: this node now, and every alive or suspect peer from its last report. */

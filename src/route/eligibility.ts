@@ -6,7 +6,7 @@
  * mark newer than the report stands.
  */
 import { LEGACY_DESCRIPTOR, descriptorDoes, descriptorKey, isKnownWorkload, type Descriptor } from '../workloads/workloads.ts';
-import type { Candidate, HostModelView, HostView, InFlightForward, RefusalMark, TargetView } from './types.ts';
+import type { Candidate, ForwardRecord, HostModelView, HostView, RefusalMark, TargetView } from './types.ts';
 
 /** The targets of a host's model that do this workload (an older node's model counts as one chat/completion target). */
 export function eligibleTargets(m: HostModelView, workload: string): TargetView[] {
@@ -22,7 +22,8 @@ export function hostDoes(m: HostModelView, workload: string): boolean {
 
 export interface CandidateInputs {
   hosts: readonly HostView[];
-  inFlight: readonly InFlightForward[];
+  /** This node's forwards, in flight and recently ended. */
+  forwards: readonly ForwardRecord[];
   marks: readonly RefusalMark[];
 }
 
@@ -45,8 +46,7 @@ export function candidates(inputs: CandidateInputs, model: string, workload: str
     let best = keyed[0].key;
     let bestFree = -1;
     for (const { t, key } of keyed) {
-      const deducted = h.local ? 0 : inputs.inFlight.filter((f) => f.host === h.name && f.model === model && f.target === key && f.startedAt >= h.polledAt).length;
-      const tf = Math.max(0, t.slots - t.busy - deducted);
+      const tf = h.local ? Math.max(0, t.slots - t.busy) : remoteFree(t, inputs.forwards, h, model, key);
       free += tf;
       if (tf > bestFree) {
         bestFree = tf;
@@ -67,6 +67,24 @@ export function candidates(inputs: CandidateInputs, model: string, workload: str
     });
   }
   return out.sort((a, b) => (a.host < b.host ? -1 : a.host > b.host ? 1 : 0));
+}
+
+/**
+ * A remote target's free slots: its report's, less this node's forwards that
+ * started after the report's poll and are still in flight, plus those that
+ * started before it (so the report shows them busy) and have ended since —
+ * never more than the report showed busy.
+ */
+function remoteFree(t: TargetView, forwards: readonly ForwardRecord[], h: HostView, model: string, key: string): number {
+  let deducted = 0;
+  let freed = 0;
+  for (const f of forwards) {
+    if (f.host !== h.name || f.model !== model || f.target !== key) continue;
+    if (f.endedAt === undefined) {
+      if (f.startedAt >= h.polledAt) deducted++;
+    } else if (f.startedAt < h.polledAt && f.endedAt >= h.polledAt) freed++;
+  }
+  return Math.max(0, t.slots - t.busy - deducted + Math.min(freed, t.busy));
 }
 
 /** The union of known workloads over a model's targets on the given hosts, sorted (for /v1/models). */

@@ -5,7 +5,7 @@
  */
 import type { Descriptor } from '../workloads/workloads.ts';
 
-export type RouteReason = 'local' | 'scored' | 'session' | 'pinned' | 'preferred' | 'explore' | 'most-free' | 'queued';
+export type RouteReason = 'local' | 'scored' | 'session' | 'prefix' | 'pinned' | 'preferred' | 'explore' | 'most-free' | 'queued';
 
 /** One target as a host reports it: its descriptor and its slots. */
 export interface TargetView {
@@ -44,13 +44,19 @@ export interface HostView {
   models: ReadonlyMap<string, HostModelView>;
 }
 
-/** A forward of this node still in flight: counted against the target it went to. */
-export interface InFlightForward {
+/**
+ * A forward of this node, in flight or recently ended: counted against (or,
+ * once ended, added back to) the target it went to.
+ */
+export interface ForwardRecord {
   host: string;
   model: string;
+  workload: string;
   /** descriptorKey of the target it was counted against. */
   target: string;
   startedAt: number;
+  /** Set when it ended after holding a slot there. */
+  endedAt?: number;
 }
 
 /** A refusal by `host` of a forward for (model, workload): full for them until a report polled after `at`. */

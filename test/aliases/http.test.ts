@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import type os from 'node:os';
 import { after, before, describe, it } from 'node:test';
 import { request } from 'undici';
-import { isLocalAddress } from '../../src/aliases/http.ts';
+import { isLocalAddress } from '../../src/api/aliases.ts';
 import { AliasTable } from '../../src/aliases/table.ts';
 import type { AliasEntry } from '../../src/aliases/types.ts';
 import { serveAliases, type AliasServer } from './serve.ts';

@@ -1,7 +1,7 @@
 /** A bare node:http server hosting only the alias routes, for the HTTP and CLI tests. */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createAliasRoutes, type AliasRoutesOptions } from '../../src/aliases/http.ts';
+import { createAliasRoutes, type AliasRoutesOptions } from '../../src/api/aliases.ts';
 import type { AliasTable } from '../../src/aliases/table.ts';
 
 export type AliasServer = { url: string; close(): Promise<void> };

@@ -20,10 +20,10 @@
 import type http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
-import { readBody } from '../api/body.ts';
-import { ApiError, errors, sendError, sendJson } from '../api/errors.ts';
-import type { AliasTable } from './table.ts';
-import { AliasError, type AliasEntry } from './types.ts';
+import { readBody } from '../http/body.ts';
+import { ApiError, errors, sendError, sendJson } from '../http/errors.ts';
+import type { AliasTable } from '../aliases/table.ts';
+import { AliasError, type AliasEntry } from '../aliases/types.ts';
 
 export type Reached = { reached: number; members: number };
 

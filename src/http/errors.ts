@@ -4,6 +4,7 @@
  * live in exactly one place.
  */
 import type http from 'node:http';
+import { RES_REFUSED } from './viiwork-headers.ts';
 
 export class ApiError extends Error {
   constructor(
@@ -34,7 +35,7 @@ export const errors = {
   tooManyNames: (where: string) => invalid(400, `${where} names more than 8 nodes; name at most 8`, 'invalid_host'),
   unsupportedWorkload: (model: string, workload: string, where = 'any live member') =>
     invalid(400, `model "${model}" is not served for ${workload} by ${where}; GET /v1/models lists each model's workloads`, 'unsupported_workload'),
-  unauthorized: (why: string) => new ApiError(401, `forward rejected: ${why}`, 'authentication_error', 'unauthorized'),
+  unauthorized: (why: string) => new ApiError(401, `forward rejected: ${why}`, 'authentication_error', 'unauthorized', undefined, { [RES_REFUSED]: 'auth' }),
   forbiddenOrigin: (origin: string) =>
     new ApiError(403, `writes from origin ${origin} are not allowed; add it to api.cors.allow_origins to permit it`, 'permission_error', 'forbidden_origin'),
   forbiddenRemoteWrite: () =>
@@ -45,7 +46,8 @@ export const errors = {
   methodNotAllowed: (method: string, path: string, allow: string) =>
     new ApiError(405, `${method} is not allowed on ${path}; use ${allow}`, 'invalid_request_error', 'method_not_allowed', undefined, { allow }),
   tooLarge: (limit: number) => invalid(413, `the request body is larger than api.max_body (${limit} bytes)`, 'request_too_large'),
-  forwardNoSlot: () => new ApiError(429, 'this node has no free slot for the forwarded request; the entry node retries elsewhere', 'rate_limit_error', 'no_free_slot', 1),
+  forwardNoSlot: () =>
+    new ApiError(429, 'this node has no free slot for the forwarded request; the entry node retries elsewhere', 'rate_limit_error', 'no_free_slot', 1, { [RES_REFUSED]: 'full' }),
   queueFull: (model: string) => new ApiError(429, `every slot for "${model}" is busy and its queue is full; retry later`, 'rate_limit_error', 'queue_full', 2),
   queueTimeout: (model: string, ms: number) =>
     new ApiError(429, `every slot for "${model}" stayed busy for ${ms} ms (routing.queue_timeout); retry later`, 'rate_limit_error', 'queue_timeout', 2),
@@ -54,12 +56,16 @@ export const errors = {
   noHealthyBackend: (model: string) =>
     new ApiError(503, `model "${model}" has no healthy backend anywhere in the mesh; check the engines (GET /health on each node)`, 'server_error', 'no_healthy_backend', 5),
   forwardLacksModel: (model: string, workload: string) =>
-    new ApiError(503, `this node does not serve "${model}" for ${workload}; the entry node retries elsewhere`, 'server_error', 'model_not_here', 1),
+    new ApiError(503, `this node does not serve "${model}" for ${workload}; the entry node retries elsewhere`, 'server_error', 'model_not_here', 1, { [RES_REFUSED]: 'workload' }),
   invalidAlias: (detail: string) => invalid(400, `invalid alias request: ${detail}`, 'invalid_alias'),
   unknownAlias: (alias: string) => invalid(404, `no alias named "${alias.slice(0, 80)}"; GET /v1/aliases lists them`, 'alias_not_found'),
   nothingToRevert: (alias: string) => invalid(409, `alias "${alias.slice(0, 80)}" has no earlier value in this node's history to restore`, 'nothing_to_revert'),
   aliasUnserved: (alias: string) => new ApiError(503, `alias "${alias}": none of its targets is served now`, 'server_error', 'alias_unserved', 5),
-  engineFailed: (detail: string) => new ApiError(502, `the engine failed before answering: ${detail}`, 'server_error', 'engine_failed'),
+  /** The engine failed before its first byte and no route is left; `forward`: this node is the executor of a forward (marked, so the entry retries elsewhere). */
+  engineFailed: (detail: string, forward = false) =>
+    new ApiError(502, `the engine failed before answering: ${detail}`, 'server_error', 'engine_failed', undefined, forward ? { [RES_REFUSED]: 'engine' } : {}),
+  modelNameTooLong: (limit: number) => invalid(400, `"model" is longer than ${limit} bytes (api.max_model_name); name one of the models listed by GET /v1/models`, 'invalid_model'),
+  tooDeep: (limit: number) => invalid(400, `the request body nests deeper than ${limit} levels (api.max_json_depth)`, 'invalid_json'),
   starting: () => new ApiError(503, 'the node is starting or stopping', 'server_error', 'unavailable', 1),
 };
 

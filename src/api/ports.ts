@@ -1,0 +1,46 @@
+/**
+ * What the HTTP layer reads from the node. The node (node/node.ts)
+ * implements it; api/ never imports the node itself.
+ */
+import type { AliasTable } from '../aliases/table.ts';
+import type { CapacityPoller } from '../capacity/poller.ts';
+import type { CapacityReport } from '../capacity/report.ts';
+import type { Config } from '../config/schema.ts';
+import type { DecisionFeed } from '../dispatch/decisions.ts';
+import type { Dispatcher } from '../dispatch/dispatcher.ts';
+import type { Placement } from '../dispatch/types.ts';
+import type { Backend } from '../engines/backend.ts';
+import type { Log } from '../log.ts';
+import type { MemberTable } from '../mesh/members.ts';
+import type { Metrics } from '../metrics/metrics.ts';
+import type { QueueSet } from '../queue/fifo.ts';
+import type { HostView } from '../route/types.ts';
+import type { MeshMode } from '../security/secret.ts';
+import type { RequestLimits } from './request.ts';
+
+export type NodePhase = 'starting' | 'running' | 'stopping' | 'stopped';
+
+export interface ApiNode {
+  readonly name: string;
+  readonly version: string;
+  readonly config: Config;
+  readonly phase: NodePhase;
+  readonly log: Log;
+  readonly meshMode: MeshMode;
+  readonly members: MemberTable;
+  readonly poller: CapacityPoller | undefined;
+  readonly aliases: AliasTable;
+  readonly decisions: DecisionFeed;
+  readonly metrics: Metrics;
+  readonly queues: QueueSet<Placement>;
+  readonly backends: readonly Backend[];
+  readonly dispatcher: Dispatcher;
+  readonly requestLimits: RequestLimits;
+  now(): number;
+  /** The routing snapshot of this moment. */
+  hostViews(): HostView[];
+  /** This node's own /v1/capacity document. */
+  capacityReport(): CapacityReport;
+  /** Alive viiwork members (this node included) whose reports show alias_version ≥ v. */
+  aliasReach(version: number): { reached: number; members: number };
+}

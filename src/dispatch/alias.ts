@@ -1,0 +1,26 @@
+/** Alias resolution at the entry node (SPEC section 9, "Aliases"): once, before routing. */
+import { resolveAlias, type AliasLookup } from '../aliases/resolve.ts';
+import { errors } from '../http/errors.ts';
+import { hostDoes } from '../route/eligibility.ts';
+import type { HostView } from '../route/types.ts';
+
+/**
+ * undefined when the name is a real model (or unknown: the model path answers
+ * 404); else the model the alias resolves to for this workload. An alias none
+ * of whose targets is served throws 503 Retry-After 5.
+ */
+export function resolveModelName(aliases: AliasLookup, name: string, workload: string, hosts: readonly HostView[]): string | undefined {
+  const r = resolveAlias(
+    aliases,
+    name,
+    (model) =>
+      hosts.some((h) => {
+        const m = h.models.get(model);
+        return m !== undefined && hostDoes(m, workload);
+      }),
+    (model) => hosts.some((h) => h.models.has(model)),
+  );
+  if (r.kind === 'model') return undefined;
+  if (r.kind === 'unserved') throw errors.aliasUnserved(r.alias);
+  return r.model;
+}

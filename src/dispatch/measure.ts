@@ -1,0 +1,31 @@
+/**
+ * Score measurement of this node's own executions (SPEC section 9): the time
+ * from slot grant to the first content chunk, with the prompt tokens from
+ * the engine's usage; for a whole answer, the engine's own prompt time
+ * (llama-server's `timings`) when it reports one.
+ */
+
+export interface Measured {
+  ttftMs: number;
+  promptTokens: number;
+}
+
+/** Whole answers larger than this are not parsed for usage. */
+const MEASURE_BODY_MAX = 1 << 20;
+
+export function measure(grantedAt: number, result: { firstContentAt?: number; promptTokens?: number; body?: Buffer }): Measured | undefined {
+  let ttft: number | undefined;
+  let tokens = result.promptTokens;
+  if (result.firstContentAt !== undefined) ttft = result.firstContentAt - grantedAt;
+  else if (result.body && result.body.length <= MEASURE_BODY_MAX) {
+    try {
+      const doc = JSON.parse(result.body.toString('utf8')) as { usage?: { prompt_tokens?: number }; timings?: { prompt_ms?: number } };
+      tokens = doc.usage?.prompt_tokens;
+      ttft = doc.timings?.prompt_ms;
+    } catch {
+      return undefined;
+    }
+  }
+  if (typeof ttft !== 'number' || typeof tokens !== 'number') return undefined;
+  return { ttftMs: ttft, promptTokens: tokens };
+}

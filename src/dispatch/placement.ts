@@ -1,0 +1,98 @@
+/**
+ * Placement as a state machine (SPEC section 9, steps 8 and 9): where one
+ * request is between arrival and its answer, and what happens next on each
+ * event. Pure: the driver (dispatcher.ts) performs the action, turns what
+ * came of it into the next event, and asks again. Table tests drive it
+ * without sockets or timers.
+ */
+import type { RunOutcome } from './types.ts';
+
+export interface PlacementRules {
+  /** routing.queue_max: 0 means no queue. */
+  queueMax: number;
+  /** routing.forward_retry: refused forwards retried at once before going back to the queue. */
+  forwardRetry: number;
+}
+
+export interface PlacementState {
+  /** The request has waited in the queue (its route reason is then `queued`). */
+  readonly queued: boolean;
+  /** The next wait is at the head of the queue (after a refusal). */
+  readonly front: boolean;
+  /** Immediate retries used since the last placement from the queue. */
+  readonly retries: number;
+  /** A forward of this request was refused: a deadline then gives 503, not 429. */
+  readonly refused: boolean;
+  /** Hosts whose engine failed for this request: not tried again for it. */
+  readonly failed: readonly string[];
+  /** The last engine failure's own text, for the 502 when no route is left. */
+  readonly engineError?: string;
+}
+
+export type PlacementEvent =
+  /** The request arrived; `queueDepth` others already wait for its (model, workload). */
+  | { kind: 'arrived'; queueDepth: number }
+  /** A routing attempt: placed, or not (and whether any capable, healthy host is left to wait for). */
+  | { kind: 'tried'; placed: boolean; routeLeft: boolean }
+  /** The wait in the queue ended. */
+  | { kind: 'waited'; how: 'placed' | 'full' | 'timeout' | 'aborted' }
+  /** A run ended. */
+  | { kind: 'ran'; outcome: RunOutcome };
+
+export type Failure = 'queue-full' | 'queue-timeout' | 'queue-timeout-refused' | 'engine-failed';
+
+export type PlacementAction =
+  | { kind: 'try' }
+  | { kind: 'wait'; front: boolean }
+  | { kind: 'run' }
+  | { kind: 'end' }
+  | { kind: 'fail'; failure: Failure };
+
+export const INITIAL: PlacementState = { queued: false, front: false, retries: 0, refused: false, failed: [] };
+
+export function step(s: PlacementState, e: PlacementEvent, rules: PlacementRules): [PlacementState, PlacementAction] {
+  switch (e.kind) {
+    case 'arrived':
+      // FIFO: with others already waiting, this one waits behind them.
+      return e.queueDepth === 0 ? [s, { kind: 'try' }] : wait(s, rules);
+    case 'tried':
+      if (e.placed) return [s, { kind: 'run' }];
+      if (!e.routeLeft && s.engineError !== undefined) return [s, { kind: 'fail', failure: 'engine-failed' }];
+      return wait(s, rules);
+    case 'waited':
+      switch (e.how) {
+        case 'placed':
+          return [{ ...s, queued: true, retries: 0 }, { kind: 'run' }];
+        case 'full':
+          return [s, { kind: 'fail', failure: 'queue-full' }];
+        case 'timeout':
+          return [s, { kind: 'fail', failure: s.refused ? 'queue-timeout-refused' : 'queue-timeout' }];
+        case 'aborted':
+          return [s, { kind: 'end' }];
+      }
+    // falls through (unreachable: every case returns)
+    case 'ran':
+      return ran(s, e.outcome, rules);
+  }
+}
+
+function wait(s: PlacementState, rules: PlacementRules): [PlacementState, PlacementAction] {
+  if (rules.queueMax === 0) return [s, { kind: 'fail', failure: 'queue-full' }];
+  return [{ ...s, queued: true }, { kind: 'wait', front: s.front }];
+}
+
+function ran(s: PlacementState, o: RunOutcome, rules: PlacementRules): [PlacementState, PlacementAction] {
+  switch (o.kind) {
+    case 'answered':
+    case 'aborted':
+      return [s, { kind: 'end' }];
+    case 'refused': {
+      const next = { ...s, refused: true, front: true };
+      if (s.retries < rules.forwardRetry) return [{ ...next, retries: s.retries + 1 }, { kind: 'try' }];
+      return wait({ ...next, retries: 0 }, rules);
+    }
+    case 'engine-failed':
+      // That host is out for this request; any other capable host is tried at once (bounded by the number of hosts).
+      return [{ ...s, refused: true, front: true, failed: [...s.failed, o.host], engineError: o.text }, { kind: 'try' }];
+  }
+}

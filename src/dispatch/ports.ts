@@ -1,0 +1,57 @@
+/**
+ * What the life of a request needs from the node, and nothing more: the
+ * node (node/node.ts) implements this; table tests implement it with fakes.
+ */
+import type { AliasLookup } from '../aliases/resolve.ts';
+import type { Lease } from '../engines/targets.ts';
+import type { ForwardBook } from '../forward/book.ts';
+import type { PeerLink } from '../forward/send.ts';
+import type { Log } from '../log.ts';
+import type { Metrics } from '../metrics/metrics.ts';
+import type { QueueSet } from '../queue/fifo.ts';
+import type { HostView } from '../route/types.ts';
+import type { Workload } from '../workloads/workloads.ts';
+import type { DecisionFeed } from './decisions.ts';
+import type { Placement } from './types.ts';
+
+export interface DispatchRules {
+  /** routing.queue_max */
+  queueMax: number;
+  /** routing.queue_timeout, ms */
+  queueTimeoutMs: number;
+  /** routing.forward_retry */
+  forwardRetry: number;
+  /** routing.performance */
+  performance: boolean;
+  /** api.stream_stall, ms */
+  streamStallMs: number;
+  /** api.write_stall, ms */
+  writeStallMs: number;
+}
+
+export interface LocalSlots {
+  /** Take a slot now on a backend of `model` whose target does `workload`, or undefined. */
+  tryLease(model: string, workload: Workload, sessionKey?: string): Lease | undefined;
+  /** Does any local target of this model do the workload (healthy or not)? */
+  does(model: string, workload: Workload): boolean;
+}
+
+export interface DispatchPorts {
+  readonly name: string;
+  readonly rules: DispatchRules;
+  now(): number;
+  random(): number;
+  nextRoundRobin(): number;
+  /** The routing snapshot of this moment: this node now, every peer from its last report. */
+  snapshot(): HostView[];
+  readonly slots: LocalSlots;
+  readonly forwards: ForwardBook;
+  readonly queues: QueueSet<Placement>;
+  readonly aliases: AliasLookup;
+  readonly peers: PeerLink;
+  /** A measured first-token time of this node's own execution. */
+  recordScore(model: string, promptTokens: number, ttftMs: number): void;
+  readonly metrics: Metrics;
+  readonly decisions: DecisionFeed;
+  readonly log: Log;
+}

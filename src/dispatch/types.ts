@@ -1,0 +1,39 @@
+/** What the life of one request works on: the parsed request, where it runs, and how a run ended. */
+import type { ScannedObject } from '../http/json-scan.ts';
+import type { Lease } from '../engines/targets.ts';
+import type { RouteReason } from '../route/types.ts';
+import type { Workload } from '../workloads/workloads.ts';
+
+/** One inference request as the API parsed it (SPEC section 9, step 1). */
+export interface DispatchRequest {
+  /** The path the engine gets (no query). */
+  path: string;
+  workload: Workload;
+  /** The model to run: the client's, or what its alias resolved to. */
+  model: string;
+  stream: boolean;
+  /** JSON body bytes ÷ 4; undefined for uploads. */
+  promptTokens: number | undefined;
+  sessionKey: string | undefined;
+  pin: string | undefined;
+  prefer: string[];
+  /** The body exactly as the client sent it. */
+  body: Buffer;
+  /** Where the JSON body's top-level members lie; undefined for uploads. */
+  scan: ScannedObject | undefined;
+  /** The client's Content-Type (uploads keep theirs; JSON bodies go to engines as application/json). */
+  contentType: string;
+  /** The client asked for usage in the stream itself. */
+  clientWantsUsage: boolean;
+  /** Set when `model` came from an alias: the name the client sent. */
+  alias?: string;
+  /** The body members get, made once (signing and retries reuse it). */
+  forwardBody?: Buffer;
+}
+
+/** Where a request will run, holding what it reserved there. */
+export type Placement =
+  | { kind: 'local'; lease: Lease; reason: RouteReason }
+  | { kind: 'remote'; host: string; reason: RouteReason; end: (how: 'served' | 'refused') => void };
+
+export type { RefusedBy, RunOutcome } from '../forward/outcome.ts';

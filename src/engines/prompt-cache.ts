@@ -1,0 +1,242 @@
+/**
+ * The sim engine's prompt cache: a model of llama-server's slots with
+ * `cache_prompt`. Each slot remembers the text it last processed (the prompt
+ * of its last request and what it generated); a new request reuses the
+ * longest common prefix with the slot it gets and pays prefill only for the
+ * rest. Pure: no I/O, no clock (recency is a counter), so routing tests and
+ * benchmarks can compute the same figures the engine reports.
+ *
+ * Tokens are a cheap deterministic stand-in for a tokenizer: every
+ * CHARS_PER_TOKEN characters of the rendered prompt make one token. A prompt
+ * of n characters costs O(n) work at most once per free slot, compared in
+ * blocks, so a 1 MB prompt costs a few milliseconds.
+ */
+
+/** Characters of rendered prompt per simulated token. */
+export const CHARS_PER_TOKEN = 4;
+
+/**
+ * llama-server's `--slot-prompt-similarity` default: a free slot is chosen
+ * for its cached prefix only when that prefix covers more than this share of
+ * the new prompt; otherwise the least recently used free slot is taken.
+ */
+export const DEFAULT_SLOT_PROMPT_SIMILARITY = 0.5;
+
+/** The generation prompt that ends a rendered chat, and the marker that opens each turn. */
+const turnOpen = (role: string) => `<|${role}|>\n`;
+const TURN_CLOSE = '\n';
+
+function partText(part: unknown): string {
+  if (typeof part === 'string') return part;
+  if (part && typeof part === 'object') {
+    const p = part as { type?: unknown; text?: unknown };
+    if (p.type === 'text' && typeof p.text === 'string') return p.text;
+    return JSON.stringify(part);
+  }
+  return part === undefined || part === null ? '' : String(part);
+}
+
+function contentText(content: unknown): string {
+  if (Array.isArray(content)) return content.map(partText).join('');
+  return partText(content);
+}
+
+/**
+ * The text a model would see, as a chat template renders it: for chat, each
+ * message as `<|role|>\ncontent\n` in order (tool calls as JSON after the
+ * content) and then the assistant's opening; for completions, the prompt.
+ * undefined when the body has no messages (chat) or prompt (completions).
+ */
+export function renderPrompt(chat: boolean, body: Record<string, unknown>): string | undefined {
+  if (chat) {
+    if (!Array.isArray(body.messages)) return undefined;
+    const parts: string[] = [];
+    for (const m of body.messages as unknown[]) {
+      const msg = (m && typeof m === 'object' ? m : {}) as { role?: unknown; content?: unknown; tool_calls?: unknown };
+      parts.push(turnOpen(String(msg.role ?? 'user')), contentText(msg.content));
+      if (msg.tool_calls !== undefined) parts.push(JSON.stringify(msg.tool_calls));
+      parts.push(TURN_CLOSE);
+    }
+    parts.push(turnOpen('assistant'));
+    return parts.join('');
+  }
+  const prompt = body.prompt;
+  if (typeof prompt === 'string') return prompt;
+  if (Array.isArray(prompt)) return prompt.map((p) => (typeof p === 'string' ? p : JSON.stringify(p))).join('\n');
+  return undefined;
+}
+
+/** Simulated tokens in a text (at least one, as every prompt has a start). */
+export function tokenCount(text: string): number {
+  return Math.max(1, Math.ceil(text.length / CHARS_PER_TOKEN));
+}
+
+const BLOCK = 1024;
+
+/** Length in characters of the common prefix of a and b; compares in blocks, then characters. */
+export function commonPrefixChars(a: string, b: string): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i + BLOCK <= n && a.substring(i, i + BLOCK) === b.substring(i, i + BLOCK)) i += BLOCK;
+  while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i++;
+  return i;
+}
+
+/** Whole simulated tokens that two texts share from their start. */
+export function commonPrefixTokens(a: string, b: string): number {
+  return Math.floor(commonPrefixChars(a, b) / CHARS_PER_TOKEN);
+}
+
+/**
+ * Tokens of `prompt` a slot holding `cached` can skip: the common prefix,
+ * less one when it covers the whole prompt (llama-server always evaluates
+ * the last prompt token again to get its logits).
+ */
+export function reusableTokens(cached: string, prompt: string): number {
+  return Math.min(commonPrefixTokens(cached, prompt), tokenCount(prompt) - 1);
+}
+
+/** What the pool knows of one slot. */
+export interface SlotState {
+  readonly id: number;
+  /** Serving a request now. */
+  busy: boolean;
+  /** The text the slot processed last (prompt, then what it generated); '' when never used. */
+  text: string;
+  /** Recency: the pool's counter when the slot was last taken (0: never). */
+  lastUsed: number;
+}
+
+/** The slot a request gets, and how many of its prompt tokens that slot already holds. */
+export interface SlotChoice {
+  readonly slot: number;
+  readonly cachedTokens: number;
+}
+
+/**
+ * llama-server's choice among free slots: the one whose cached text shares
+ * the longest prefix with the prompt, provided that prefix is more than
+ * `similarity` of the prompt's tokens (ties to the least recently used);
+ * else the least recently used free slot (never used counts as oldest, then
+ * lowest id). undefined when no slot is free. `cache: false` (the request's
+ * `cache_prompt: false`, or the cache switched off) still picks a slot the
+ * same way but reuses nothing.
+ */
+export function chooseSlot(slots: readonly SlotState[], prompt: string, opts: { similarity?: number; cache?: boolean } = {}): SlotChoice | undefined {
+  const similarity = opts.similarity ?? DEFAULT_SLOT_PROMPT_SIMILARITY;
+  const total = tokenCount(prompt);
+  let best: SlotState | undefined;
+  let bestTokens = 0;
+  let lru: SlotState | undefined;
+  for (const s of slots) {
+    if (s.busy) continue;
+    if (!lru || s.lastUsed < lru.lastUsed) lru = s;
+    if (s.text.length === 0) continue;
+    const shared = commonPrefixTokens(s.text, prompt);
+    if (shared === 0 || shared / total <= similarity) continue;
+    if (!best || shared > bestTokens || (shared === bestTokens && s.lastUsed < best.lastUsed)) {
+      best = s;
+      bestTokens = shared;
+    }
+  }
+  const slot = best ?? lru;
+  if (!slot) return undefined;
+  const cachedTokens = opts.cache === false ? 0 : reusableTokens(slot.text, prompt);
+  return { slot: slot.id, cachedTokens };
+}
+
+/** A slot held by one request; `finish` gives it back with what it now holds. */
+export interface SlotLease extends SlotChoice {
+  /** Prompt tokens in all (cached and to process). */
+  readonly promptTokens: number;
+  /**
+   * Give the slot back. `processed`: whether the prompt was processed (the
+   * slot then holds the prompt and `generated`); when not (the request was
+   * abandoned during prefill) the slot keeps only the prefix it reused.
+   */
+  finish(processed: boolean, generated?: string): void;
+}
+
+/**
+ * `parallel` slots with their cached text, and a FIFO of requests waiting
+ * for one (llama-server queues what it cannot start).
+ */
+export class SlotPool {
+  readonly slots: SlotState[];
+  #clock = 0;
+  #waiting: { prompt: string; cache: boolean; resolve: (l: SlotLease) => void }[] = [];
+
+  constructor(
+    parallel: number,
+    readonly opts: { similarity?: number; cache?: boolean } = {},
+  ) {
+    this.slots = Array.from({ length: Math.max(1, parallel) }, (_, id) => ({ id, busy: false, text: '', lastUsed: 0 }));
+  }
+
+  /** Requests waiting for a slot. */
+  get queued(): number {
+    return this.#waiting.length;
+  }
+
+  /**
+   * A slot for `prompt`, now or once one frees (in arrival order); undefined
+   * if `signal` aborts first. `cache: false` reuses nothing (per request).
+   */
+  acquire(prompt: string, signal?: AbortSignal, cache = true): Promise<SlotLease | undefined> {
+    if (signal?.aborted) return Promise.resolve(undefined);
+    const useCache = cache && this.opts.cache !== false;
+    if (this.#waiting.length === 0) {
+      const now = this.#take(prompt, useCache);
+      if (now) return Promise.resolve(now);
+    }
+    return new Promise((resolve) => {
+      const onAbort = () => {
+        const i = this.#waiting.indexOf(entry);
+        if (i >= 0) this.#waiting.splice(i, 1);
+        resolve(undefined);
+      };
+      const entry = {
+        prompt,
+        cache: useCache,
+        resolve: (lease: SlotLease) => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve(lease);
+        },
+      };
+      this.#waiting.push(entry);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  #take(prompt: string, cache: boolean): SlotLease | undefined {
+    const choice = chooseSlot(this.slots, prompt, { similarity: this.opts.similarity, cache });
+    if (!choice) return undefined;
+    const slot = this.slots[choice.slot];
+    slot.busy = true;
+    slot.lastUsed = ++this.#clock;
+    const kept = slot.text.slice(0, choice.cachedTokens * CHARS_PER_TOKEN);
+    slot.text = prompt;
+    let done = false;
+    return {
+      ...choice,
+      promptTokens: tokenCount(prompt),
+      finish: (processed, generated = '') => {
+        if (done) return;
+        done = true;
+        slot.text = processed ? prompt + generated : kept;
+        slot.busy = false;
+        this.#drain();
+      },
+    };
+  }
+
+  #drain(): void {
+    while (this.#waiting.length > 0) {
+      const head = this.#waiting[0];
+      const lease = this.#take(head.prompt, head.cache);
+      if (!lease) return;
+      this.#waiting.shift();
+      head.resolve(lease);
+    }
+  }
+}

@@ -1,0 +1,14 @@
+/** How one run of a request ended, local or forwarded: what placement (dispatch/placement.ts) reacts to. */
+
+/** Why a forward did not run, before anything reached the client. */
+export type RefusedBy = 'full' | 'workload' | 'auth' | 'connection' | 'quiet';
+
+/** How one run (local or forwarded) ended, as placement sees it. */
+export type RunOutcome =
+  /** Something was sent to the client (a result, a relayed error, or a stream that later broke). */
+  | { kind: 'answered'; status: number; firstContentAt?: number }
+  | { kind: 'aborted' }
+  /** A forward refused before its first byte, by the receiver's mark or no connection: retried. */
+  | { kind: 'refused'; by: RefusedBy; detail: string }
+  /** The engine failed before its first byte (here, or on the executor, marked `engine`). */
+  | { kind: 'engine-failed'; host: string; text: string };

@@ -1,0 +1,93 @@
+/**
+ * Sending one forward to a member (SPEC section 9, step 9): signed (or named,
+ * in an open mesh), sent once, watched while the member is quiet, and
+ * classified. A refusal the receiver marks (`X-Viiwork-Refused`), no
+ * connection, or a member that goes quiet before its first byte comes back
+ * as `refused` (or `engine-failed`) for placement to retry; every other
+ * status is the answer, relayed once with its body.
+ */
+import type http from 'node:http';
+import type { Dispatcher } from 'undici';
+import { relay, upstreamErrorText, type RelayOptions } from '../http/relay.ts';
+import { RES_REFUSED, refusalMarker } from '../http/viiwork-headers.ts';
+import type { RefusedBy, RunOutcome } from './outcome.ts';
+
+/** What sending a forward needs from the node. */
+export interface PeerLink {
+  /** This node's name (the sender). */
+  readonly self: string;
+  /** `http://ip:port` of a member's API, or undefined when unknown. */
+  apiOf(host: string): string | undefined;
+  /** False once the member is no longer alive or its reports went stale: it has gone quiet. */
+  responsive(host: string): boolean;
+  /** The headers that make a request a forward from this node to `to`. */
+  sign(method: string, pathWithQuery: string, body: Buffer, to: string): Record<string, string>;
+  /** Connections to members' APIs, leaving from the advertise address. */
+  readonly dispatcher: Dispatcher;
+}
+
+export interface ForwardCall {
+  host: string;
+  path: string;
+  body: Buffer;
+  contentType: string;
+  stream: boolean;
+  sessionKey?: string;
+  signal: AbortSignal;
+  responseHeaders: Record<string, string>;
+  streamStallMs?: number;
+  writeStallMs?: number;
+}
+
+/** How often a member is checked while a forward waits on it. */
+export const WATCH_INTERVAL_MS = 200;
+
+/** A marked refusal is retried; anything else the executor says is the answer. */
+export function forwardVerdict(_status: number, headers: http.IncomingHttpHeaders): 'answer' | 'refused' {
+  return refusalMarker(headers[RES_REFUSED]) ? 'refused' : 'answer';
+}
+
+export async function sendForward(link: PeerLink, call: ForwardCall, res: http.ServerResponse): Promise<RunOutcome> {
+  const api = link.apiOf(call.host);
+  if (!api) return { kind: 'refused', by: 'connection', detail: `member ${call.host} has no API address` };
+  const headers: Record<string, string> = {
+    'content-type': call.contentType,
+    accept: call.stream ? 'text/event-stream' : 'application/json',
+    ...link.sign('POST', call.path, call.body, call.host),
+  };
+  if (call.sessionKey) headers['x-session-affinity'] = call.sessionKey;
+  // A member that goes quiet (frozen, cut off) would hold the request forever: before its first byte the
+  // forward counts as refused and is retried; after it, the client's stream ends with an error event.
+  const quiet = new AbortController();
+  const watchdog = setInterval(() => {
+    if (!link.responsive(call.host)) quiet.abort();
+  }, WATCH_INTERVAL_MS);
+  const opts: RelayOptions = {
+    responseHeaders: call.responseHeaders,
+    stripUsage: false,
+    verdict: forwardVerdict,
+    quiet: quiet.signal,
+    quietReason: () => `member ${call.host} went quiet (its reports are stale or it is no longer alive)`,
+    streamStallMs: call.streamStallMs,
+    writeStallMs: call.writeStallMs,
+  };
+  try {
+    const r = await relay({ origin: api, path: call.path, method: 'POST', headers, body: call.body, signal: call.signal, dispatcher: link.dispatcher }, res, opts);
+    switch (r.kind) {
+      case 'done':
+        return { kind: 'answered', status: r.status, firstContentAt: r.firstContentAt };
+      case 'broken':
+        return { kind: 'answered', status: 0 };
+      case 'aborted':
+        return { kind: 'aborted' };
+      case 'refused': {
+        if (r.status === undefined) return { kind: 'refused', by: quiet.signal.aborted ? 'quiet' : 'connection', detail: r.detail };
+        const marker = refusalMarker(r.headers?.[RES_REFUSED]);
+        if (marker === 'engine') return { kind: 'engine-failed', host: call.host, text: upstreamErrorText(r.body) ?? r.detail };
+        return { kind: 'refused', by: (marker ?? 'full') as RefusedBy, detail: `${r.detail}${marker ? ` (${marker})` : ''}` };
+      }
+    }
+  } finally {
+    clearInterval(watchdog);
+  }
+}

@@ -1,0 +1,250 @@
+/**
+ * One upstream call (an engine on loopback, or another node), relayed to the
+ * client without buffering. What happens before the first byte reaches the
+ * client is reported back so the caller can retry or answer; after it, a
+ * failure ends an SSE stream with an error event (or cuts a whole answer).
+ *
+ * Bounds after the first byte: a stream that receives nothing for
+ * `streamStallMs` after its first event ends with an error event; a client
+ * that reads nothing for `writeStallMs` has its request cancelled (the
+ * upstream aborted, so the engine frees its slot); `quiet` lets the caller
+ * end a stream whose executor went quiet.
+ */
+import type http from 'node:http';
+import type { Readable } from 'node:stream';
+import { Agent, type Dispatcher } from 'undici';
+import { SseScanner, type SseObservation } from './sse.ts';
+
+/** One keep-alive pool for every engine this node talks to. */
+export const engineAgent = new Agent({
+  keepAliveTimeout: 30_000,
+  headersTimeout: 15 * 60_000,
+  bodyTimeout: 15 * 60_000,
+  connectTimeout: 5_000,
+  connections: 256,
+});
+
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'content-length']);
+
+export interface UpstreamCall {
+  origin: string;
+  path: string;
+  method: string;
+  headers: Record<string, string>;
+  body: Buffer | Readable;
+  /** The client went away: abort everything. */
+  signal: AbortSignal;
+  dispatcher?: Dispatcher;
+}
+
+/** What the caller makes of an upstream status before anything reached the client. */
+export type Verdict = 'answer' | 'refused';
+
+export interface RelayOptions {
+  /** Headers the node adds to the client's response (X-Viiwork-*). */
+  responseHeaders: Record<string, string>;
+  /** Drop the usage-only SSE chunk (the node asked for it, the client did not). */
+  stripUsage: boolean;
+  /** Keep a copy of a non-stream body (up to this many bytes) to read usage from it. */
+  keepBody?: number;
+  /** Whether an upstream answer is relayed or refused (default: 5xx is refused). */
+  verdict?: (status: number, headers: http.IncomingHttpHeaders) => Verdict;
+  /** Aborted by the caller when the upstream goes quiet (before the first byte: refused; after: an error event). */
+  quiet?: AbortSignal;
+  /** Say why `quiet` fired, for the error event. */
+  quietReason?: () => string;
+  /** After the first event of a stream, the longest silence allowed (default: none). */
+  streamStallMs?: number;
+  /** The longest a client may leave its answer unread (default: none). */
+  writeStallMs?: number;
+}
+
+/** At most this much of a refused answer's body is kept (its error text is shown to the client). */
+export const REFUSAL_BODY_MAX = 16 * 1024;
+
+export type RelayResult =
+  | { kind: 'refused'; status?: number; detail: string; headers?: http.IncomingHttpHeaders; body?: Buffer }
+  | { kind: 'done'; status: number; firstContentAt?: number; promptTokens?: number; body?: Buffer }
+  | { kind: 'broken'; detail: string }
+  | { kind: 'aborted' };
+
+function describe(err: unknown): string {
+  const e = err as { code?: string; message?: string; cause?: { code?: string; message?: string } };
+  return e.cause?.code ?? e.code ?? e.cause?.message ?? e.message ?? String(err);
+}
+
+const defaultVerdict = (status: number): Verdict => (status >= 500 ? 'refused' : 'answer');
+
+export async function relay(call: UpstreamCall, res: http.ServerResponse, opts: RelayOptions): Promise<RelayResult> {
+  // One controller aborts the upstream for every reason: the client left, the caller's watchdog, a stall.
+  const upstreamAbort = new AbortController();
+  let stalled: string | undefined;
+  const stop = (why?: string) => {
+    if (why && stalled === undefined) stalled = why;
+    upstreamAbort.abort();
+  };
+  const onClient = () => stop();
+  const onQuiet = () => stop(opts.quietReason?.() ?? 'the executor went quiet');
+  if (call.signal.aborted) return { kind: 'aborted' };
+  call.signal.addEventListener('abort', onClient, { once: true });
+  opts.quiet?.addEventListener('abort', onQuiet, { once: true });
+  try {
+    return await relayInner(call, res, opts, upstreamAbort.signal, stop, () => stalled);
+  } finally {
+    call.signal.removeEventListener('abort', onClient);
+    opts.quiet?.removeEventListener('abort', onQuiet);
+  }
+}
+
+async function relayInner(
+  call: UpstreamCall,
+  res: http.ServerResponse,
+  opts: RelayOptions,
+  signal: AbortSignal,
+  stop: (why?: string) => void,
+  stalled: () => string | undefined,
+): Promise<RelayResult> {
+  let upstream: Dispatcher.ResponseData;
+  try {
+    upstream = await (call.dispatcher ?? engineAgent).request({ origin: call.origin, path: call.path, method: call.method as 'POST', headers: call.headers, body: call.body, signal });
+  } catch (err) {
+    if (call.signal.aborted) return { kind: 'aborted' };
+    return { kind: 'refused', detail: stalled() ?? describe(err) };
+  }
+
+  const status = upstream.statusCode;
+  if ((opts.verdict ?? defaultVerdict)(status, upstream.headers) === 'refused') {
+    return { kind: 'refused', status, detail: `HTTP ${status}`, headers: upstream.headers, body: await readSome(upstream.body, REFUSAL_BODY_MAX) };
+  }
+
+  const contentType = String(upstream.headers['content-type'] ?? '');
+  const isSse = contentType.startsWith('text/event-stream');
+  const headers: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(upstream.headers)) {
+    if (v === undefined || HOP_BY_HOP.has(k) || k.startsWith('x-viiwork-')) continue;
+    headers[k] = v;
+  }
+  if (!isSse && upstream.headers['content-length'] !== undefined) headers['content-length'] = String(upstream.headers['content-length']);
+  Object.assign(headers, opts.responseHeaders);
+  if (isSse) {
+    headers['cache-control'] = 'no-cache';
+    headers['x-accel-buffering'] = 'no';
+  }
+  res.writeHead(status, headers);
+  if (isSse) res.flushHeaders();
+
+  const scanner = isSse ? new SseScanner(opts.stripUsage) : undefined;
+  const kept: Buffer[] = [];
+  let keptBytes = 0;
+  let stallTimer: NodeJS.Timeout | undefined;
+  const armStall = () => {
+    if (!isSse || !opts.streamStallMs) return;
+    if (stallTimer) stallTimer.refresh();
+    else stallTimer = setTimeout(() => stop(`the stream received nothing for ${opts.streamStallMs} ms (api.stream_stall)`), opts.streamStallMs);
+  };
+  try {
+    for await (const chunk of upstream.body) {
+      const buf = chunk as Buffer;
+      let out: Buffer | undefined = buf;
+      if (scanner) {
+        out = scanner.push(buf);
+        armStall();
+      } else if (opts.keepBody && keptBytes < opts.keepBody) {
+        kept.push(buf);
+        keptBytes += buf.length;
+      }
+      if (out && !res.write(out)) {
+        const drained = await waitDrain(res, opts.writeStallMs);
+        if (!drained) {
+          // The client stopped reading: cancel the engine's work and free the slot.
+          stop();
+          res.destroy();
+          return { kind: 'aborted' };
+        }
+      }
+      if (res.destroyed) break;
+    }
+  } catch (err) {
+    if (call.signal.aborted || res.destroyed) return { kind: 'aborted' };
+    const detail = stalled() ?? describe(err);
+    if (scanner) {
+      const rest = scanner.flush();
+      if (rest) res.write(rest);
+      res.end(errorEvent(stalled() ? detail : `the engine failed mid-stream: ${detail}`));
+    } else {
+      res.destroy();
+    }
+    return { kind: 'broken', detail };
+  } finally {
+    clearTimeout(stallTimer);
+  }
+  if (call.signal.aborted || res.destroyed) return { kind: 'aborted' };
+  if (scanner) {
+    res.end(scanner.flush());
+    return doneOf(status, scanner.seen);
+  }
+  res.end();
+  return { kind: 'done', status, body: kept.length ? Buffer.concat(kept) : undefined };
+}
+
+function doneOf(status: number, seen: SseObservation): RelayResult {
+  return { kind: 'done', status, firstContentAt: seen.firstContentAt, promptTokens: seen.promptTokens };
+}
+
+/** An SSE `error` event in OpenAI's error shape. */
+export function errorEvent(message: string, code = 'engine_failed'): string {
+  return `event: error\ndata: ${JSON.stringify({ error: { message, type: 'server_error', code } })}\n\n`;
+}
+
+async function readSome(body: Dispatcher.ResponseData['body'], max: number): Promise<Buffer | undefined> {
+  const parts: Buffer[] = [];
+  let n = 0;
+  try {
+    for await (const chunk of body) {
+      const b = chunk as Buffer;
+      if (n < max) parts.push(b.subarray(0, max - n));
+      n += b.length;
+      if (n >= max) {
+        body.destroy();
+        break;
+      }
+    }
+  } catch {
+    // The body of a refusal is only a hint.
+  }
+  return parts.length ? Buffer.concat(parts) : undefined;
+}
+
+/** True once the client has room again; false when it read nothing for `timeoutMs` or went away. */
+function waitDrain(res: http.ServerResponse, timeoutMs?: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = timeoutMs ? setTimeout(() => done(false), timeoutMs) : undefined;
+    const onDrain = () => done(true);
+    const onClose = () => done(false);
+    function done(ok: boolean) {
+      clearTimeout(timer);
+      res.off('drain', onDrain);
+      res.off('close', onClose);
+      resolve(ok);
+    }
+    res.on('drain', onDrain);
+    res.on('close', onClose);
+  });
+}
+
+/** The error text an upstream gave with a refusal: its OpenAI-shaped message, else its text, at most `max` characters. */
+export function upstreamErrorText(body: Buffer | undefined, max = 1024): string | undefined {
+  if (!body || body.length === 0) return undefined;
+  const text = body.toString('utf8');
+  let msg: string | undefined;
+  try {
+    const doc = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
+    if (typeof doc.error === 'string') msg = doc.error;
+    else if (doc.error && typeof doc.error.message === 'string') msg = doc.error.message;
+    else if (typeof doc.message === 'string') msg = doc.message;
+  } catch {
+    msg = text.trim();
+  }
+  if (!msg) return undefined;
+  return msg.length > max ? `${msg.slice(0, max)}…` : msg;
+}

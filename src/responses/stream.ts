@@ -1,0 +1,294 @@
+/**
+ * Streamed chat completion chunks → Responses API server-sent events, in
+ * the order the official SDKs accumulate them:
+ *
+ *   response.created, response.in_progress,
+ *   per output item: response.output_item.added,
+ *     message:   content_part.added, output_text.delta…, output_text.done, content_part.done
+ *     reasoning: content_part.added, reasoning_text.delta…, reasoning_text.done, content_part.done
+ *     function:  function_call_arguments.delta…, function_call_arguments.done
+ *   response.output_item.done,
+ *   response.completed (or response.incomplete) with usage.
+ *
+ * A failure ends the stream with response.failed, then an `error` event that
+ * carries OpenAI's error shape (the SDKs raise it as an APIError). Every
+ * event has a `sequence_number` from 0 up. Pure: feed it, write what it returns.
+ */
+import { baseResponse, chatUsageToResponses, contentText, itemId, statusFor } from './response.ts';
+import { ChatSseDecoder, sseEvent } from './sse.ts';
+import type { ItemStatus, OutputItem, OutputRefusal, OutputText, ReasoningText, ResponseMeta, ResponseObject, ResponseUsage } from './types.ts';
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+type MessageItem = Extract<OutputItem, { type: 'message' }>;
+type CallItem = Extract<OutputItem, { type: 'function_call' }>;
+type ReasoningItem = Extract<OutputItem, { type: 'reasoning' }>;
+
+export interface StreamTranslatorOptions {
+  /** Unix seconds, for `completed_at`. */
+  now?: () => number;
+}
+
+export class ResponsesStreamTranslator {
+  #seq = 0;
+  #started = false;
+  #finished = false;
+  #model: string;
+  #output: OutputItem[] = [];
+  #open = new Set<number>();
+  #reasoning?: number;
+  #message?: number;
+  #textPart?: number;
+  #refusalPart?: number;
+  #calls = new Map<number, number>();
+  #finishReason: unknown;
+  #usage?: ResponseUsage;
+  #decoder?: ChatSseDecoder;
+  readonly #now: () => number;
+
+  constructor(
+    private readonly meta: ResponseMeta,
+    opts: StreamTranslatorOptions = {},
+  ) {
+    this.#model = meta.model;
+    this.#now = opts.now ?? (() => Math.floor(Date.now() / 1000));
+  }
+
+  /** True once a terminal event (completed, incomplete, failed) was produced; later calls return ''. */
+  get finished(): boolean {
+    return this.#finished;
+  }
+
+  /** The usage the engine reported, in Responses form (for the node's own accounting). */
+  get usage(): ResponseUsage | undefined {
+    return this.#usage;
+  }
+
+  /** response.created and response.in_progress; produced at most once (push does it on its own). */
+  start(): string {
+    if (this.#started) return '';
+    this.#started = true;
+    const r = this.#response('in_progress');
+    return this.#emit('response.created', { response: r }) + this.#emit('response.in_progress', { response: r });
+  }
+
+  /** One parsed `data:` payload of the chat stream, or '[DONE]'. */
+  push(chunk: unknown): string {
+    if (this.#finished) return '';
+    if (chunk === '[DONE]') return this.#finish();
+    let out = this.start();
+    if (!isObj(chunk)) return out;
+    if (chunk.error !== undefined && chunk.error !== null) {
+      const e = chunk.error;
+      const message = isObj(e) && typeof e.message === 'string' ? e.message : typeof e === 'string' ? e : 'the engine reported an error';
+      return out + this.error(message.slice(0, 1000));
+    }
+    if (typeof chunk.model === 'string' && chunk.model !== '') this.#model = chunk.model;
+    const usage = chatUsageToResponses(chunk.usage);
+    if (usage) this.#usage = usage;
+    const choices = Array.isArray(chunk.choices) ? chunk.choices.filter(isObj) : [];
+    for (const choice of choices) {
+      if ((choice.index ?? 0) !== 0) continue; // the translation never asks for n > 1
+      const delta = isObj(choice.delta) ? choice.delta : {};
+      const reasoning = typeof delta.reasoning_content === 'string' ? delta.reasoning_content : typeof delta.reasoning === 'string' ? delta.reasoning : '';
+      if (reasoning !== '') out += this.#reasoningDelta(reasoning);
+      const text = contentText(delta.content);
+      if (text !== '') out += this.#textDelta(text);
+      if (typeof delta.refusal === 'string' && delta.refusal !== '') out += this.#refusalDelta(delta.refusal);
+      if (Array.isArray(delta.tool_calls)) delta.tool_calls.forEach((tc, i) => isObj(tc) && (out += this.#toolCallDelta(tc, i)));
+      if (choice.finish_reason !== undefined && choice.finish_reason !== null) this.#finishReason = choice.finish_reason;
+    }
+    return out;
+  }
+
+  /**
+   * Raw bytes of the chat stream, as they arrive from the engine: decoded
+   * into events and pushed. Call `end()` when the engine's body ends.
+   */
+  pushBytes(bytes: Buffer | string): string {
+    this.#decoder ??= new ChatSseDecoder();
+    let out = '';
+    for (const d of this.#decoder.push(bytes)) {
+      if (d.kind === 'data') out += this.push(d.value);
+      else if (d.kind === 'done') out += this.push('[DONE]');
+      else out += this.error(d.reason);
+    }
+    return out;
+  }
+
+  /**
+   * The engine's stream ended. Completes the response when the engine said
+   * it finished (a finish_reason or [DONE]); otherwise a failure.
+   */
+  end(): string {
+    let out = '';
+    if (this.#decoder) for (const d of this.#decoder.end()) out += d.kind === 'data' ? this.push(d.value) : d.kind === 'done' ? this.push('[DONE]') : this.error(d.reason);
+    if (this.#finished) return out;
+    if (this.#finishReason !== undefined) return out + this.#finish();
+    return out + this.error("the engine's stream ended before the response was complete");
+  }
+
+  /**
+   * A failure mid-stream (engine gone, stall, a bad event): response.failed,
+   * then an `error` event in OpenAI's error shape. Terminal.
+   */
+  error(message: string, code = 'server_error'): string {
+    if (this.#finished) return '';
+    let out = this.start();
+    this.#finished = true;
+    for (const i of this.#open) this.#output[i].status = 'incomplete';
+    this.#open.clear();
+    const r = this.#response('failed');
+    r.error = { code, message };
+    out += this.#emit('response.failed', { response: r });
+    out += this.#emit('error', { code, message, param: null, error: { message, type: 'server_error', code } });
+    return out;
+  }
+
+  // ---- items ------------------------------------------------------------
+
+  #add(item: OutputItem): { out: string; index: number } {
+    const index = this.#output.length;
+    this.#output.push(item);
+    this.#open.add(index);
+    return { out: this.#emit('response.output_item.added', { output_index: index, item: structuredClone(item) }), index };
+  }
+
+  #reasoningDelta(delta: string): string {
+    let out = '';
+    if (this.#reasoning === undefined || !this.#open.has(this.#reasoning)) {
+      const item: ReasoningItem = { type: 'reasoning', id: itemId(this.meta, 'rs', this.#output.length), summary: [], content: [], status: 'in_progress' };
+      const added = this.#add(item);
+      this.#reasoning = added.index;
+      out += added.out;
+      const part: ReasoningText = { type: 'reasoning_text', text: '' };
+      item.content.push(part);
+      out += this.#emit('response.content_part.added', { item_id: item.id, output_index: added.index, content_index: 0, part: { ...part } });
+    }
+    const item = this.#output[this.#reasoning] as ReasoningItem;
+    item.content[0].text += delta;
+    return out + this.#emit('response.reasoning_text.delta', { item_id: item.id, output_index: this.#reasoning, content_index: 0, delta });
+  }
+
+  /** Reasoning precedes the answer: it closes when anything else starts. */
+  #closeReasoning(): string {
+    if (this.#reasoning === undefined || !this.#open.has(this.#reasoning)) return '';
+    return this.#close(this.#reasoning, 'completed');
+  }
+
+  #ensureMessage(): { out: string; item: MessageItem; index: number } {
+    let out = this.#closeReasoning();
+    if (this.#message === undefined) {
+      const item: MessageItem = { type: 'message', id: itemId(this.meta, 'msg', this.#output.length), role: 'assistant', status: 'in_progress', content: [] };
+      const added = this.#add(item);
+      this.#message = added.index;
+      out += added.out;
+    }
+    return { out, item: this.#output[this.#message] as MessageItem, index: this.#message };
+  }
+
+  #textDelta(delta: string): string {
+    const m = this.#ensureMessage();
+    let out = m.out;
+    if (this.#textPart === undefined) {
+      const part: OutputText = { type: 'output_text', text: '', annotations: [], logprobs: [] };
+      this.#textPart = m.item.content.length;
+      m.item.content.push(part);
+      out += this.#emit('response.content_part.added', { item_id: m.item.id, output_index: m.index, content_index: this.#textPart, part: structuredClone(part) });
+    }
+    (m.item.content[this.#textPart] as OutputText).text += delta;
+    return out + this.#emit('response.output_text.delta', { item_id: m.item.id, output_index: m.index, content_index: this.#textPart, delta, logprobs: [] });
+  }
+
+  #refusalDelta(delta: string): string {
+    const m = this.#ensureMessage();
+    let out = m.out;
+    if (this.#refusalPart === undefined) {
+      const part: OutputRefusal = { type: 'refusal', refusal: '' };
+      this.#refusalPart = m.item.content.length;
+      m.item.content.push(part);
+      out += this.#emit('response.content_part.added', { item_id: m.item.id, output_index: m.index, content_index: this.#refusalPart, part: { ...part } });
+    }
+    (m.item.content[this.#refusalPart] as OutputRefusal).refusal += delta;
+    return out + this.#emit('response.refusal.delta', { item_id: m.item.id, output_index: m.index, content_index: this.#refusalPart, delta });
+  }
+
+  #toolCallDelta(tc: Obj, position: number): string {
+    let out = this.#closeReasoning();
+    const key = typeof tc.index === 'number' ? tc.index : position;
+    const fn = isObj(tc.function) ? tc.function : {};
+    let index = this.#calls.get(key);
+    if (index === undefined) {
+      const outputIndex = this.#output.length;
+      const id = itemId(this.meta, 'fc', outputIndex);
+      const item: CallItem = {
+        type: 'function_call',
+        id,
+        call_id: typeof tc.id === 'string' && tc.id !== '' ? tc.id : `call_${id.slice(3)}`,
+        name: typeof fn.name === 'string' ? fn.name : '',
+        arguments: '',
+        status: 'in_progress',
+      };
+      const added = this.#add(item);
+      index = added.index;
+      this.#calls.set(key, index);
+      out += added.out;
+    } else if (typeof fn.name === 'string' && fn.name !== '') {
+      const item = this.#output[index] as CallItem;
+      if (fn.name !== item.name) item.name += fn.name; // some engines split the name (others repeat it); it is whole in output_item.done
+    }
+    const item = this.#output[index] as CallItem;
+    const args = typeof fn.arguments === 'string' ? fn.arguments : isObj(fn.arguments) ? JSON.stringify(fn.arguments) : '';
+    if (args !== '' && this.#open.has(index)) {
+      item.arguments += args;
+      out += this.#emit('response.function_call_arguments.delta', { item_id: item.id, output_index: index, delta: args });
+    }
+    return out;
+  }
+
+  #close(index: number, status: ItemStatus): string {
+    this.#open.delete(index);
+    const item = this.#output[index];
+    let out = '';
+    if (item.type === 'message') {
+      item.content.forEach((part, c) => {
+        if (part.type === 'output_text') out += this.#emit('response.output_text.done', { item_id: item.id, output_index: index, content_index: c, text: part.text, logprobs: [] });
+        else out += this.#emit('response.refusal.done', { item_id: item.id, output_index: index, content_index: c, refusal: part.refusal });
+        out += this.#emit('response.content_part.done', { item_id: item.id, output_index: index, content_index: c, part: structuredClone(part) });
+      });
+    } else if (item.type === 'reasoning') {
+      item.content.forEach((part, c) => {
+        out += this.#emit('response.reasoning_text.done', { item_id: item.id, output_index: index, content_index: c, text: part.text });
+        out += this.#emit('response.content_part.done', { item_id: item.id, output_index: index, content_index: c, part: { ...part } });
+      });
+    } else {
+      out += this.#emit('response.function_call_arguments.done', { item_id: item.id, output_index: index, name: item.name, arguments: item.arguments });
+    }
+    item.status = status;
+    return out + this.#emit('response.output_item.done', { output_index: index, item: structuredClone(item) });
+  }
+
+  #finish(): string {
+    let out = this.start();
+    const end = statusFor(this.#finishReason);
+    for (const index of [...this.#open].sort((a, b) => a - b)) out += this.#close(index, end.itemStatus);
+    this.#finished = true;
+    const r = this.#response(end.status);
+    r.incomplete_details = end.incomplete;
+    if (end.status === 'completed') r.completed_at = this.#now();
+    return out + this.#emit(end.status === 'completed' ? 'response.completed' : 'response.incomplete', { response: r });
+  }
+
+  #response(status: ResponseObject['status']): ResponseObject {
+    const r = baseResponse(this.meta, this.#model);
+    r.status = status;
+    r.output = structuredClone(this.#output);
+    if (this.#usage && status !== 'in_progress') r.usage = this.#usage;
+    return r;
+  }
+
+  #emit(type: string, fields: Obj): string {
+    return sseEvent(type, { type, sequence_number: this.#seq++, ...fields });
+  }
+}

@@ -1,0 +1,169 @@
+/**
+ * The shapes the Responses ↔ Chat Completions translation reads and writes.
+ * Only the fields the translation touches are typed; everything else is
+ * unknown. Wire names are OpenAI's (snake_case), so a value of these types
+ * is what goes on the wire as JSON.
+ */
+
+/** A 400 the API layer sends in OpenAI's error shape (`invalid_request_error`). */
+export interface TranslationError {
+  status: 400;
+  message: string;
+  /** Machine-readable: `invalid_request`, `unsupported_parameter`, `unsupported_tool`, `unsupported_input`, `stateful_request`, `input_too_large`. */
+  code: TranslationErrorCode;
+  /** The request field at fault, as a path (`input[3].content[0].type`), or null. */
+  param: string | null;
+}
+
+export type TranslationErrorCode =
+  | 'invalid_request'
+  | 'unsupported_parameter'
+  | 'unsupported_tool'
+  | 'unsupported_input'
+  | 'stateful_request'
+  | 'input_too_large';
+
+/** Bounds on a Responses request; past one, a 400 `input_too_large`. */
+export interface TranslationLimits {
+  /** Nesting depth of the whole request body (objects and arrays). */
+  maxDepth: number;
+  /** Items in `input`. */
+  maxInputItems: number;
+  /** Content parts in one message. */
+  maxContentParts: number;
+  /** Entries in `tools`. */
+  maxTools: number;
+}
+
+export const DEFAULT_LIMITS: TranslationLimits = { maxDepth: 64, maxInputItems: 4096, maxContentParts: 1024, maxTools: 512 };
+
+/** A Chat Completions request body, as far as the translation builds it. */
+export interface ChatRequest {
+  model: string;
+  messages: ChatMessage[];
+  tools?: ChatTool[];
+  tool_choice?: 'none' | 'auto' | 'required' | { type: 'function'; function: { name: string } };
+  parallel_tool_calls?: boolean;
+  response_format?: { type: 'json_object' } | { type: 'json_schema'; json_schema: { name: string; schema: Record<string, unknown>; strict?: boolean; description?: string } };
+  temperature?: number;
+  top_p?: number;
+  max_tokens?: number;
+  reasoning_effort?: string;
+  stream?: boolean;
+  stream_options?: { include_usage: true };
+}
+
+export type ChatContentPart =
+  | { type: 'text'; text: string }
+  | { type: 'image_url'; image_url: { url: string; detail?: 'auto' | 'low' | 'high' } }
+  | { type: 'input_audio'; input_audio: { data: string; format: string } }
+  | { type: 'file'; file: { file_data: string; filename?: string } };
+
+export interface ChatToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+export type ChatMessage =
+  | { role: 'system'; content: string }
+  | { role: 'user'; content: string | ChatContentPart[] }
+  | { role: 'assistant'; content: string | null; tool_calls?: ChatToolCall[] }
+  | { role: 'tool'; tool_call_id: string; content: string };
+
+export interface ChatTool {
+  type: 'function';
+  function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean };
+}
+
+/**
+ * What `chatToResponse` and the stream translator need to build the
+ * Responses objects: the response id, its creation time, and the request
+ * parameters a Response echoes back. Plain JSON; it never leaves the node
+ * that translates.
+ */
+export interface ResponseMeta {
+  /** `resp_…`; output item ids are derived from it. */
+  id: string;
+  /** Unix seconds. */
+  createdAt: number;
+  model: string;
+  instructions: string | null;
+  /** The request's tools, as the client sent them (function tools only). */
+  tools: Record<string, unknown>[];
+  toolChoice: unknown;
+  parallelToolCalls: boolean;
+  temperature: number | null;
+  topP: number | null;
+  maxOutputTokens: number | null;
+  /** The request's `text` config; `{format:{type:'text'}}` when absent. */
+  text: Record<string, unknown>;
+  /** `{effort, summary}` echoed back; null when the request had none. */
+  reasoning: { effort: string | null; summary: string | null } | null;
+  metadata: Record<string, string>;
+  user: string | null;
+  stream: boolean;
+  /** Top-level request keys that were accepted but have no effect here (for a debug line). */
+  ignored: string[];
+}
+
+export interface ResponseUsage {
+  input_tokens: number;
+  input_tokens_details: { cached_tokens: number; cache_write_tokens: number };
+  output_tokens: number;
+  output_tokens_details: { reasoning_tokens: number };
+  total_tokens: number;
+}
+
+export interface OutputText {
+  type: 'output_text';
+  text: string;
+  annotations: unknown[];
+  logprobs: unknown[];
+}
+export interface OutputRefusal {
+  type: 'refusal';
+  refusal: string;
+}
+export interface ReasoningText {
+  type: 'reasoning_text';
+  text: string;
+}
+
+export type ItemStatus = 'in_progress' | 'completed' | 'incomplete';
+
+export type OutputItem =
+  | { type: 'message'; id: string; role: 'assistant'; status: ItemStatus; content: (OutputText | OutputRefusal)[] }
+  | { type: 'function_call'; id: string; call_id: string; name: string; arguments: string; status: ItemStatus }
+  | { type: 'reasoning'; id: string; summary: unknown[]; content: ReasoningText[]; status: ItemStatus };
+
+export type ResponseStatus = 'in_progress' | 'completed' | 'incomplete' | 'failed';
+
+/** A Responses API `response` object as it goes on the wire (without the SDK-side `output_text`). */
+export interface ResponseObject {
+  id: string;
+  object: 'response';
+  created_at: number;
+  status: ResponseStatus;
+  completed_at: number | null;
+  background: false;
+  error: { code: string; message: string } | null;
+  incomplete_details: { reason: 'max_output_tokens' | 'content_filter' } | null;
+  instructions: string | null;
+  max_output_tokens: number | null;
+  metadata: Record<string, string>;
+  model: string;
+  output: OutputItem[];
+  parallel_tool_calls: boolean;
+  previous_response_id: null;
+  reasoning: { effort: string | null; summary: string | null } | null;
+  store: false;
+  temperature: number | null;
+  text: Record<string, unknown>;
+  tool_choice: unknown;
+  tools: Record<string, unknown>[];
+  top_p: number | null;
+  truncation: 'disabled';
+  usage?: ResponseUsage;
+  user?: string;
+}
