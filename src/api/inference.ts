@@ -15,7 +15,7 @@ export async function handleInference(node: ApiNode, req: http.IncomingMessage, 
   res.on('close', () => {
     if (!res.writableFinished) abort.abort();
   });
-  const body = await readBody(req, node.config.api.max_body);
+  const body = await readBody(req, node.config.api.max_body, node.config.api.body_idle_timeout);
   const sender = judgeForward(req, body, node.meshMode, node.members, (reason) => node.metrics.authRejected.inc({ reason: authReason(reason) }));
   const ir = parseInference(req, url, workload, body, node.requestLimits);
   if (sender.kind === 'forward') return node.dispatcher.serveForward(ir, sender.from, res, abort.signal);

@@ -30,6 +30,8 @@ export function createApiHandler(node: ApiNode): http.RequestListener {
   return (req, res) => {
     handle(node, req, res, aliasRoutes).catch((err) => {
       if (err instanceof ApiError) return sendError(res, err);
+      // A client that went away mid-upload is not a fault of ours.
+      if ((err as NodeJS.ErrnoException).code === 'ECONNRESET' || req.destroyed) return void res.destroy();
       node.log.error(`unexpected error on ${req.method} ${req.url}: ${(err as Error).stack ?? err}`);
       sendError(res, new ApiError(500, 'internal error in viiwork; see the node log', 'server_error', 'internal_error'));
     });

@@ -1,6 +1,6 @@
 /** The viiwork command line. */
 import { Command } from 'commander';
-import { ConfigError, loadConfig, resolveConfigPath } from '../config/load.ts';
+import { ConfigError } from '../config/load.ts';
 import { VERSION } from '../version.ts';
 
 const program = new Command();
@@ -15,15 +15,8 @@ program
     await serve(opts);
   });
 
-program
-  .command('check')
-  .description('validate a config file without starting')
-  .option('-c, --config <file>', 'config file')
-  .action((opts) => {
-    const file = resolveConfigPath(opts.config);
-    const config = loadConfig(file);
-    process.stdout.write(`${file}: ok (node "${config.node.name}", ${config.models.length} model entr${config.models.length === 1 ? 'y' : 'ies'})\n`);
-  });
+// viiwork check: everything serve checks before it starts
+(await import('./check.ts')).registerCheckCommand(program);
 
 program
   .command('demo')
@@ -46,7 +39,8 @@ program
 
 program.parseAsync(process.argv).catch((err) => {
   if (err instanceof ConfigError) {
-    process.stderr.write(`viiwork: invalid configuration:\n${err.problems.map((p) => `  ${p}`).join('\n')}\n`);
+    const lines = err.findings.map((f, i) => `  ${err.problems[i] ?? `${f.key}: ${f.message}`}${f.key === '(file)' ? '' : `\n    fix: ${f.fix}`}`);
+    process.stderr.write(`viiwork: invalid configuration:\n${lines.join('\n')}\n`);
   } else {
     process.stderr.write(`viiwork: ${(err as Error).message ?? err}\n`);
   }

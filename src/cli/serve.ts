@@ -1,10 +1,12 @@
 /** `viiwork serve`: run this machine's node until SIGINT/SIGTERM; SIGHUP re-validates the config. */
-import { ConfigError, loadConfig, resolveConfigPath } from '../config/load.ts';
+import { ConfigError, formatFinding, resolveConfigPath } from '../config/load.ts';
+import { loadCheckedConfig } from '../config/preflight.ts';
 import { ViiworkNode } from '../node/node.ts';
 
 export async function serve(opts: { config?: string }): Promise<void> {
   const file = resolveConfigPath(opts.config);
-  const config = loadConfig(file);
+  // Every check `viiwork check` runs (ports aside: the bind below names them); any error refuses to start.
+  const { config, warnings } = loadCheckedConfig(file, { env: process.env });
   const node: ViiworkNode = new ViiworkNode(config, {
     onFatal: (message) => {
       node.log.error(`${message}; exiting`);
@@ -28,7 +30,7 @@ export async function serve(opts: { config?: string }): Promise<void> {
   process.on('SIGHUP', () => {
     let next;
     try {
-      next = loadConfig(file);
+      next = loadCheckedConfig(file, { env: process.env }).config;
     } catch (err) {
       node.log.error(`SIGHUP: ${file} refused, nothing changed:\n${err instanceof ConfigError ? err.message : String(err)}`);
       return;
@@ -42,5 +44,6 @@ export async function serve(opts: { config?: string }): Promise<void> {
       .catch((err) => node.log.error(`SIGHUP: applying ${file} failed: ${(err as Error).message}`));
   });
   node.log.info(`viiwork ${node.version} starting as "${node.name}" with ${file}`);
+  for (const w of warnings) node.log.warn(`config: ${formatFinding(w)} (fix: ${w.fix})`);
   await node.start();
 }

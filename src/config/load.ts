@@ -1,15 +1,37 @@
 /** Reading and validating the config file: the whole file or nothing. */
 import fs from 'node:fs';
 import { parse as parseYaml } from 'yaml';
-import { configSchema, describeIssue, formatPath, type Config } from './schema.ts';
+import { configSchema, describeIssue, formatPath, schemaFix, type Config } from './schema.ts';
+
+/**
+ * One thing wrong (or worth a look) in a config: the key it is about, what
+ * is wrong, and how to fix it. `error` stops `check` and `serve`; `warning`
+ * is reported and the node still starts.
+ */
+export interface Finding {
+  level: 'error' | 'warning';
+  /** The key path ("models[1].path"), or an environment variable's name. */
+  key: string;
+  message: string;
+  fix: string;
+}
+
+/** "key: message" as the operator reads one finding on one line. */
+export function formatFinding(f: Pick<Finding, 'key' | 'message'>): string {
+  return `${f.key}: ${f.message}`;
+}
 
 export class ConfigError extends Error {
+  /** The same problems with their keys and fixes, when known. */
+  readonly findings: Finding[];
   constructor(
     message: string,
     readonly problems: string[] = [message],
+    findings?: Finding[],
   ) {
     super(message);
     this.name = 'ConfigError';
+    this.findings = findings ?? problems.map((p) => ({ level: 'error', key: '(file)', message: p, fix: 'see docs/configuration.md' }));
   }
 }
 
@@ -27,12 +49,14 @@ export function resolveConfigPath(explicit?: string): string {
 export function validateConfig(doc: unknown): Config {
   const result = configSchema.safeParse(doc ?? {});
   if (result.success) return result.data;
-  const problems = result.error.issues.flatMap((i) =>
-    i.code === 'unrecognized_keys'
-      ? i.keys.map((k) => `${formatPath([...i.path, k])}: unknown key`)
-      : [`${formatPath(i.path)}: ${describeIssue(i)}`],
+  const findings: Finding[] = result.error.issues.flatMap((i) =>
+    (i.code === 'unrecognized_keys' ? i.keys.map((k) => [...i.path, k]) : [i.path]).map((p) => {
+      const message = i.code === 'unrecognized_keys' ? 'unknown key' : describeIssue(i);
+      return { level: 'error' as const, key: formatPath(p), message, fix: schemaFix(p, message) };
+    }),
   );
-  throw new ConfigError(problems.join('\n'), problems);
+  const problems = findings.map(formatFinding);
+  throw new ConfigError(problems.join('\n'), problems, findings);
 }
 
 export function parseConfigText(text: string, source = 'config'): Config {
@@ -40,7 +64,8 @@ export function parseConfigText(text: string, source = 'config'): Config {
   try {
     doc = parseYaml(text);
   } catch (err) {
-    throw new ConfigError(`${source}: not valid YAML: ${(err as Error).message}`);
+    const message = `not valid YAML: ${(err as Error).message}`;
+    throw new ConfigError(`${source}: ${message}`, undefined, [{ level: 'error', key: source, message, fix: 'correct the YAML syntax at the line shown (keys must be unique; indent with spaces)' }]);
   }
   return validateConfig(doc);
 }
@@ -50,7 +75,10 @@ export function loadConfig(file: string): Config {
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (err) {
-    throw new ConfigError(`cannot read config ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    throw new ConfigError(`cannot read config ${file}: ${why}`, undefined, [
+      { level: 'error', key: file, message: `cannot read config: ${why}`, fix: 'pass the path of an existing, readable file with --config' },
+    ]);
   }
   return parseConfigText(text, file);
 }

@@ -5,10 +5,20 @@
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
+import { isKnownWorkload, KNOWN_WORKLOADS } from '../workloads/workloads.ts';
+import { closest } from './suggest.ts';
 import { parseDuration, parseSize } from './units.ts';
 
 export const NODE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 
+/** Node's timers hold at most 2^31-1 ms (24.8 days); a longer one fires at once. */
+export const MAX_DURATION_MS = 2_147_483_647;
+
+/**
+ * A duration string, in milliseconds. Every duration in this file is a
+ * period or a deadline, so zero or less is an error naming the key (a zero
+ * `rejoin_interval` would spin; a zero timeout would fail every request).
+ */
 const duration = z
   .string({ error: 'expected a duration string such as "500ms", "20s" or "10m"' })
   .transform((s, ctx) => {
@@ -17,31 +27,81 @@ const duration = z
       ctx.addIssue({ code: 'custom', message: `expected a duration such as "500ms", "20s" or "10m", got "${s}"` });
       return z.NEVER;
     }
+    if (ms <= 0) {
+      ctx.addIssue({ code: 'custom', message: `expected a duration greater than zero, got "${s}"` });
+      return z.NEVER;
+    }
+    if (ms > MAX_DURATION_MS) {
+      ctx.addIssue({ code: 'custom', message: `expected a duration of at most 596h (24.8 days), got "${s}"` });
+      return z.NEVER;
+    }
     return ms;
   });
 
-const size = z
-  .union([z.string(), z.number().int().nonnegative()], { error: 'expected a size such as "32MiB"' })
-  .transform((s, ctx) => {
-    const n = typeof s === 'number' ? s : parseSize(s);
-    if (n === undefined) {
-      ctx.addIssue({ code: 'custom', message: `expected a size such as "32MiB" or "512KB", got "${s}"` });
-      return z.NEVER;
-    }
-    return n;
-  });
+/** A byte size ("32MiB", "512KB" or a number of bytes) between `min` and `max` bytes. */
+function size(min: number, max: number, maxText: string) {
+  return z
+    .union([z.string(), z.number().int().nonnegative()], { error: 'expected a size such as "32MiB"' })
+    .transform((s, ctx) => {
+      const n = typeof s === 'number' ? s : parseSize(s);
+      if (n === undefined) {
+        ctx.addIssue({ code: 'custom', message: `expected a size such as "32MiB" or "512KB", got "${s}"` });
+        return z.NEVER;
+      }
+      if (n < min || n > max) {
+        ctx.addIssue({ code: 'custom', message: `expected a size from ${min} byte${min === 1 ? '' : 's'} to ${maxText}, got "${s}"` });
+        return z.NEVER;
+      }
+      return n;
+    });
+}
+
+/** An environment variable's name, as a shell would accept it. */
+export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const envName = z.string().regex(ENV_NAME, 'expected the name of an environment variable, such as LLAMA_KEY');
+
+/** A host name or an IP literal, without scheme or port. */
+const HOST_NAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$/;
+const hostName = z.union([z.ipv4(), z.ipv6(), z.string().regex(HOST_NAME)], {
+  error: 'expected a host name or an IP address, without scheme or port (such as "gpu1.lan" or "10.0.0.5")',
+});
+
+/** A browser origin as browsers send it: scheme://host[:port], lower case, no path, no trailing slash. */
+const ORIGIN = /^[a-z][a-z0-9+.-]*:\/\/[^/\s?#A-Z]+$/;
+const origin = z.string().refine((o) => o === '*' || ORIGIN.test(o), {
+  message: 'expected "*" or an origin such as "https://app.example.com" or "http://10.0.0.5:3000" (lower case, no path, no trailing slash: origins are compared exactly)',
+});
 
 const positiveInt = z.number({ error: 'expected a positive integer' }).int('expected a positive integer').positive('expected a positive integer');
 const nonNegativeInt = z.number({ error: 'expected a non-negative integer' }).int('expected a non-negative integer').nonnegative('expected a non-negative integer');
 const port = z.number({ error: 'expected a port number' }).int('expected a port number').min(0, 'expected a port number').max(65535, 'expected a port number');
 
-const hostPort = z.string().regex(/^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/, 'expected "ip:port"');
+const hostPort = z
+  .string()
+  .regex(/^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/, { message: 'expected "ip:port"', abort: true })
+  .refine((s) => {
+    const p = Number(s.slice(s.lastIndexOf(':') + 1));
+    return p >= 1 && p <= 65535;
+  }, 'expected "ip:port" with a port from 1 to 65535');
 
 function expandHome(p: string): string {
   return p.startsWith('~/') ? path.join(os.homedir(), p.slice(2)) : p;
 }
 
-const workloadList = z.array(z.string().min(1)).min(1, 'expected at least one workload');
+/**
+ * Workloads an operator may declare: the ones this node routes (SPEC section
+ * 8) and `responses`, which marks an engine that serves the Responses API
+ * natively. Anything else in a config is a typo, not a capability.
+ */
+export const CONFIG_WORKLOADS: readonly string[] = [...new Set<string>([...KNOWN_WORKLOADS, 'responses'])];
+
+const workloadList = z
+  .array(
+    z.string().refine((w) => isKnownWorkload(w) || CONFIG_WORKLOADS.includes(w), {
+      error: (issue) => `unknown workload "${String(issue.input)}": expected one of ${CONFIG_WORKLOADS.join(', ')}`,
+    }),
+  )
+  .min(1, 'expected at least one workload');
 
 /** Keys every model entry takes, whatever its engine. */
 const modelCommon = {
@@ -51,22 +111,24 @@ const modelCommon = {
   audio_input: z.boolean().default(false),
   context: positiveInt.default(8192),
   replicas: positiveInt.default(1),
+  /** The environment variable holding the key this engine wants (a bearer token); never logged, reported or forwarded. */
+  api_key_env: envName.optional(),
 };
 
 const openaiModel = z.strictObject({
   ...modelCommon,
   engine: z.literal('openai'),
-  url: z.url({ error: 'expected a URL such as http://127.0.0.1:9100' }),
+  url: z.url({ protocol: /^https?$/, error: 'expected an http:// or https:// URL such as http://127.0.0.1:9100' }),
 });
 
 const llamacppModel = z.strictObject({
   ...modelCommon,
   engine: z.literal('llamacpp'),
-  path: z.string().min(1, 'expected the path of a GGUF file'),
+  path: z.string().min(1, 'expected the path of a GGUF file').transform(expandHome),
   startup_timeout: duration.default(600_000),
   llamacpp: z
     .strictObject({
-      binary: z.string().min(1).default('llama-server'),
+      binary: z.string().min(1, 'expected a command name or a path').default('llama-server'),
       args: z.array(z.string()).default([]),
     })
     .default({ binary: 'llama-server', args: [] }),
@@ -75,7 +137,7 @@ const llamacppModel = z.strictObject({
 const embeddedModel = z.strictObject({
   ...modelCommon,
   engine: z.literal('embedded'),
-  path: z.string().min(1, 'expected the path of a GGUF file'),
+  path: z.string().min(1, 'expected the path of a GGUF file').transform(expandHome),
   embedded: z
     .strictObject({
       threads: positiveInt.default(1),
@@ -136,10 +198,36 @@ export const configSchema = z.strictObject({
     .prefault({}),
   api: z
     .strictObject({
-      host: z.string().default('0.0.0.0'),
+      host: hostName.default('0.0.0.0'),
       port: port.default(8086),
-      max_body: size.default(32 * 1024 * 1024),
-      cors: z.strictObject({ allow_origins: z.array(z.string()).default([]) }).prefault({}),
+      /** Larger request bodies get 413. */
+      max_body: size(1, 1024 ** 3, '1GiB').default(32 * 1024 * 1024),
+      /** Bytes of a request's `model`; a longer name gets 400. */
+      max_model_name: size(1, 65_536, '64KiB').default(256),
+      /** Nesting depth of request JSON; deeper gets 400. */
+      max_json_depth: z
+        .number({ error: 'expected an integer from 8 to 1024' })
+        .int('expected an integer from 8 to 1024')
+        .min(8, 'expected an integer from 8 to 1024')
+        .max(1024, 'expected an integer from 8 to 1024')
+        .default(64),
+      /** Time to receive a request's headers; then the connection is closed (408). */
+      header_timeout: duration.default(30_000),
+      /** An upload that sends nothing this long is dropped with 408. */
+      body_idle_timeout: duration.default(30_000),
+      /** A client that reads nothing of its answer this long has its request cancelled and its slot freed. */
+      write_stall: duration.default(60_000),
+      /** After the first content chunk, a stream that receives nothing this long ends with an SSE error event. */
+      stream_stall: duration.default(60_000),
+      cors: z.strictObject({ allow_origins: z.array(origin).default([]) }).prefault({}),
+      /** Names a browser may reach this node by, beyond its node name, advertise address and loopback (DNS rebinding guard). */
+      allowed_hosts: z.array(hostName).default([]),
+      /** Environment variable holding client keys, comma-separated; "" = none. */
+      keys_env: z.string().refine((v) => v === '' || ENV_NAME.test(v), 'expected "" or the name of an environment variable, such as VIIWORK_API_KEYS').default(''),
+      /** File with one client key per line; "" = none. */
+      keys_file: z.string().default('').transform(expandHome),
+      /** true: /health, /metrics and the dashboards need a client key too. */
+      protect_ops: z.boolean().default(false),
     })
     .prefault({}),
   mesh: z
@@ -153,7 +241,10 @@ export const configSchema = z.strictObject({
       tailnet_socket: z.string().default('/var/run/tailscale/tailscaled.sock'),
       rejoin_interval: duration.default(60_000),
       capacity_poll: duration.default(1000),
-      label: z.string().max(255, 'expected at most 255 bytes').default('viiwork-v2'),
+      label: z
+        .string()
+        .refine((l) => Buffer.byteLength(l) <= 255, 'expected at most 255 bytes')
+        .default('viiwork-v2'),
     })
     .prefault({}),
   routing: z
@@ -163,6 +254,7 @@ export const configSchema = z.strictObject({
       queue_timeout: duration.default(20_000),
       forward_retry: nonNegativeInt.default(1),
       stale_after: duration.default(3000),
+      prefix_affinity: z.boolean().default(true),
     })
     .prefault({}),
   models: z.array(modelEntry).default([]),
@@ -189,4 +281,56 @@ export function formatPath(p: readonly PropertyKey[]): string {
     else out += out ? `.${String(part)}` : String(part);
   }
   return out || '(top level)';
+}
+
+/** The object schema inside defaults, prefaults, optionals and transforms, if any. */
+function objectShape(schema: unknown): Record<string, unknown> | undefined {
+  let s = schema as { _zod?: { def?: Record<string, unknown> }; shape?: Record<string, unknown> } | undefined;
+  for (let i = 0; i < 8 && s; i++) {
+    if (s.shape) return s.shape;
+    const def = s._zod?.def;
+    if (!def) return undefined;
+    if (Array.isArray(def.options)) return def.options.map(objectShape).find(Boolean);
+    s = (def.innerType ?? def.in) as typeof s;
+  }
+  return undefined;
+}
+
+/** Every key allowed beside `path`'s last element: for a model entry, the keys of every engine. */
+export function knownKeys(path: readonly PropertyKey[]): string[] {
+  const parent = path.slice(0, -1);
+  if (parent[0] === 'models' && typeof parent[1] === 'number') {
+    const inner = parent.slice(2);
+    const keys = new Set<string>();
+    for (const schema of Object.values(ENGINE_SCHEMAS)) {
+      let shape = objectShape(schema);
+      for (const part of inner) shape = shape && objectShape(shape[String(part)]);
+      for (const k of Object.keys(shape ?? {})) keys.add(k);
+    }
+    return [...keys];
+  }
+  if (parent[0] === 'aliases' && parent.length === 2) return Object.keys(objectShape(aliasEntry) ?? {});
+  let shape = objectShape(configSchema);
+  for (const part of parent) shape = shape && objectShape(shape[String(part)]);
+  return Object.keys(shape ?? {});
+}
+
+/** How to fix one schema problem, in the operator's words. */
+export function schemaFix(path: readonly PropertyKey[], message: string): string {
+  const last = path[path.length - 1];
+  const section = typeof path[0] === 'string' ? path[0] : 'models';
+  const docs = path.length <= 1 ? `the sections are ${knownKeys(path).join(', ')}` : `docs/configuration.md lists every key of "${section}" with its default`;
+  if (message === 'unknown key') {
+    const guess = closest(String(last), knownKeys(path));
+    return guess ? `did you mean "${guess}"? Otherwise remove it (${docs})` : `remove it, or correct its spelling (${docs})`;
+  }
+  if (message.startsWith('unknown workload')) {
+    const bad = /"([^"]*)"/.exec(message)?.[1] ?? '';
+    const guess = closest(bad, CONFIG_WORKLOADS);
+    return guess ? `did you mean "${guess}"? Workloads are ${CONFIG_WORKLOADS.join(', ')}` : `use workloads from: ${CONFIG_WORKLOADS.join(', ')}`;
+  }
+  if (message.includes('duration')) return 'write a duration greater than zero with its unit, such as "500ms", "20s", "10m" or "1h"';
+  if (message.includes('size')) return 'write a size with its unit, such as "256", "512KB" or "32MiB", within the bound shown';
+  if (message.includes('engine') || String(last) === 'engine') return 'set engine to llamacpp, openai, embedded or sim';
+  return `correct the value (${docs})`;
 }

@@ -45,6 +45,7 @@ export const errors = {
   notFound: (path: string) => invalid(404, `no such endpoint: ${path}`, 'not_found'),
   methodNotAllowed: (method: string, path: string, allow: string) =>
     new ApiError(405, `${method} is not allowed on ${path}; use ${allow}`, 'invalid_request_error', 'method_not_allowed', undefined, { allow }),
+  bodyIdle: (ms: number) => new ApiError(408, `the request body stopped arriving for ${ms} ms (api.body_idle_timeout); send it whole`, 'invalid_request_error', 'request_timeout', undefined, { connection: 'close' }),
   tooLarge: (limit: number) => invalid(413, `the request body is larger than api.max_body (${limit} bytes)`, 'request_too_large'),
   forwardNoSlot: () =>
     new ApiError(429, 'this node has no free slot for the forwarded request; the entry node retries elsewhere', 'rate_limit_error', 'no_free_slot', 1, { [RES_REFUSED]: 'full' }),

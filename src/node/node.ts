@@ -21,7 +21,7 @@ import { Dispatcher } from '../dispatch/dispatcher.ts';
 import type { DispatchPorts } from '../dispatch/ports.ts';
 import type { PeerLink } from '../forward/send.ts';
 import type { ApiNode, NodePhase } from '../api/ports.ts';
-import { DEFAULT_LIMITS, type RequestLimits } from '../api/request.ts';
+import type { RequestLimits } from '../api/request.ts';
 import { buildReport, type CapacityReport } from '../capacity/report.ts';
 import { Agent } from 'undici';
 import { CapacityPoller } from '../capacity/poller.ts';
@@ -99,8 +99,7 @@ export class ViiworkNode implements ApiNode {
   }
 
   get requestLimits(): RequestLimits {
-    const api = this.config.api as Partial<{ max_model_name: number; max_json_depth: number }>;
-    return { maxModelName: api.max_model_name ?? DEFAULT_LIMITS.maxModelName, maxJsonDepth: api.max_json_depth ?? DEFAULT_LIMITS.maxJsonDepth };
+    return { maxModelName: this.config.api.max_model_name, maxJsonDepth: this.config.api.max_json_depth };
   }
 
   /** What the dispatcher may use of this node; config is read on each call, so SIGHUP-applied values take effect. */
@@ -122,14 +121,14 @@ export class ViiworkNode implements ApiNode {
       name: this.name,
       get rules() {
         const r = node.config.routing;
-        const api = node.config.api as Partial<{ stream_stall: number; write_stall: number }>;
+        const api = node.config.api;
         return {
           queueMax: r.queue_max,
           queueTimeoutMs: r.queue_timeout,
           forwardRetry: r.forward_retry,
           performance: r.performance,
-          streamStallMs: api.stream_stall ?? 60_000,
-          writeStallMs: api.write_stall ?? 60_000,
+          streamStallMs: api.stream_stall,
+          writeStallMs: api.write_stall,
         };
       },
       now: this.now,
@@ -207,7 +206,8 @@ export class ViiworkNode implements ApiNode {
     fs.mkdirSync(this.config.node.state_dir, { recursive: true });
     const server = http.createServer(createApiHandler(this));
     server.keepAliveTimeout = 65_000;
-    server.headersTimeout = 66_000;
+    // A client has api.header_timeout to send its headers; a body that stops arriving is dropped by readBody (api.body_idle_timeout).
+    server.headersTimeout = this.config.api.header_timeout;
     server.requestTimeout = 0;
     await new Promise<void>((resolve, reject) => {
       server.once('error', (err: NodeJS.ErrnoException) =>

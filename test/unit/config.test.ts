@@ -35,7 +35,18 @@ describe('config', () => {
     assert.equal(c.mesh.capacity_poll, 1000);
     assert.equal(c.mesh.label, 'viiwork-v2');
     assert.equal(c.mesh.tailnet_socket, '/var/run/tailscale/tailscaled.sock');
-    assert.deepEqual(c.routing, { performance: true, queue_max: 64, queue_timeout: 20_000, forward_retry: 1, stale_after: 3000 });
+    assert.deepEqual(c.routing, { performance: true, queue_max: 64, queue_timeout: 20_000, forward_retry: 1, stale_after: 3000, prefix_affinity: true });
+    assert.deepEqual(c.api.allowed_hosts, []);
+    assert.equal(c.api.keys_env, '');
+    assert.equal(c.api.keys_file, '');
+    assert.equal(c.api.protect_ops, false);
+    assert.equal(c.api.stream_stall, 60_000);
+    assert.equal(c.api.max_model_name, 256);
+    assert.equal(c.api.header_timeout, 30_000);
+    assert.equal(c.api.body_idle_timeout, 30_000);
+    assert.equal(c.api.write_stall, 60_000);
+    assert.equal(c.api.max_json_depth, 64);
+    assert.equal(c.models[0].api_key_env, undefined);
     assert.equal(c.models[0].parallel, 4);
     assert.equal(c.models[0].replicas, 1);
     assert.equal(c.models[0].context, 8192);
@@ -53,6 +64,22 @@ describe('config', () => {
     assert.deepEqual(problems('models: [{name: a, engine: sim, url: "http://x"}]'), ['models[0].url: unknown key']);
     assert.deepEqual(problems('models: [{name: a, engine: openai, url: "http://127.0.0.1:1", path: /m.gguf}]'), ['models[0].path: unknown key']);
     assert.deepEqual(problems('models: [{name: a, engine: vllm}]'), ['models[0].engine: expected one of llamacpp, openai, embedded, sim']);
+  });
+
+  it('refuses a zero or negative duration, naming the key', () => {
+    for (const key of ['mesh.rejoin_interval', 'mesh.capacity_poll', 'routing.queue_timeout', 'routing.stale_after', 'api.stream_stall', 'api.header_timeout', 'api.body_idle_timeout', 'api.write_stall']) {
+      const [section, name] = key.split('.');
+      assert.deepEqual(problems(`${section}: {${name}: 0s}`), [`${key}: expected a duration greater than zero, got "0s"`]);
+    }
+    assert.deepEqual(problems('models: [{name: m, engine: llamacpp, path: /m.gguf, startup_timeout: 0ms}]'), ['models[0].startup_timeout: expected a duration greater than zero, got "0ms"']);
+  });
+
+  it('takes api_key_env on every engine, as the name of a variable', () => {
+    const c = parseConfigText(
+      'models:\n - {name: a, engine: sim, api_key_env: K}\n - {name: b, engine: openai, url: "http://127.0.0.1:1", api_key_env: K}\n - {name: c, engine: llamacpp, path: /m.gguf, api_key_env: K}\n - {name: d, engine: embedded, path: /m.gguf, api_key_env: K}',
+    );
+    assert.deepEqual(c.models.map((m) => m.api_key_env), ['K', 'K', 'K', 'K']);
+    assert.deepEqual(problems('models: [{name: a, engine: sim, api_key_env: "my key"}]'), ['models[0].api_key_env: expected the name of an environment variable, such as LLAMA_KEY']);
   });
 
   it('parses durations and sizes', () => {
@@ -75,7 +102,8 @@ describe('config', () => {
       assert.match(err.stderr, /models\[1\]\.parallel: expected a positive integer/);
       return true;
     });
-    const { stdout } = await run(process.execPath, [BIN, 'check', '--config', 'examples/single-node.yaml']);
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('VIIWORK_')));
+    const { stdout } = await run(process.execPath, [BIN, 'check', '--no-ports', '--config', 'examples/single-node.yaml'], { env });
     assert.match(stdout, /ok/);
   });
 });
