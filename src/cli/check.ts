@@ -6,7 +6,7 @@
  */
 import type { Command } from 'commander';
 import { formatFinding, type Finding } from '../config/load.ts';
-import { checkConfigFile } from '../config/preflight.ts';
+import { checkConfigFile } from '../preflight/preflight.ts';
 import { resolveConfigPath } from '../config/load.ts';
 
 function plural(n: number, word: string): string {

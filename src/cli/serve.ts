@@ -1,6 +1,6 @@
 /** `viiwork serve`: run this machine's node until SIGINT/SIGTERM; SIGHUP re-validates the config. */
 import { ConfigError, formatFinding, resolveConfigPath } from '../config/load.ts';
-import { loadCheckedConfig } from '../config/preflight.ts';
+import { loadCheckedConfig } from '../preflight/preflight.ts';
 import { ViiworkNode } from '../node/node.ts';
 
 export async function serve(opts: { config?: string }): Promise<void> {

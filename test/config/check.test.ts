@@ -13,7 +13,7 @@ import { describe, it, before, after } from 'node:test';
 import { promisify } from 'node:util';
 import { stringify } from 'yaml';
 import { ConfigError } from '../../src/config/load.ts';
-import { checkConfigFile, loadCheckedConfig, probePorts } from '../../src/config/preflight.ts';
+import { checkConfigFile, loadCheckedConfig, probePorts } from '../../src/preflight/preflight.ts';
 import { parseConfigText } from '../../src/config/load.ts';
 import { tempDir } from '../helpers/node.ts';
 

@@ -15,11 +15,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { loadMeshMode, MeshModeError, SECRET_ENV, SECRET_PREV_ENV } from '../security/secret.ts';
-import { NODE_NAME, type Config, type ModelConfig } from './schema.ts';
-import { ConfigError, formatFinding, loadConfig, type Finding } from './load.ts';
-import { readClientKeys } from './keys.ts';
+import { NODE_NAME, type Config, type ModelConfig } from '../config/schema.ts';
+import { ConfigError, formatFinding, loadConfig, type Finding } from '../config/load.ts';
+import { readClientKeys } from '../config/keys.ts';
 
-export type { Finding } from './load.ts';
+export type { Finding } from '../config/load.ts';
 
 export interface PreflightOptions {
   /** The environment `serve` would run with (secrets, keys, PATH). */
