@@ -14,7 +14,7 @@ import { RES_ALIAS, RES_MODEL, RES_NODE, RES_ORIGIN, RES_QUEUED_MS, RES_ROUTE } 
 import { candidates } from '../route/eligibility.ts';
 import { decide } from '../route/decide.ts';
 import type { Candidate, HostView, RouteReason } from '../route/types.ts';
-import { GENERATION_WORKLOADS } from '../workloads/workloads.ts';
+import { isScoredWorkload } from '../workloads/workloads.ts';
 import { resolveModelName } from './alias.ts';
 import { measure } from './measure.ts';
 import { INITIAL, step, type Failure, type PlacementAction, type PlacementEvent, type PlacementState } from './placement.ts';
@@ -208,7 +208,7 @@ export class Dispatcher {
       const base = lease.backend.url;
       if (!base) return { kind: 'engine-failed', host: p.name, text: `backend ${lease.backend.id} has no address` };
       const { body, stripUsage } = engineBody(req);
-      const generation = GENERATION_WORKLOADS.includes(req.workload);
+      const generation = isScoredWorkload(req.workload);
       const headers: Record<string, string> = {
         'content-type': req.scan ? 'application/json' : req.contentType,
         accept: req.stream ? 'text/event-stream' : 'application/json',

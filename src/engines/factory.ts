@@ -26,7 +26,9 @@ export async function createEntryBackends(m: ModelConfig, taken: Set<string>, lo
     while (taken.has(`${m.name}/${index}`)) index++;
     const info: BackendInfo = { id: `${m.name}/${index}`, model: m.name, index, parallel: m.parallel, context: m.context, engine: m.engine };
     taken.add(info.id);
-    out.push(await createBackend(m, info, log));
+    const b = await createBackend(m, info, log);
+    if (m.api_key_env) b.useApiKey(process.env[m.api_key_env]);
+    out.push(b);
   }
   return out;
 }

@@ -26,6 +26,8 @@ export interface ProbeOptions {
   timeoutMs?: number;
   /** Abort the probe early (a backend that stops). */
   signal?: AbortSignal;
+  /** Extra headers (the engine's key). */
+  headers?: Record<string, string>;
 }
 
 /**
@@ -75,7 +77,7 @@ export async function probe(base: string, path: string, opts: ProbeOptions = {})
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
       reset: true,
-      headers: { accept: 'application/json' },
+      headers: { accept: 'application/json', ...opts.headers },
     });
     const text = await res.body.text();
     const type = String(res.headers['content-type'] ?? '');

@@ -31,6 +31,7 @@
  *    without stopping its backends, an exit hook SIGKILLs every engine it
  *    started, so none is left behind.
  */
+import { SECRET_ENV_VARS } from '../security/secret.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import readline from 'node:readline';
@@ -79,13 +80,10 @@ export interface LlamacppOptions {
   onProps?: (props: EngineProps, backend: LlamacppBackend) => Descriptor | undefined | void;
 }
 
-/** Variables never passed to an engine. */
-export const SECRET_ENV = ['VIIWORK_MESH_SECRET', 'VIIWORK_MESH_SECRET_PREV'] as const;
-
 /** The environment an engine starts with: the node's, plus `extra`, minus the mesh secrets. */
 export function engineEnv(extra: Record<string, string | undefined> = {}, base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...base, ...extra };
-  for (const k of SECRET_ENV) delete env[k];
+  for (const k of SECRET_ENV_VARS) delete env[k];
   return env;
 }
 
@@ -283,6 +281,8 @@ export class LlamacppBackend extends Backend {
     }
 
     const args = llamaServerArgs(this.#cfg, port, this.info.parallel, this.info.context);
+    // The key goes on the command line, where llama-server reads it; no log line prints the arguments.
+    if (this.apiKey) args.push('--api-key', this.apiKey);
     let child: ChildProcess;
     try {
       child = spawn(this.#cfg.binary, args, { env: engineEnv(this.#opts.env), stdio: ['ignore', 'pipe', 'pipe'], detached: true });
@@ -354,7 +354,7 @@ export class LlamacppBackend extends Backend {
 
   async #check(run: Run): Promise<void> {
     if (run.ended) return;
-    const o = await probe(run.url, '/health', { timeoutMs: this.#opts.probeTimeoutMs, signal: run.abort.signal });
+    const o = await probe(run.url, '/health', { timeoutMs: this.#opts.probeTimeoutMs, signal: run.abort.signal, headers: this.authHeaders() });
     if (run.ended) return;
     const now = Date.now();
 
@@ -387,7 +387,7 @@ export class LlamacppBackend extends Backend {
 
   async #becameHealthy(run: Run): Promise<void> {
     run.phase = 'up';
-    const props = await fetchProps(run.url, { timeoutMs: this.#opts.probeTimeoutMs, signal: run.abort.signal });
+    const props = await fetchProps(run.url, { timeoutMs: this.#opts.probeTimeoutMs, signal: run.abort.signal, headers: this.authHeaders() });
     if (run.ended) return;
     if (props) {
       if (props.buildInfo && props.buildInfo !== this.engineProps?.buildInfo) this.log(`backend ${this.id}: llama-server build ${props.buildInfo}`, { backend: this.id, build: props.buildInfo });

@@ -102,12 +102,12 @@ export class OpenAIBackend extends Backend {
     if (this.#stopped) return;
     const signal = this.#abort.signal;
     let path = this.#healthPath;
-    let o = await probe(this.#base, path, { timeoutMs: this.#opts.probeTimeoutMs, signal });
+    let o = await probe(this.#base, path, { timeoutMs: this.#opts.probeTimeoutMs, signal, headers: this.authHeaders() });
     if (this.#stopped) return;
     if (o.kind === 'status' && path === '/health' && NO_SUCH_ENDPOINT.has(o.status)) {
       this.#healthPath = path = '/v1/models';
       this.log(`backend ${this.id}: ${this.#base} has no GET /health (${o.status}); probing GET /v1/models from now on`, { backend: this.id });
-      o = await probe(this.#base, path, { timeoutMs: this.#opts.probeTimeoutMs, signal });
+      o = await probe(this.#base, path, { timeoutMs: this.#opts.probeTimeoutMs, signal, headers: this.authHeaders() });
       if (this.#stopped) return;
     }
     if (o.kind === 'ok') {
@@ -125,7 +125,7 @@ export class OpenAIBackend extends Backend {
   }
 
   async #readProps(signal: AbortSignal): Promise<void> {
-    const props = await fetchProps(this.#base, { timeoutMs: this.#opts.probeTimeoutMs, signal });
+    const props = await fetchProps(this.#base, { timeoutMs: this.#opts.probeTimeoutMs, signal, headers: this.authHeaders() });
     if (!props) return;
     this.engineProps = props;
     const d = this.#opts.onProps?.(props, this);

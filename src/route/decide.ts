@@ -2,15 +2,11 @@
  * The routing decision (SPEC section 9, steps 5–7) as one pure function:
  * candidates in, a host (with the reason) or "wait" out.
  */
-import { GENERATION_WORKLOADS, type Workload } from '../workloads/workloads.ts';
+import { isScoredWorkload } from '../workloads/workloads.ts';
 import { rendezvousRank } from './rendezvous.ts';
 import { BAND, EXPLORE_PROBABILITY, isScored, price, type Priced } from './score.ts';
 import type { Candidate, Decision, RouteOptions, RouteReason, RouteRequest } from './types.ts';
 
-/** Workloads that get scores: generation, and transcription when a chat target does it. */
-export function isScoredWorkload(workload: string): boolean {
-  return (GENERATION_WORKLOADS as readonly string[]).includes(workload as Workload) || workload === 'transcription';
-}
 
 const run = (c: Candidate, reason: RouteReason): Decision => ({ kind: 'run', host: c.host, local: c.local, reason, target: c.bestTarget });
 

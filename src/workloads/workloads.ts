@@ -7,8 +7,17 @@
 export const KNOWN_WORKLOADS = ['chat', 'completion', 'embeddings', 'rerank', 'speech', 'transcription'] as const;
 export type Workload = (typeof KNOWN_WORKLOADS)[number];
 
-/** Generation workloads are the ones that get TTFT scores. */
+/** Generation workloads: their streams are asked for usage (stream_options) so prompt tokens can be measured. */
 export const GENERATION_WORKLOADS: readonly Workload[] = ['chat', 'completion'];
+
+/**
+ * The one definition of which workloads get TTFT scores (SPEC section 9,
+ * step 6): generation, and transcription (done by a chat target with audio).
+ * Routing prices hosts for these, and the executor measures them.
+ */
+export function isScoredWorkload(workload: string): boolean {
+  return (GENERATION_WORKLOADS as readonly string[]).includes(workload) || workload === 'transcription';
+}
 
 /** What a group of backends can do: its workloads (verbatim strings) and whether it takes audio input. */
 export interface Descriptor {
