@@ -28,6 +28,10 @@ export interface ApiNode {
   readonly log: Log;
   readonly meshMode: MeshMode;
   readonly members: MemberTable;
+  /** The address this node advertises in the mesh (once membership is up). */
+  readonly advertise: string | undefined;
+  /** The API port actually bound. */
+  readonly apiPort: number;
   readonly poller: CapacityPoller | undefined;
   readonly aliases: AliasTable;
   readonly decisions: DecisionFeed;

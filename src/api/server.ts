@@ -3,6 +3,7 @@
  * the operations endpoints. Inference lives in inference.ts.
  */
 import type http from 'node:http';
+import net from 'node:net';
 import type { ApiNode } from './ports.ts';
 import { workloadForPath } from '../workloads/workloads.ts';
 import { fleetCapacity, meshDocument, modelsDocument } from './fleet.ts';
@@ -38,11 +39,44 @@ export function createApiHandler(node: ApiNode): http.RequestListener {
   };
 }
 
-/** The node's own pages may always write; other origins only when listed in api.cors.allow_origins. */
-function originAllowed(node: ApiNode, req: http.IncomingMessage, origin: string): boolean {
-  const host = req.headers.host;
-  if (host && (origin === `http://${host}` || origin === `https://${host}`)) return true;
-  return node.config.api.cors.allow_origins.includes(origin) || node.config.api.cors.allow_origins.includes('*');
+/** Names a browser may reach this node by: its node name, advertise address, loopback, api.allowed_hosts (lowercase). */
+function ownNames(node: ApiNode): Set<string> {
+  const names = ['localhost', '127.0.0.1', '::1', node.name, ...node.config.api.allowed_hosts];
+  if (node.advertise) names.push(node.advertise);
+  return new Set(names.map((n) => n.toLowerCase()));
+}
+
+function hostnameOf(hostPort: string): string {
+  const m = /^\[([^\]]+)\](?::\d+)?$/.exec(hostPort) ?? /^([^:]+)(?::\d+)?$/.exec(hostPort);
+  return (m ? m[1] : hostPort).toLowerCase();
+}
+
+const isIpLiteral = (h: string) => net.isIP(h) !== 0;
+
+/**
+ * The node's own pages may always write; other origins only when listed in
+ * api.cors.allow_origins. "Own" is judged from the node's own names, never
+ * from the Host header, which a DNS-rebinding page controls.
+ */
+function originAllowed(node: ApiNode, origin: string): boolean {
+  const allow = node.config.api.cors.allow_origins;
+  if (allow.includes(origin) || allow.includes('*')) return true;
+  let u: URL;
+  try {
+    u = new URL(origin);
+  } catch {
+    return false;
+  }
+  const host = hostnameOf(u.host);
+  return (u.protocol === 'http:' || u.protocol === 'https:') && (ownNames(node).has(host) || isIpLiteral(host)) && Number(u.port || (u.protocol === 'https:' ? 443 : 80)) === node.apiPort;
+}
+
+/** A browser (it sends Origin or Sec-Fetch-Site) that reached us by a name we do not answer to: DNS rebinding. */
+function rebound(node: ApiNode, req: http.IncomingMessage): string | undefined {
+  if (req.headers.origin === undefined && req.headers['sec-fetch-site'] === undefined) return undefined;
+  const host = hostnameOf(req.headers.host ?? '');
+  if (isIpLiteral(host) || ownNames(node).has(host)) return undefined;
+  return host;
 }
 
 async function handle(
@@ -54,12 +88,17 @@ async function handle(
   const url = new URL(req.url ?? '/', 'http://node');
   const method = req.method ?? 'GET';
   const origin = req.headers.origin;
-  if (origin && originAllowed(node, req, origin)) {
+  const foreignHost = rebound(node, req);
+  if (foreignHost !== undefined) {
+    req.resume();
+    throw errors.forbiddenHost(foreignHost);
+  }
+  if (origin && originAllowed(node, origin)) {
     res.setHeader('access-control-allow-origin', origin);
     res.setHeader('vary', 'Origin');
   }
   if (method === 'OPTIONS') {
-    if (origin && !originAllowed(node, req, origin)) throw errors.forbiddenOrigin(origin);
+    if (origin && !originAllowed(node, origin)) throw errors.forbiddenOrigin(origin);
     res.writeHead(204, {
       'access-control-allow-methods': 'GET, POST, PUT, DELETE, OPTIONS',
       'access-control-allow-headers': req.headers['access-control-request-headers'] ?? 'content-type, authorization',
@@ -67,7 +106,7 @@ async function handle(
     });
     return void res.end();
   }
-  if (WRITE_METHODS.has(method) && origin && !originAllowed(node, req, origin)) {
+  if (WRITE_METHODS.has(method) && origin && !originAllowed(node, origin)) {
     req.resume();
     throw errors.forbiddenOrigin(origin);
   }
@@ -87,6 +126,7 @@ async function handle(
   // --- dashboards (src/ui): GET /, /node, /ui/* ---
   if ((method === 'GET' || method === 'HEAD') && serveUi(url.pathname, res)) return;
   // --- end dashboards ---
+  if (url.pathname.startsWith('/v1/models/') && (method === 'GET' || method === 'HEAD')) return oneModel(node, res, url);
   const get = GET_ROUTES[url.pathname];
   if (get) {
     if (method !== 'GET' && method !== 'HEAD') {
@@ -97,6 +137,20 @@ async function handle(
   }
   req.resume();
   throw errors.notFound(url.pathname);
+}
+
+/** GET /v1/models/{id}: one entry of /v1/models (a model or an alias; ids may contain "/"), else 404. */
+function oneModel(node: ApiNode, res: http.ServerResponse, url: URL): void {
+  let id: string;
+  try {
+    id = decodeURIComponent(url.pathname.slice('/v1/models/'.length));
+  } catch {
+    throw errors.unknownModel(url.pathname.slice('/v1/models/'.length, 200));
+  }
+  const doc = modelsDocument(node, node.aliases.list()) as { data: { id: string }[] };
+  const entry = doc.data.find((m) => m.id === id);
+  if (!entry) throw errors.unknownModel(id.slice(0, 200));
+  sendJson(res, 200, entry);
 }
 
 function health(node: ApiNode, _req: http.IncomingMessage, res: http.ServerResponse): void {

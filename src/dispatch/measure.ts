@@ -13,19 +13,22 @@ export interface Measured {
 /** Whole answers larger than this are not parsed for usage. */
 const MEASURE_BODY_MAX = 1 << 20;
 
-export function measure(grantedAt: number, result: { firstContentAt?: number; promptTokens?: number; body?: Buffer }): Measured | undefined {
+export function measure(grantedAt: number, result: { firstContentAt?: number; promptTokens?: number; cachedTokens?: number; body?: Buffer }): Measured | undefined {
   let ttft: number | undefined;
   let tokens = result.promptTokens;
+  let cached = result.cachedTokens;
   if (result.firstContentAt !== undefined) ttft = result.firstContentAt - grantedAt;
   else if (result.body && result.body.length <= MEASURE_BODY_MAX) {
     try {
-      const doc = JSON.parse(result.body.toString('utf8')) as { usage?: { prompt_tokens?: number }; timings?: { prompt_ms?: number } };
+      const doc = JSON.parse(result.body.toString('utf8')) as { usage?: { prompt_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } }; timings?: { prompt_ms?: number } };
       tokens = doc.usage?.prompt_tokens;
+      cached = doc.usage?.prompt_tokens_details?.cached_tokens;
       ttft = doc.timings?.prompt_ms;
     } catch {
       return undefined;
     }
   }
   if (typeof ttft !== 'number' || typeof tokens !== 'number') return undefined;
-  return { ttftMs: ttft, promptTokens: tokens };
+  const processed = typeof cached === 'number' && cached > 0 ? Math.max(0, tokens - cached) : tokens;
+  return { ttftMs: ttft, promptTokens: processed };
 }

@@ -38,6 +38,8 @@ export const errors = {
   unauthorized: (why: string) => new ApiError(401, `forward rejected: ${why}`, 'authentication_error', 'unauthorized', undefined, { [RES_REFUSED]: 'auth' }),
   forbiddenOrigin: (origin: string) =>
     new ApiError(403, `writes from origin ${origin} are not allowed; add it to api.cors.allow_origins to permit it`, 'permission_error', 'forbidden_origin'),
+  forbiddenHost: (host: string) =>
+    new ApiError(403, `a browser reached this node as "${host.slice(0, 80)}", which is not one of its names; add it to api.allowed_hosts to permit it`, 'permission_error', 'forbidden_host'),
   forbiddenRemoteWrite: () =>
     new ApiError(403, 'alias changes are accepted only from this machine; run the viiwork CLI on the node itself', 'permission_error', 'forbidden'),
   unknownModel: (model: string) => invalid(404, `model "${model}" is not served by any member of this mesh; GET /v1/models lists them`, 'model_not_found'),

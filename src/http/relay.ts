@@ -64,7 +64,7 @@ export const REFUSAL_BODY_MAX = 16 * 1024;
 
 export type RelayResult =
   | { kind: 'refused'; status?: number; detail: string; headers?: http.IncomingHttpHeaders; body?: Buffer }
-  | { kind: 'done'; status: number; firstContentAt?: number; promptTokens?: number; body?: Buffer }
+  | { kind: 'done'; status: number; firstContentAt?: number; promptTokens?: number; cachedTokens?: number; body?: Buffer }
   | { kind: 'broken'; detail: string }
   | { kind: 'aborted' };
 
@@ -188,7 +188,7 @@ async function relayInner(
 }
 
 function doneOf(status: number, seen: SseObservation): RelayResult {
-  return { kind: 'done', status, firstContentAt: seen.firstContentAt, promptTokens: seen.promptTokens };
+  return { kind: 'done', status, firstContentAt: seen.firstContentAt, promptTokens: seen.promptTokens, cachedTokens: seen.cachedTokens };
 }
 
 /** An SSE `error` event in OpenAI's error shape. */

@@ -98,6 +98,14 @@ export class ViiworkNode implements ApiNode {
     this.dispatcher = new Dispatcher(this.#dispatchPorts());
   }
 
+  get apiPort(): number {
+    return this.apiAddress.port;
+  }
+
+  get advertise(): string | undefined {
+    return this.membership?.advertise;
+  }
+
   get requestLimits(): RequestLimits {
     return { maxModelName: this.config.api.max_model_name, maxJsonDepth: this.config.api.max_json_depth };
   }

@@ -10,11 +10,14 @@ async function capacityOf(url: string, model: string) {
   return doc.models.find((m) => m.name === model)!;
 }
 
+/** Each prompt starts differently, so the engine's prompt cache cannot serve it. */
+let nth = 0;
 async function chat(url: string, model: string, chars: number, stream: boolean) {
+  const content = `${++nth} ${'x'.repeat(chars)}`;
   const res = await request(`${url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model, stream, max_tokens: 2, messages: [{ role: 'user', content: 'x'.repeat(chars) }] }),
+    body: JSON.stringify({ model, stream, max_tokens: 2, messages: [{ role: 'user', content }] }),
   });
   assert.equal(res.statusCode, 200);
   await res.body.text();

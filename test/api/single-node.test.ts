@@ -147,6 +147,22 @@ describe('single node with sim engines, through the openai SDK', () => {
     assertOpenAIError(r, 403);
   });
 
+  it('refuses a DNS-rebinding browser request (Host and Origin both a foreign name); its own pages and SDKs still work', async () => {
+    const port = new URL(t.url).port;
+    const evil = `evil.example:${port}`;
+    const rebound = await call(t.url, '/v1/aliases/x', { method: 'PUT', body: '{"target":"chat-sim"}', headers: { host: evil, origin: `http://${evil}` } });
+    assertOpenAIError(rebound, 403);
+    assert.equal(rebound.json.error.code, 'forbidden_host');
+    const readByBrowser = await call(t.url, '/v1/models', { method: 'GET', headers: { host: evil, 'sec-fetch-site': 'same-origin' } });
+    assert.equal(readByBrowser.status, 403);
+    // The node's own page, by loopback address: allowed.
+    const own = await call(t.url, '/v1/chat/completions', { body: '{"model":"chat-sim","messages":[]}', headers: { host: `127.0.0.1:${port}`, origin: `http://127.0.0.1:${port}` } });
+    assert.equal(own.status, 200, own.text);
+    // An SDK or curl sends neither Origin nor Sec-Fetch-Site: the Host it used does not matter.
+    const sdk = await call(t.url, '/v1/models', { method: 'GET', headers: { host: evil } });
+    assert.equal(sdk.status, 200);
+  });
+
   it('publishes targets and slots in /v1/capacity', async () => {
     const r = await call(t.url, '/v1/capacity', { method: 'GET' });
     assert.equal(r.status, 200);

@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
+import OpenAI, { NotFoundError } from 'openai';
 import { request } from 'undici';
 import { startFakeEngine, type FakeEngine } from '../fakes/fake-engine.ts';
 import { startMeshNode, stopAll, waitConverged, waitModelOn, type MeshNode } from '../helpers/mesh.ts';
@@ -110,5 +111,12 @@ describe('the hop: an engine’s answer is the same wherever the request entered
     assert.doesNotMatch(s.text, /"usage"/, 'the usage the node asked for is not shown to a client that did not ask');
     const sent = engC.requests.find((q) => q.path === '/v1/chat/completions')!.body.toString('utf8');
     assert.equal(sent, streamed.slice(0, -1) + ',"stream_options":{"include_usage":true}}');
+  });
+
+  it('models.retrieve finds a model served on another node; an unknown id is NotFoundError', async () => {
+    const client = new OpenAI({ baseURL: `${a.url}/v1`, apiKey: 'none', maxRetries: 0 });
+    const m = await client.models.retrieve('only-c');
+    assert.equal(m.id, 'only-c');
+    await assert.rejects(client.models.retrieve('no-such-model'), NotFoundError);
   });
 });

@@ -16,29 +16,44 @@ const MAX_CODE = (1 << 12) - 1; // 4095
 const MAX_WIDTH = 12;
 
 class BitWriterLSB {
-  private out: number[] = [];
+  private out: Uint8Array;
+  private n = 0;
   private bits = 0;
   private nBits = 0;
+
+  constructor(sizeHint: number) {
+    this.out = new Uint8Array(Math.max(64, sizeHint));
+  }
 
   write(code: number, width: number): void {
     this.bits |= code << this.nBits;
     this.nBits += width;
     while (this.nBits >= 8) {
-      this.out.push(this.bits & 0xff);
+      if (this.n === this.out.length) this.grow();
+      this.out[this.n++] = this.bits & 0xff;
       this.bits >>>= 8;
       this.nBits -= 8;
     }
   }
 
+  private grow(): void {
+    const bigger = new Uint8Array(this.out.length * 2);
+    bigger.set(this.out);
+    this.out = bigger;
+  }
+
   finish(): Buffer {
-    if (this.nBits > 0) this.out.push(this.bits & 0xff);
-    return Buffer.from(this.out);
+    if (this.nBits > 0) {
+      if (this.n === this.out.length) this.grow();
+      this.out[this.n++] = this.bits & 0xff;
+    }
+    return Buffer.from(this.out.buffer, this.out.byteOffset, this.n);
   }
 }
 
 /** Compresses like `lzw.NewWriter(w, lzw.LSB, 8)` followed by Write and Close. */
 export function lzwCompress(input: Buffer): Buffer {
-  const bw = new BitWriterLSB();
+  const bw = new BitWriterLSB(input.length >>> 1);
   let width = LIT_WIDTH + 1;
   let hi = CLEAR + 1;
   let overflow = 1 << (LIT_WIDTH + 1);
@@ -89,9 +104,44 @@ export function lzwCompress(input: Buffer): Buffer {
   return bw.finish();
 }
 
-/** Decompresses like `lzw.NewReader(r, lzw.LSB, 8)` read to the end. */
-export function lzwDecompress(input: Buffer, maxOutput = 64 * 1024 * 1024): Buffer {
-  const out: number[] = [];
+/** Thrown when a compressed payload would expand beyond the allowed size. */
+export class DecompressLimitError extends Error {
+  readonly code = 'ERR_LZW_LIMIT';
+  constructor(readonly limit: number) {
+    super(`lzw: decompressed size exceeds the limit of ${limit} bytes`);
+    this.name = 'DecompressLimitError';
+  }
+}
+
+/**
+ * Decompresses like `lzw.NewReader(r, lzw.LSB, 8)` read to the end, but
+ * refuses (DecompressLimitError) any input that would expand to more than
+ * `maxOutput` bytes.
+ *
+ * Two passes over the codes, both in typed arrays:
+ * 1. lengths only: every table entry is "the string of some earlier code
+ *    plus one byte", so its length is known without producing bytes. This
+ *    pass costs O(codes), i.e. O(input), and stops as soon as the total
+ *    passes the limit: a compression bomb (a few KB that would expand to
+ *    gigabytes) is refused before a single output byte is allocated.
+ * 2. bytes: the output is allocated once at its exact size; every table
+ *    entry is a (start, length) window on output already written (the
+ *    string of `last` followed by the next byte), so each code is one
+ *    memmove. Work is O(input + output).
+ */
+export function lzwDecompress(input: Uint8Array, maxOutput: number): Buffer {
+  const total = lzwRun(input, maxOutput, null);
+  const out = Buffer.allocUnsafe(total);
+  lzwRun(input, maxOutput, new Uint8Array(out.buffer, out.byteOffset, total));
+  return out;
+}
+
+// Per-code (start, length) windows on the output, reused between calls (single-threaded).
+const entryStart = new Int32Array(1 << MAX_WIDTH);
+const entryLen = new Int32Array(1 << MAX_WIDTH);
+
+/** One decoding pass; writes into `out` when given, returns the output length. */
+function lzwRun(input: Uint8Array, maxOutput: number, out: Uint8Array | null): number {
   let bits = 0;
   let nBits = 0;
   let pos = 0;
@@ -99,30 +149,26 @@ export function lzwDecompress(input: Buffer, maxOutput = 64 * 1024 * 1024): Buff
   let hi = EOF_CODE;
   let overflow = 1 << width;
   let last = -1;
-  const prefix = new Uint16Array(1 << MAX_WIDTH);
-  const suffix = new Uint8Array(1 << MAX_WIDTH);
-  const stack: number[] = [];
+  let lastStart = 0;
+  let lastLen = 0;
+  let o = 0;
+  const inLen = input.length;
 
-  const readCode = (): number => {
+  for (;;) {
     while (nBits < width) {
-      if (pos >= input.length) throw new Error('lzw: unexpected EOF');
+      if (pos >= inLen) throw new Error('lzw: unexpected EOF');
       bits |= input[pos++] << nBits;
       nBits += 8;
     }
     const code = bits & ((1 << width) - 1);
     bits >>>= width;
     nBits -= width;
-    return code;
-  };
 
-  for (;;) {
-    const code = readCode();
+    let len: number;
     if (code < CLEAR) {
-      out.push(code);
-      if (last !== -1) {
-        suffix[hi] = code;
-        prefix[hi] = last;
-      }
+      len = 1;
+      if (o + 1 > maxOutput) throw new DecompressLimitError(maxOutput);
+      if (out) out[o] = code;
     } else if (code === CLEAR) {
       width = LIT_WIDTH + 1;
       hi = EOF_CODE;
@@ -130,32 +176,42 @@ export function lzwDecompress(input: Buffer, maxOutput = 64 * 1024 * 1024): Buff
       last = -1;
       continue;
     } else if (code === EOF_CODE) {
-      break;
+      return o;
     } else if (code <= hi) {
-      stack.length = 0;
-      let c = code;
       if (code === hi && last !== -1) {
-        // KwKwK case: the string is last's string plus its first byte.
-        let f = last;
-        while (f >= CLEAR) f = prefix[f];
-        stack.push(f);
-        c = last;
-      }
-      while (c >= CLEAR) {
-        stack.push(suffix[c]);
-        c = prefix[c];
-      }
-      stack.push(c);
-      for (let i = stack.length - 1; i >= 0; i--) out.push(stack[i]);
-      if (last !== -1) {
-        suffix[hi] = c;
-        prefix[hi] = last;
+        // KwKwK: last's string followed by its own first byte.
+        len = lastLen + 1;
+        if (o + len > maxOutput) throw new DecompressLimitError(maxOutput);
+        if (out) {
+          if (lastLen > 32) out.copyWithin(o, lastStart, lastStart + lastLen);
+          else for (let i = 0; i < lastLen; i++) out[o + i] = out[lastStart + i];
+          out[o + lastLen] = out[lastStart];
+        }
+      } else {
+        // code === hi with no last happens only once the table is frozen at
+        // 12 bits; hi's entry was defined before it froze.
+        len = entryLen[code];
+        if (len === 0) throw new Error('lzw: invalid code');
+        if (o + len > maxOutput) throw new DecompressLimitError(maxOutput);
+        if (out) {
+          const from = entryStart[code];
+          if (len > 32) out.copyWithin(o, from, from + len);
+          else for (let i = 0; i < len; i++) out[o + i] = out[from + i];
+        }
       }
     } else {
       throw new Error('lzw: invalid code');
     }
-    if (out.length > maxOutput) throw new Error('lzw: output too large');
+    if (last !== -1) {
+      // The new entry is last's string plus the first byte just written:
+      // exactly the output window starting where last's string started.
+      entryStart[hi] = lastStart;
+      entryLen[hi] = lastLen + 1;
+    }
     last = code;
+    lastStart = o;
+    lastLen = len;
+    o += len;
     hi++;
     if (hi >= overflow) {
       if (width === MAX_WIDTH) {
@@ -167,5 +223,4 @@ export function lzwDecompress(input: Buffer, maxOutput = 64 * 1024 * 1024): Buff
       }
     }
   }
-  return Buffer.from(out);
 }

@@ -21,10 +21,10 @@ import { Clock, realClock } from './clock.ts';
 import { Keyring } from './keyring.ts';
 import { validateLabel } from './label.ts';
 import { NodeStateType } from './messages.ts';
-import { Delegate, Logger, MemberlistState, NodeState, StateConfig, ipToString } from './state.ts';
+import { Delegate, Logger, MemberlistState, MemberlistStats, NodeState, StateConfig, ipToString } from './state.ts';
 import { NetTransport, Transport } from './transport.ts';
 
-export type { Delegate, Logger } from './state.ts';
+export type { Delegate, Logger, MemberlistStats } from './state.ts';
 export { VSN } from './state.ts';
 
 export interface MemberlistConfig {
@@ -71,6 +71,12 @@ export interface MemberlistConfig {
   /** Skip TCP fallback pings. Default false. */
   disableTcpPings?: boolean;
   logger?: Logger;
+  /**
+   * Spacing of repeated operator warnings (level 'warn', with a `kind` field:
+   * label, encryption, mode, oversize, malformed) about one peer host.
+   * Default 60000.
+   */
+  warnIntervalMs?: number;
   /** Tests: replace the UDP/TCP transport and the clock. */
   transport?: Transport;
   clock?: Clock;
@@ -152,6 +158,7 @@ export class Memberlist extends EventEmitter<MemberlistEvents> {
       enableCompression: cfg.enableCompression ?? true,
       disableTcpPings: cfg.disableTcpPings ?? false,
       logger: cfg.logger ?? (() => {}),
+      warnIntervalMs: cfg.warnIntervalMs ?? 60_000,
     };
     const transport = cfg.transport ?? (await NetTransport.create(cfg.bindAddr, cfg.port));
     let ml!: Memberlist;
@@ -188,6 +195,11 @@ export class Memberlist extends EventEmitter<MemberlistEvents> {
   /** Alive or suspect nodes, us included. */
   numAlive(): number {
     return this.state.numAlive();
+  }
+
+  /** Counters of received and refused traffic (a snapshot). */
+  stats(): MemberlistStats {
+    return { ...this.state.stats };
   }
 
   /** Lifeguard health score (0 = healthy). */

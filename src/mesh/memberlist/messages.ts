@@ -39,7 +39,21 @@ export const META_MAX_SIZE = 512;
 export const COMPOUND_HEADER_OVERHEAD = 2;
 export const COMPOUND_OVERHEAD = 2;
 export const USER_MSG_OVERHEAD = 1;
+/**
+ * Largest stream message we accept (memberlist's maxPushStateBytes, which Go
+ * applies to encrypted streams; we apply it to every stream message, and to
+ * the decompressed size of a compressed one).
+ */
 export const MAX_PUSH_STATE_BYTES = 20 * 1024 * 1024;
+/**
+ * Largest decompressed packet (UDP): a packet is at most 65,507 bytes and
+ * memberlist only compresses when that makes it smaller, so nothing legal
+ * expands beyond 64 KiB. The budget covers every compressed part of one
+ * packet together (compounds and nesting included).
+ */
+export const MAX_PACKET_DECOMPRESSED_BYTES = 64 * 1024;
+/** Largest decompressed stream message: the same 20 MiB as MAX_PUSH_STATE_BYTES. */
+export const MAX_STREAM_DECOMPRESSED_BYTES = MAX_PUSH_STATE_BYTES;
 /** Compression algorithm numbers; 0 is LZW. */
 export const LZW_ALGO = 0;
 
@@ -344,14 +358,15 @@ export function compressPayload(msg: Buffer): Buffer {
   return encodeMessage(MessageType.compress, writeCompress, { algo: LZW_ALGO, buf: lzwCompress(msg) });
 }
 
-/** Inverse of compressPayload for the body after the type byte. */
-export function decompressPayload(body: Buffer): Buffer {
-  return decompressBuffer(decodeBody(body, readCompress));
+/** Inverse of compressPayload for the body after the type byte; refuses more than `maxOutput` bytes. */
+export function decompressPayload(body: Buffer, maxOutput = MAX_PACKET_DECOMPRESSED_BYTES): Buffer {
+  return decompressBuffer(decodeBody(body, readCompress), maxOutput);
 }
 
-export function decompressBuffer(c: Compress): Buffer {
+/** Refuses (DecompressLimitError) anything that would expand beyond `maxOutput` bytes. */
+export function decompressBuffer(c: Compress, maxOutput: number): Buffer {
   if (c.algo !== LZW_ALGO) throw new Error(`Cannot decompress unknown algorithm ${c.algo}`);
-  return lzwDecompress(c.buf);
+  return lzwDecompress(c.buf, maxOutput);
 }
 
 // --- stream-only messages -------------------------------------------------

@@ -210,8 +210,12 @@ function isEmpty(f: Field): boolean {
 export type MsgValue = null | boolean | number | Buffer | MsgValue[] | MsgMap;
 export type MsgMap = Map<string, MsgValue>;
 
+/** Deepest nesting of arrays and maps we decode (memberlist's structs are flat). */
+export const MAX_DEPTH = 32;
+
 export class Reader {
   pos: number;
+  private depth = 0;
   constructor(
     readonly buf: Buffer,
     offset = 0,
@@ -336,18 +340,25 @@ export class Reader {
   }
 
   private array(n: number): MsgValue[] {
+    // every element takes at least one byte: a huge count in a short buffer fails here, not after allocating
+    if (n > this.remaining) throw new IncompleteError();
+    if (++this.depth > MAX_DEPTH) throw new Error('msgpack: nested too deeply');
     const out: MsgValue[] = [];
     for (let i = 0; i < n; i++) out.push(this.value());
+    this.depth--;
     return out;
   }
 
   private map(n: number): MsgMap {
+    if (2 * n > this.remaining) throw new IncompleteError();
+    if (++this.depth > MAX_DEPTH) throw new Error('msgpack: nested too deeply');
     const out: MsgMap = new Map();
     for (let i = 0; i < n; i++) {
       const k = this.value();
       const key = Buffer.isBuffer(k) ? k.toString('utf8') : String(k);
       out.set(key, this.value());
     }
+    this.depth--;
     return out;
   }
 
@@ -397,5 +408,156 @@ export class StructView {
     if (Buffer.isBuffer(v)) return v;
     if (Array.isArray(v)) return Buffer.from(v.map((x) => Number(x) & 0xff));
     throw new Error(`msgpack: field ${name} is not bytes`);
+  }
+}
+
+/**
+ * Finds where msgpack values end in a buffer that grows, without decoding
+ * them and without rescanning: each call to `scan` resumes where the last
+ * one stopped. Costs O(bytes) over the life of a stream however the bytes
+ * are chunked, and allocates nothing per value (a huge count is just a
+ * number on a stack of at most MAX_DEPTH entries).
+ */
+export class MsgpackSkipper {
+  /** Where scanning stands (absolute offset in the buffers given to scan). */
+  pos: number;
+  /** Items still to skip at each open nesting level; empty when done. */
+  private pending: number[];
+  /** Bytes of a raw/str/bin/ext/scalar payload still to skip. */
+  private skip = 0;
+
+  /** Skips `count` consecutive values starting at `start`. */
+  constructor(start: number, count = 1) {
+    this.pos = start;
+    this.pending = count > 0 ? [count] : [];
+  }
+
+  get done(): boolean {
+    return this.pending.length === 0 && this.skip === 0;
+  }
+
+  private completeOne(): void {
+    const p = this.pending;
+    p[p.length - 1]--;
+    while (p.length && p[p.length - 1] === 0) {
+      p.pop();
+      if (p.length) p[p.length - 1]--;
+    }
+  }
+
+  /** Advances over `buf[pos, end)`; true once all the values are complete. */
+  scan(buf: Uint8Array, end = buf.length): boolean {
+    for (;;) {
+      if (this.skip > 0) {
+        const n = Math.min(this.skip, end - this.pos);
+        this.pos += n;
+        this.skip -= n;
+        if (this.skip > 0) return false;
+        this.completeOne();
+        continue;
+      }
+      if (this.pending.length === 0) return true;
+      if (this.pos >= end) return false;
+      const b = buf[this.pos];
+      const avail = end - this.pos;
+      let head = 1;
+      let payload = 0;
+      let items = -1; // >= 0: a container of that many values
+      const be = (n: number): number | null => {
+        if (avail < 1 + n) return null;
+        let v = 0;
+        for (let i = 1; i <= n; i++) v = v * 256 + buf[this.pos + i];
+        return v;
+      };
+      if (b <= 0x7f || b >= 0xe0 || b === 0xc0 || b === 0xc2 || b === 0xc3) {
+        // a scalar in one byte
+      } else if ((b & 0xf0) === 0x80) items = 2 * (b & 0x0f);
+      else if ((b & 0xf0) === 0x90) items = b & 0x0f;
+      else if ((b & 0xe0) === 0xa0) payload = b & 0x1f;
+      else {
+        let lenBytes = 0;
+        let extra = 0; // ext type byte
+        let fixed = -1;
+        switch (b) {
+          case 0xc4:
+          case 0xd9:
+            lenBytes = 1;
+            break;
+          case 0xc5:
+          case 0xda:
+            lenBytes = 2;
+            break;
+          case 0xc6:
+          case 0xdb:
+            lenBytes = 4;
+            break;
+          case 0xc7:
+            lenBytes = 1;
+            extra = 1;
+            break;
+          case 0xc8:
+            lenBytes = 2;
+            extra = 1;
+            break;
+          case 0xc9:
+            lenBytes = 4;
+            extra = 1;
+            break;
+          case 0xca:
+          case 0xce:
+          case 0xd2:
+            fixed = 4;
+            break;
+          case 0xcb:
+          case 0xcf:
+          case 0xd3:
+            fixed = 8;
+            break;
+          case 0xcc:
+          case 0xd0:
+            fixed = 1;
+            break;
+          case 0xcd:
+          case 0xd1:
+            fixed = 2;
+            break;
+          case 0xd4:
+          case 0xd5:
+          case 0xd6:
+          case 0xd7:
+          case 0xd8:
+            fixed = 1 + [1, 2, 4, 8, 16][b - 0xd4];
+            break;
+          case 0xdc:
+          case 0xdd:
+          case 0xde:
+          case 0xdf: {
+            const n = be(b === 0xdc || b === 0xde ? 2 : 4);
+            if (n === null) return false;
+            head = 1 + (b === 0xdc || b === 0xde ? 2 : 4);
+            items = b >= 0xde ? 2 * n : n;
+            break;
+          }
+          default:
+            throw new Error(`msgpack: unsupported type byte 0x${b.toString(16)}`);
+        }
+        if (fixed >= 0) payload = fixed;
+        else if (lenBytes) {
+          const n = be(lenBytes);
+          if (n === null) return false;
+          head = 1 + lenBytes;
+          payload = n + extra;
+        }
+      }
+      this.pos += head;
+      if (items > 0) {
+        if (this.pending.length >= MAX_DEPTH) throw new Error('msgpack: nested too deeply');
+        this.pending.push(items);
+      } else if (payload > 0) {
+        this.skip = payload;
+      } else {
+        this.completeOne();
+      }
+    }
   }
 }

@@ -12,7 +12,8 @@ import { Awareness } from './awareness.ts';
 import { Broadcast, TransmitLimitedQueue } from './broadcast-queue.ts';
 import { Clock, TimerHandle, sleep } from './clock.ts';
 import { Keyring } from './keyring.ts';
-import { labelHeader, peekStreamLabel } from './label.ts';
+import { labelHeader, peekStreamLabel, removeLabelHeaderFromPacket } from './label.ts';
+import { Reader } from './msgpack.ts';
 import {
   Alive,
   COMPOUND_HEADER_OVERHEAD,
@@ -49,7 +50,10 @@ import {
 import { encryptOverhead } from './security.ts';
 import { suspicionTimeout, Suspicion } from './suspicion.ts';
 import { ConnReader, StreamConn, Transport, joinHostPort, splitHostPort } from './transport.ts';
-import { StreamMessage, decodePacket, decodeStream, encodePacket, encodeStream } from './wire.ts';
+import { StreamFramer, StreamMessage, decodePacket, encodePacket, encodeStream } from './wire.ts';
+import { DecompressLimitError } from './lzw.ts';
+import { WarnLimiter, WarningKind, hostOf } from './warnings.ts';
+import { AddressPolicy, addressPolicy, addressProblem, entryProblem, nameProblem, pushEntryProblem } from './validate.ts';
 
 /** Protocol min/max/cur and delegate min/max/cur that we advertise. */
 export const VSN: readonly number[] = [1, 5, 2, 2, 5, 5];
@@ -93,6 +97,24 @@ export interface StateConfig {
   enableCompression: boolean;
   disableTcpPings: boolean;
   logger: Logger;
+  /** Spacing of repeated operator warnings about one peer (see warnings.ts). */
+  warnIntervalMs: number;
+}
+
+/** Counters for operators and tests. */
+export interface MemberlistStats {
+  /** Packets received / refused whole (label, crypto, checksum, size, framing). */
+  packetsReceived: number;
+  packetsDropped: number;
+  /** Messages inside accepted packets that were refused (malformed or invalid). */
+  messagesDropped: number;
+  /** Incoming streams accepted / ended with an error. */
+  streamsReceived: number;
+  streamsDropped: number;
+  /** Compressed messages refused for expanding beyond the cap. */
+  decompressRefused: number;
+  /** Alive or push-pull entries refused by validation (never stored or relayed). */
+  entriesRefused: number;
 }
 
 export interface NodeState {
@@ -135,6 +157,22 @@ export function ipToBytes(ip: string): Buffer {
   const b = Buffer.alloc(16);
   groups.forEach((g, i) => b.writeUInt16BE(parseInt(g, 16), i * 2));
   return b;
+}
+
+/** The label header at the start of an incoming stream. */
+const labelFramer = {
+  step(b: Buffer): { value: string; consumed: number } | null {
+    const r = peekStreamLabel(b);
+    return r ? { value: r.label, consumed: r.consumed } : null;
+  },
+};
+
+/** Which mismatch a decode error message stands for (null: none of them). */
+export function mismatchKind(err: string): WarningKind | null {
+  if (/label mismatch|unacceptable label/.test(err)) return 'label';
+  if (/Remote state is encrypted and encryption is not configured|Encryption is configured but remote state is not encrypted/.test(err)) return 'mode';
+  if (/No installed keys could decrypt/.test(err)) return 'encryption';
+  return null;
 }
 
 const nodeAddress = (n: { addr: Buffer; port: number }) => joinHostPort(ipToString(n.addr), n.port);
@@ -192,6 +230,17 @@ export class MemberlistState {
   private joining = false;
   private readonly timers = new Set<TimerHandle>();
   private readonly conns = new Set<StreamConn>();
+  private readonly warnings: WarnLimiter;
+  private readonly policy: AddressPolicy;
+  readonly stats: MemberlistStats = {
+    packetsReceived: 0,
+    packetsDropped: 0,
+    messagesDropped: 0,
+    streamsReceived: 0,
+    streamsDropped: 0,
+    decompressRefused: 0,
+    entriesRefused: 0,
+  };
 
   constructor(
     readonly cfg: StateConfig,
@@ -201,6 +250,8 @@ export class MemberlistState {
     private readonly events: StateEvents,
   ) {
     this.awareness = new Awareness(cfg.awarenessMaxMultiplier);
+    this.warnings = new WarnLimiter(clock, cfg.warnIntervalMs);
+    this.policy = addressPolicy(transport.advertiseAddr);
     this.broadcasts = new TransmitLimitedQueue(cfg.retransmitMult, () => this.nodes.length);
     transport.setHandlers({
       packet: (buf, from, at) => this.ingestPacket(buf, from, at),
@@ -322,6 +373,16 @@ export class MemberlistState {
     this.cfg.logger(level, msg, fields);
   }
 
+  /**
+   * An operator warning about a peer, at most one per kind and peer host per
+   * warnIntervalMs (repeats are counted); below that rate it is a debug line.
+   */
+  private warnPeer(kind: WarningKind, peer: string, msg: string, fields?: Record<string, unknown>): void {
+    const ok = this.warnings.allow(kind, hostOf(peer));
+    if (!ok) return this.log('debug', msg, { ...fields, kind, from: peer });
+    this.log('warn', msg, { ...fields, kind, from: peer, ...(ok.suppressed ? { suppressed: ok.suppressed } : {}) });
+  }
+
   // --- sending --------------------------------------------------------------
 
   private get encrypted(): boolean {
@@ -392,11 +453,51 @@ export class MemberlistState {
   }
 
   private readStream(reader: ConnReader, timeoutMs: number): Promise<StreamMessage> {
-    const o = { label: this.cfg.label, keyring: this.cfg.keyring };
-    return reader.read((b) => {
-      const r = decodeStream(b, o);
-      return r ? { value: r.msg, consumed: r.consumed } : null;
-    }, this.clock, timeoutMs);
+    return reader.read(new StreamFramer({ label: this.cfg.label, keyring: this.cfg.keyring }), this.clock, timeoutMs);
+  }
+
+  /**
+   * The operator warning a failed exchange with `peer` stands for, if it is
+   * a mismatch of label, key or mode, or an oversized message; true when
+   * one was reported (else the caller logs it at debug).
+   */
+  private reportStreamError(e: unknown, peer: string, nothingReceived: boolean, weDialled: boolean): boolean {
+    const msg = (e as Error).message ?? String(e);
+    if (e instanceof DecompressLimitError) {
+      this.stats.decompressRefused++;
+      this.warnPeer('oversize', peer, `dropped a compressed stream from ${peer}: it expands beyond ${e.limit} bytes`);
+      return true;
+    }
+    if (/larger than/.test(msg)) {
+      this.warnPeer('oversize', peer, `dropped a stream from ${peer}: ${msg}`);
+      return true;
+    }
+    const kind = mismatchKind(msg);
+    if (kind === 'mode') {
+      // our own decode error describes their stream; a remote error describes ours
+      const theirs = /Remote state is encrypted/.test(msg) !== msg.startsWith('remote error:') ? 'encrypted' : 'plaintext';
+      this.warnPeer('mode', peer, `mesh mode mismatch: ${theirs} stream from ${peer}, but this node is ${this.encrypted ? 'encrypted' : 'plaintext'}`, { err: msg });
+      return true;
+    }
+    if (kind === 'encryption') {
+      this.warnPeer('encryption', peer, `stream from ${peer} could not be decrypted: it uses another key`, { err: msg });
+      return true;
+    }
+    if (kind === 'label') {
+      this.warnPeer('label', peer, `label mismatch with ${peer}: ${msg}`);
+      return true;
+    }
+    if (weDialled && nothingReceived && /closed before/.test(msg)) {
+      // A peer with another label (or none, or an old memberlist that knows
+      // no labels) closes the stream without a word.
+      this.warnPeer(
+        'label',
+        peer,
+        `${peer} closed the stream without answering: it probably uses another label (this node's label: ${JSON.stringify(this.cfg.label)})`,
+      );
+      return true;
+    }
+    return false;
   }
 
   /** Queues a broadcast about `name`. */
@@ -409,22 +510,56 @@ export class MemberlistState {
 
   ingestPacket(buf: Buffer, from: string, at: number): void {
     if (this.stopped) return;
+    this.stats.packetsReceived++;
     let msgs: Buffer[];
     try {
       msgs = decodePacket(buf, { label: this.cfg.label, keyring: this.cfg.keyring });
     } catch (e) {
-      this.log('debug', `dropped packet: ${(e as Error).message}`, { from });
+      this.stats.packetsDropped++;
+      if (e instanceof DecompressLimitError) {
+        this.stats.decompressRefused++;
+        this.warnPeer('oversize', from, `dropped a compressed packet from ${from}: it expands beyond ${e.limit} bytes`);
+        return;
+      }
+      const msg = (e as Error).message;
+      let kind = mismatchKind(msg);
+      if (this.encrypted && (/Unsupported encryption version|too small to decrypt/.test(msg) || (kind === 'encryption' && this.looksPlaintext(buf)))) kind = 'mode';
+      if (kind === 'label') {
+        const got = removeLabelHeaderFromPacket(buf).label;
+        this.warnPeer('label', from, `label mismatch: a packet from ${from} has label ${JSON.stringify(got)}, this node's is ${JSON.stringify(this.cfg.label)}`);
+      } else if (kind === 'mode') {
+        this.warnPeer('mode', from, `mesh mode mismatch: plaintext packet from ${from}, but this node is encrypted`, { err: msg });
+      } else if (kind === 'encryption') {
+        this.warnPeer('encryption', from, `packet from ${from} could not be decrypted: it uses another key`, { err: msg });
+      } else {
+        this.log('debug', `dropped packet: ${msg}`, { from });
+      }
       return;
     }
     for (const m of msgs) {
       try {
         this.handleCommand(m, from, at);
       } catch (e) {
+        this.stats.messagesDropped++;
         // An encrypted packet read as plaintext starts with its version byte (0 or 1).
-        const hint =
-          !this.encrypted && m.length >= 29 && m[0] <= 1 ? ' (looks encrypted, but encryption is not configured here)' : '';
-        this.log('debug', `dropped packet: ${(e as Error).message}${hint}`, { from, type: m[0] });
+        if (!this.encrypted && m.length >= 29 && m[0] <= 1) {
+          this.warnPeer('mode', from, `mesh mode mismatch: encrypted packet from ${from}, but this node is plaintext (it looks encrypted)`, {
+            err: (e as Error).message,
+          });
+        } else {
+          this.log('debug', `dropped packet: ${(e as Error).message}`, { from, type: m[0] });
+        }
       }
+    }
+  }
+
+  /** Whether a packet that failed to decrypt parses as plaintext memberlist messages (a peer without encryption). */
+  private looksPlaintext(buf: Buffer): boolean {
+    try {
+      const msgs = decodePacket(buf, { label: this.cfg.label, keyring: null });
+      return msgs.length > 0 && msgs.every((m) => m[0] in MessageType && new Reader(m, 1).struct() !== null);
+    } catch {
+      return false;
     }
   }
 
@@ -449,15 +584,22 @@ export class MemberlistState {
         this.ackHandlers.get(nack.seqNo)?.nack?.();
         return;
       }
-      case MessageType.suspect:
-        return this.suspectNode(decodeBody(body, readSuspect));
+      case MessageType.suspect: {
+        const m = decodeBody(body, readSuspect);
+        if (!this.acceptClaim(m, 'suspect', from)) return;
+        return this.suspectNode(m);
+      }
       case MessageType.alive: {
         const a = decodeBody(body, readAlive);
         if (a.port === 0) a.port = this.transport.advertisePort;
+        if (!this.acceptEntry(a, 'alive message', from)) return;
         return this.aliveNode(a, false);
       }
-      case MessageType.dead:
-        return this.deadNode(decodeBody(body, readDead));
+      case MessageType.dead: {
+        const m = decodeBody(body, readDead);
+        if (!this.acceptClaim(m, 'dead', from)) return;
+        return this.deadNode(m);
+      }
       case MessageType.user:
         this.delegate.notifyMsg?.(Buffer.from(body));
         return;
@@ -466,8 +608,39 @@ export class MemberlistState {
     }
   }
 
+  /**
+   * Validates an alive message or push-pull entry (validate.ts); a refused
+   * one is counted and reported, and must not be stored or relayed. An
+   * absent Vsn for a node we know takes the versions we have for it.
+   */
+  private acceptEntry(a: Alive, what: string, from: string, state?: number): boolean {
+    const known = this.nodeMap.get(a.node);
+    const entry = { ...a, state: state ?? NodeStateType.alive };
+    const problem = state === undefined ? entryProblem(entry, this.policy, !!known) : pushEntryProblem(entry, this.policy, !!known);
+    if (problem) {
+      this.stats.entriesRefused++;
+      const name = JSON.stringify(a.node.length > 64 ? a.node.slice(0, 64) + '…' : a.node);
+      this.warnPeer('malformed', from, `refused ${what} for ${name} from ${from}: ${problem}`);
+      return false;
+    }
+    if (a.vsn.length === 0 && known) a.vsn = [...known.vsn];
+    return true;
+  }
+
+  /** Suspect and dead messages: names within bounds, incarnation a uint32. */
+  private acceptClaim(m: Suspect | Dead, what: string, from: string): boolean {
+    const problem = nameProblem(m.node) ?? nameProblem(m.from) ?? (Number.isInteger(m.incarnation) && m.incarnation >= 0 && m.incarnation <= 0xffffffff ? null : 'bad incarnation');
+    if (!problem) return true;
+    this.stats.messagesDropped++;
+    this.log('debug', `dropped ${what} message: ${problem}`, { from });
+    return false;
+  }
+
+  /** Where to answer a ping: its source fields when they name a peer address, else the packet's sender. */
   private replyAddr(p: { sourceAddr?: Buffer | null; sourcePort?: number }, from: string): string {
-    if (p.sourceAddr && p.sourceAddr.length && p.sourcePort) return joinHostPort(ipToString(p.sourceAddr), p.sourcePort);
+    if (p.sourceAddr && p.sourceAddr.length && p.sourcePort && p.sourcePort <= 65535 && !addressProblem(p.sourceAddr, this.policy)) {
+      return joinHostPort(ipToString(p.sourceAddr), p.sourcePort);
+    }
     return from;
   }
 
@@ -481,6 +654,12 @@ export class MemberlistState {
 
   private handleIndirectPing(ind: IndirectPingReq, from: string): void {
     if (ind.port === 0) ind.port = this.transport.advertisePort;
+    const bad = addressProblem(ind.target, this.policy) ?? (ind.port > 65535 ? 'port out of range' : null);
+    if (bad) {
+      this.stats.messagesDropped++;
+      this.log('debug', `dropped indirect ping: ${bad}`, { from });
+      return;
+    }
     const localSeq = this.nextSeqNo();
     const self = this.selfAddr();
     const indAddr = this.replyAddr(ind, from);
@@ -702,21 +881,35 @@ export class MemberlistState {
   async pushPullNode(addr: string, join: boolean): Promise<void> {
     const conn = await this.dialStream(addr, this.cfg.tcpTimeoutMs);
     let msg: StreamMessage;
+    const reader = new ConnReader(conn);
     try {
-      const reader = new ConnReader(conn);
       this.sendStream(conn, this.localPushPull(join));
       msg = await this.readStream(reader, this.cfg.tcpTimeoutMs);
+    } catch (e) {
+      this.reportStreamError(e, addr, reader.buffered === 0, true);
+      throw e;
     } finally {
       conn.close();
     }
-    if ('err' in msg) throw new Error(`remote error: ${msg.err.error}`);
+    if ('err' in msg) {
+      const e = new Error(`remote error: ${msg.err.error}`);
+      this.reportStreamError(e, addr, false, true);
+      throw e;
+    }
     if (!('pushPull' in msg)) throw new Error(`received invalid msgType (${msg.type}), expected pushPullMsg`);
-    this.mergeRemoteState(msg.pushPull.nodes, msg.pushPull.userState, join);
+    this.mergeRemoteState(msg.pushPull.nodes, msg.pushPull.userState, join, addr);
   }
 
-  private mergeRemoteState(remote: PushNodeState[], userState: Buffer | null, join: boolean): void {
+  private mergeRemoteState(all: PushNodeState[], userState: Buffer | null, join: boolean, from: string): void {
+    const remote: PushNodeState[] = [];
+    for (const r of all) {
+      if (r.port === 0) r.port = this.transport.advertisePort;
+      const a: Alive = { incarnation: r.incarnation, node: r.name, addr: r.addr, port: r.port, meta: r.meta, vsn: r.vsn };
+      if (!this.acceptEntry(a, 'push-pull entry', from, r.state)) continue;
+      r.vsn = a.vsn;
+      remote.push(r);
+    }
     this.verifyProtocol(remote);
-    for (const r of remote) if (r.port === 0) r.port = this.transport.advertisePort;
     this.mergeState(remote);
     if (userState && this.delegate.mergeRemoteState) this.delegate.mergeRemoteState(userState, join);
   }
@@ -772,30 +965,37 @@ export class MemberlistState {
     if (this.stopped) return conn.close();
     this.conns.add(conn);
     conn.onClose(() => this.conns.delete(conn));
+    this.stats.streamsReceived++;
+    const from = conn.remoteAddr;
     const reader = new ConnReader(conn);
+    // One deadline for the label header and the first message together
+    // (the framer also caps its size): a peer that trickles bytes is cut off.
+    const deadline = this.clock.now() + this.cfg.tcpTimeoutMs;
+    const left = () => Math.max(1, deadline - this.clock.now());
     try {
-      const label = await reader.read((b) => {
-        const r = peekStreamLabel(b);
-        return r ? { value: r.label, consumed: r.consumed } : null;
-      }, this.clock, this.cfg.tcpTimeoutMs);
-      if (label !== this.cfg.label) {
-        this.log('debug', 'discarding stream with unacceptable label', { label, from: conn.remoteAddr });
-        return;
-      }
       let msg: StreamMessage;
       try {
-        msg = await this.readStream(reader, this.cfg.tcpTimeoutMs);
+        const label = await reader.read(labelFramer, this.clock, left());
+        if (label !== this.cfg.label) {
+          this.stats.streamsDropped++;
+          this.warnPeer('label', from, `label mismatch: a stream from ${from} has label ${JSON.stringify(label)}, this node's is ${JSON.stringify(this.cfg.label)}`);
+          return;
+        }
+        msg = await this.readStream(reader, left());
       } catch (e) {
-        this.log('debug', `failed to receive stream: ${(e as Error).message}`, { from: conn.remoteAddr });
+        this.stats.streamsDropped++;
+        if (!this.reportStreamError(e, from, false, false)) {
+          this.log('debug', `failed to receive stream: ${(e as Error).message}`, { from });
+        }
         this.sendStream(conn, encodeErr({ error: String((e as Error).message) }));
         return;
       }
       if ('pushPull' in msg) {
         this.sendStream(conn, this.localPushPull(msg.pushPull.join));
         try {
-          this.mergeRemoteState(msg.pushPull.nodes, msg.pushPull.userState, msg.pushPull.join);
+          this.mergeRemoteState(msg.pushPull.nodes, msg.pushPull.userState, msg.pushPull.join, from);
         } catch (e) {
-          this.log('warn', `failed push/pull merge: ${(e as Error).message}`, { from: conn.remoteAddr });
+          this.log('warn', `failed push/pull merge: ${(e as Error).message}`, { from });
         }
       } else if ('ping' in msg) {
         if (msg.ping.node !== '' && msg.ping.node !== this.cfg.name) return;
@@ -803,10 +1003,10 @@ export class MemberlistState {
       } else if ('user' in msg) {
         if (msg.user.length) this.delegate.notifyMsg?.(msg.user);
       } else {
-        this.log('debug', 'invalid stream msgType', { type: msg.type, from: conn.remoteAddr });
+        this.log('debug', 'invalid stream msgType', { type: msg.type, from });
       }
     } catch (e) {
-      this.log('debug', `stream error: ${(e as Error).message}`, { from: conn.remoteAddr });
+      this.log('debug', `stream error: ${(e as Error).message}`, { from });
     } finally {
       // let the reply flush before closing
       setImmediate(() => conn.close());

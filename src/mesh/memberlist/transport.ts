@@ -47,15 +47,33 @@ export function joinHostPort(host: string, port: number): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
-/** Buffers what a connection receives so messages can be parsed as they complete. */
+/** Something that recognises a complete value at the head of the bytes received so far. */
+export interface Framer<T> {
+  /**
+   * Called with the unconsumed bytes each time more arrive (same start,
+   * longer end): null while more are needed, else the value and how many
+   * bytes it took. Stateful framers resume where they stopped.
+   */
+  step(buf: Buffer): { value: T; consumed: number } | null;
+}
+
+/**
+ * Collects what a connection receives, in one buffer that grows by doubling
+ * (never re-concatenated per chunk), and hands it to a framer. Each chunk
+ * costs the framer's incremental work on that chunk, not a re-parse of
+ * everything received before.
+ */
 export class ConnReader {
-  private buf: Buffer = Buffer.alloc(0);
+  private data = Buffer.alloc(0);
+  private start = 0;
+  private end = 0;
   private closed = false;
+  private failed: Error | null = null;
   private wake: (() => void) | null = null;
 
   constructor(readonly conn: StreamConn) {
     conn.onData((b) => {
-      this.buf = this.buf.length ? Buffer.concat([this.buf, b]) : b;
+      this.append(b);
       this.wake?.();
     });
     conn.onClose(() => {
@@ -64,26 +82,57 @@ export class ConnReader {
     });
   }
 
+  private append(b: Buffer): void {
+    if (this.end + b.length > this.data.length) {
+      const live = this.end - this.start;
+      const need = live + b.length;
+      if (need <= this.data.length && this.start > 0 && live <= this.start) {
+        this.data.copy(this.data, 0, this.start, this.end);
+      } else {
+        const bigger = Buffer.allocUnsafe(Math.max(need, 2 * this.data.length, 4096));
+        this.data.copy(bigger, 0, this.start, this.end);
+        this.data = bigger;
+      }
+      this.start = 0;
+      this.end = live;
+    }
+    b.copy(this.data, this.end);
+    this.end += b.length;
+  }
+
+  /** Bytes received and not yet consumed. */
+  get buffered(): number {
+    return this.end - this.start;
+  }
+
   /**
-   * Waits until `parse` recognises a complete value at the head of the
-   * buffer (it returns null while more bytes are needed), then consumes it.
+   * Waits until `framer` recognises a complete value, then consumes it.
+   * Gives up after `timeoutMs`, or when the connection closes first.
    */
-  async read<T>(
-    parse: (b: Buffer) => { value: T; consumed: number } | null,
-    clock: Clock,
-    timeoutMs: number,
-  ): Promise<T> {
+  async read<T>(framer: Framer<T>, clock: Clock, timeoutMs: number): Promise<T> {
     let timedOut = false;
     const timer = clock.setTimeout(() => {
       timedOut = true;
       this.wake?.();
     }, timeoutMs);
     try {
+      let seen = -1;
       for (;;) {
-        const r = parse(this.buf);
-        if (r) {
-          this.buf = this.buf.subarray(r.consumed);
-          return r.value;
+        if (this.failed) throw this.failed;
+        if (this.buffered !== seen) {
+          seen = this.buffered;
+          let r: { value: T; consumed: number } | null;
+          try {
+            r = framer.step(this.data.subarray(this.start, this.end));
+          } catch (e) {
+            // the stream is out of sync for good
+            this.failed = e as Error;
+            throw e;
+          }
+          if (r) {
+            this.start += r.consumed;
+            return r.value;
+          }
         }
         if (this.closed) throw new Error('connection closed before a full message arrived');
         if (timedOut) throw new Error('timed out reading from stream');
