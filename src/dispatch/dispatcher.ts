@@ -257,26 +257,28 @@ export class Dispatcher {
 
   #record(req: DispatchRequest, clientModel: string, entry: string, trace: Trace): void {
     const p = this.p;
-    // Labels and the feed stay bounded whatever clients send: a model nobody serves is `unknown`.
-    const model = trace.known ? req.model : UNKNOWN_MODEL;
-    p.metrics.requests.inc({ model, workload: req.workload, route: trace.route, outcome: trace.outcome });
+    // Labels and the feed stay bounded whatever clients send: a model nobody serves is the label `unknown`,
+    // and the feed keeps at most the start of its name (an operator still sees the typo).
+    p.metrics.requests.inc({ model: trace.known ? req.model : UNKNOWN_MODEL, workload: req.workload, route: trace.route, outcome: trace.outcome });
     p.decisions.add({
       at: Date.now(),
       entry,
       executor: trace.executor,
-      model,
+      model: req.model.length > FEED_NAME_MAX ? `${req.model.slice(0, FEED_NAME_MAX)}…` : req.model,
       workload: req.workload,
       route: trace.route,
       queued_ms: trace.queuedMs,
       ttft_ms: trace.firstContentAt === undefined ? null : Math.round(trace.firstContentAt - trace.startedAt),
       outcome: trace.outcome,
-      ...(req.alias !== undefined ? { alias: clientModel } : {}),
+      ...(req.alias !== undefined ? { alias: clientModel.slice(0, FEED_NAME_MAX) } : {}),
     });
   }
 }
 
 /** The metric label and feed entry of a request for a model no member serves. */
 export const UNKNOWN_MODEL = 'unknown';
+/** The decision feed keeps at most this many characters of a model name. */
+const FEED_NAME_MAX = 128;
 
 interface ResponseMeta {
   origin: string;

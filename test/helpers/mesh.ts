@@ -21,6 +21,8 @@ export interface MeshNodeSpec {
   routing?: Record<string, unknown>;
   mesh?: Record<string, unknown>;
   aliases?: Record<string, unknown>;
+  /** Extra `api` keys (host and port are set by the helper). */
+  api?: Record<string, unknown>;
   env?: Record<string, string>;
   stateDir?: string;
 }
@@ -44,7 +46,7 @@ export async function startMeshNode(spec: MeshNodeSpec, opts: { waitHealthy?: bo
   const secured = spec.env?.VIIWORK_MESH_SECRET !== undefined;
   const doc = {
     node: { name: spec.name, state_dir: stateDir },
-    api: { host: spec.ip, port: 8086 },
+    api: { ...(spec.api ?? {}), host: spec.ip, port: 8086 },
     mesh: {
       open: !secured,
       network: 'lan',
