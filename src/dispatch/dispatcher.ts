@@ -9,7 +9,7 @@ import type http from 'node:http';
 import type { Lease } from '../engines/targets.ts';
 import { sendForward } from '../forward/send.ts';
 import { ApiError, errors, sendError } from '../http/errors.ts';
-import { relay, upstreamErrorText } from '../http/relay.ts';
+import { relay, upstreamErrorText, type AnswerTranslator } from '../http/relay.ts';
 import { RES_ALIAS, RES_MODEL, RES_NODE, RES_ORIGIN, RES_QUEUED_MS, RES_ROUTE } from '../http/viiwork-headers.ts';
 import { candidates } from '../route/eligibility.ts';
 import { decide } from '../route/decide.ts';
@@ -21,6 +21,7 @@ import { INITIAL, step, type Failure, type PlacementAction, type PlacementEvent,
 import type { DispatchPorts } from './ports.ts';
 import type { DispatchRequest, Placement, RunOutcome } from './types.ts';
 import { engineBody, forwardBody } from './upstream-body.ts';
+import { planResponses, RESPONSES_PATH } from './responses.ts';
 
 /** What the decision feed and metrics learn of one request, filled in as it goes. */
 interface Trace {
@@ -207,24 +208,34 @@ export class Dispatcher {
     try {
       const base = lease.backend.url;
       if (!base) return { kind: 'engine-failed', host: p.name, text: `backend ${lease.backend.id} has no address` };
-      const { body, stripUsage } = engineBody(req);
+      let { body, stripUsage } = engineBody(req);
+      let path = req.path;
+      let translate: AnswerTranslator | undefined;
+      const responseHeaders = { ...h.extra, ...mesh(p.name, h.origin, h.route, h.queuedMs) };
+      if (req.path === RESPONSES_PATH) {
+        const plan = planResponses(req, lease.target.descriptor);
+        if (plan.kind === 'refuse') {
+          // The executor's own answer about the request itself: unmarked, so it reaches the client once.
+          sendError(res, plan.error, responseHeaders);
+          trace.outcome = String(plan.error.status);
+          return { kind: 'answered', status: plan.error.status };
+        }
+        if (plan.kind === 'translate') ({ path, body, translate } = plan);
+      }
       const generation = isScoredWorkload(req.workload);
       const headers: Record<string, string> = {
         'content-type': req.scan ? 'application/json' : req.contentType,
         accept: req.stream ? 'text/event-stream' : 'application/json',
         ...lease.backend.authHeaders(),
       };
-      const result = await relay(
-        { origin: base, path: req.path, method: 'POST', headers, body, signal },
-        res,
-        {
-          responseHeaders: { ...h.extra, ...mesh(p.name, h.origin, h.route, h.queuedMs) },
-          stripUsage,
-          keepBody: generation && !req.stream ? 1 << 20 : undefined,
-          streamStallMs: p.rules.streamStallMs,
-          writeStallMs: p.rules.writeStallMs,
-        },
-      );
+      const result = await relay({ origin: base, path, method: 'POST', headers, body, signal }, res, {
+        responseHeaders,
+        stripUsage,
+        keepBody: generation && !req.stream ? 1 << 20 : undefined,
+        streamStallMs: p.rules.streamStallMs,
+        writeStallMs: p.rules.writeStallMs,
+        translate,
+      });
       p.log.debug('request', { model: req.model, workload: req.workload, backend: lease.backend.id, route: h.route, result: result.kind });
       switch (result.kind) {
         case 'refused': {

@@ -27,7 +27,8 @@ export function forwardBody(req: DispatchRequest): Buffer {
 
 /** Does this request get usage asked for on the node's behalf? */
 export function asksUsage(req: DispatchRequest): boolean {
-  return req.stream && req.scan !== undefined && GENERATION_WORKLOADS.includes(req.workload) && !req.clientWantsUsage;
+  // The Responses API has no stream_options: its translation asks for usage itself.
+  return req.stream && req.scan !== undefined && GENERATION_WORKLOADS.includes(req.workload) && !req.clientWantsUsage && req.path !== '/v1/responses';
 }
 
 /** The body for a local engine, and whether the usage chunk must be removed from the stream. */

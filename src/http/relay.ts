@@ -57,7 +57,23 @@ export interface RelayOptions {
   streamStallMs?: number;
   /** The longest a client may leave its answer unread (default: none). */
   writeStallMs?: number;
+  /** Rewrite a 2xx answer (default: pass it through). */
+  translate?: AnswerTranslator;
 }
+
+/**
+ * Rewrites a successful answer on its way to the client (the Responses API
+ * for a chat-only engine). Errors from the upstream pass unchanged.
+ */
+export interface AnswerTranslator {
+  /** A streamed answer: `start` before the first event, `push` per upstream chunk, `end` at its end, `error` when it breaks. */
+  stream: { start(): string; push(chunk: Buffer): string; end(): string; error(message: string): string };
+  /** A whole answer (at most `WHOLE_MAX` bytes): the client's body. */
+  whole(body: Buffer): { status: number; body: Buffer };
+}
+
+/** The largest whole answer a translator reads. */
+export const WHOLE_MAX = 32 * 1024 * 1024;
 
 /** At most this much of a refused answer's body is kept (its error text is shown to the client). */
 export const REFUSAL_BODY_MAX = 16 * 1024;
@@ -119,6 +135,7 @@ async function relayInner(
 
   const contentType = String(upstream.headers['content-type'] ?? '');
   const isSse = contentType.startsWith('text/event-stream');
+  if (opts.translate && status < 300) return relayTranslated(upstream, status, isSse, res, opts, opts.translate, stop, stalled, call);
   const headers: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(upstream.headers)) {
     if (v === undefined || HOP_BY_HOP.has(k) || k.startsWith('x-viiwork-')) continue;
@@ -187,6 +204,58 @@ async function relayInner(
   return { kind: 'done', status, body: kept.length ? Buffer.concat(kept) : undefined };
 }
 
+/** A 2xx answer rewritten on its way (see AnswerTranslator); measurement still reads the upstream's own events. */
+async function relayTranslated(
+  upstream: Dispatcher.ResponseData,
+  status: number,
+  isSse: boolean,
+  res: http.ServerResponse,
+  opts: RelayOptions,
+  tr: AnswerTranslator,
+  stop: (why?: string) => void,
+  stalled: () => string | undefined,
+  call: UpstreamCall,
+): Promise<RelayResult> {
+  if (!isSse) {
+    const body = await readSome(upstream.body, WHOLE_MAX);
+    if (call.signal.aborted || res.destroyed) return { kind: 'aborted' };
+    const out = tr.whole(body ?? Buffer.alloc(0));
+    res.writeHead(out.status, { ...opts.responseHeaders, 'content-type': 'application/json', 'content-length': out.body.length });
+    res.end(out.body);
+    return { kind: 'done', status: out.status, body };
+  }
+  res.writeHead(status, { ...opts.responseHeaders, 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
+  res.write(tr.stream.start());
+  const scanner = new SseScanner(false);
+  let stallTimer: NodeJS.Timeout | undefined;
+  try {
+    for await (const chunk of upstream.body) {
+      const seen = scanner.push(chunk as Buffer);
+      if (opts.streamStallMs) {
+        if (stallTimer) stallTimer.refresh();
+        else stallTimer = setTimeout(() => stop(`the stream received nothing for ${opts.streamStallMs} ms (api.stream_stall)`), opts.streamStallMs);
+      }
+      const out = seen ? tr.stream.push(seen) : '';
+      if (out && !res.write(out) && !(await waitDrain(res, opts.writeStallMs))) {
+        stop();
+        res.destroy();
+        return { kind: 'aborted' };
+      }
+    }
+  } catch (err) {
+    if (call.signal.aborted || res.destroyed) return { kind: 'aborted' };
+    const detail = stalled() ?? describe(err);
+    res.end(tr.stream.error(stalled() ? detail : `the engine failed mid-stream: ${detail}`));
+    return { kind: 'broken', detail };
+  } finally {
+    clearTimeout(stallTimer);
+  }
+  if (call.signal.aborted || res.destroyed) return { kind: 'aborted' };
+  const rest = scanner.flush();
+  res.end((rest ? tr.stream.push(rest) : '') + tr.stream.end());
+  return doneOf(status, scanner.seen);
+}
+
 function doneOf(status: number, seen: SseObservation): RelayResult {
   return { kind: 'done', status, firstContentAt: seen.firstContentAt, promptTokens: seen.promptTokens, cachedTokens: seen.cachedTokens };
 }
@@ -197,6 +266,7 @@ export function errorEvent(message: string, code = 'engine_failed'): string {
 }
 
 async function readSome(body: Dispatcher.ResponseData['body'], max: number): Promise<Buffer | undefined> {
+  // A translator gets the first `max` bytes of a larger answer (and fails to parse it, which it reports).
   const parts: Buffer[] = [];
   let n = 0;
   try {

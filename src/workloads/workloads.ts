@@ -27,6 +27,8 @@ export interface Descriptor {
 
 const ENDPOINTS: ReadonlyMap<string, Workload> = new Map([
   ['/v1/chat/completions', 'chat'],
+  // The Responses API is routed as chat; the executor translates it unless its target lists `responses`.
+  ['/v1/responses', 'chat'],
   ['/v1/completions', 'completion'],
   ['/v1/embeddings', 'embeddings'],
   ['/v1/rerank', 'rerank'],

@@ -9,6 +9,7 @@ import http from 'node:http';
 
 const INFERENCE_PATHS = new Set([
   '/v1/chat/completions',
+  '/v1/responses',
   '/v1/completions',
   '/v1/embeddings',
   '/v1/rerank',
@@ -353,6 +354,19 @@ export class FakeEngine extends EventEmitter {
             return await this.#stream(res, json, chat, promptTokens, ac.signal, sabotage, () => (sabotaged = true));
           }
           return sendJson(res, 200, this.#completion(json, chat, promptTokens));
+        }
+        case '/v1/responses': {
+          // A native Responses API engine, as far as a test needs one: a fixed whole response naming itself.
+          const text = `native ${this.opts.name}`;
+          return sendJson(res, 200, {
+            id: 'resp_native',
+            object: 'response',
+            created_at: Math.floor(Date.now() / 1000),
+            status: 'completed',
+            model: json.model ?? this.opts.model,
+            output: [{ type: 'message', id: 'msg_native', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [] }] }],
+            usage: { input_tokens: promptTokens, output_tokens: 2, total_tokens: promptTokens + 2 },
+          });
         }
         case '/v1/embeddings': {
           const inputs = Array.isArray(json.input) ? json.input : [json.input ?? ''];

@@ -1,0 +1,58 @@
+/**
+ * POST /v1/responses on the executing node (SPEC section 8): a target whose
+ * descriptor lists `responses` gets the request as it is; any other chat
+ * target gets it translated to a chat completion, and its answer translated
+ * back (src/responses/ does the translation). The entry node never
+ * translates: only the executor knows what its engine speaks.
+ */
+import { ApiError } from '../http/errors.ts';
+import type { AnswerTranslator } from '../http/relay.ts';
+import { chatToResponse, ResponsesStreamTranslator, responsesToChat } from '../responses/index.ts';
+import type { Descriptor } from '../workloads/workloads.ts';
+import type { DispatchRequest } from './types.ts';
+
+export const RESPONSES_PATH = '/v1/responses';
+
+export type ResponsesPlan =
+  | { kind: 'native' }
+  | { kind: 'translate'; path: string; body: Buffer; translate: AnswerTranslator }
+  | { kind: 'refuse'; error: ApiError };
+
+export function planResponses(req: DispatchRequest, descriptor: Descriptor): ResponsesPlan {
+  if (descriptor.workloads.includes('responses')) return { kind: 'native' };
+  let doc: unknown;
+  try {
+    // Bounded: api.max_body and the scanner's depth check have already passed.
+    doc = JSON.parse(req.body.toString('utf8'));
+  } catch {
+    return { kind: 'refuse', error: new ApiError(400, 'the request body is not valid JSON', 'invalid_request_error', 'invalid_json') };
+  }
+  const t = responsesToChat(doc);
+  if (!t.ok) return { kind: 'refuse', error: new ApiError(t.error.status, t.error.message, 'invalid_request_error', t.error.code) };
+  const chat = { ...t.chat, model: req.model };
+  const meta = { ...t.meta, model: req.alias ?? t.meta.model };
+  const stream = new ResponsesStreamTranslator(meta);
+  return {
+    kind: 'translate',
+    path: '/v1/chat/completions',
+    body: Buffer.from(JSON.stringify(chat)),
+    translate: {
+      stream: {
+        start: () => stream.start(),
+        push: (chunk) => stream.pushBytes(chunk),
+        end: () => stream.end(),
+        error: (message) => stream.error(message),
+      },
+      whole(body) {
+        let parsed: unknown;
+        try {
+          parsed = JSON.parse(body.toString('utf8'));
+        } catch {
+          const e = new ApiError(502, 'the engine answered the translated chat completion with something that is not JSON', 'server_error', 'engine_failed');
+          return { status: 502, body: Buffer.from(JSON.stringify(e.body())) };
+        }
+        return { status: 200, body: Buffer.from(JSON.stringify(chatToResponse(parsed, meta, { completedAt: Math.floor(Date.now() / 1000) }))) };
+      },
+    },
+  };
+}
