@@ -136,7 +136,7 @@ export class Dispatcher {
   }
 
   #candidates(req: DispatchRequest, hosts: readonly HostView[] = this.p.snapshot()): Candidate[] {
-    return candidates({ hosts, forwards: this.p.forwards.records, marks: this.p.forwards.marks }, req.model, req.workload);
+    return candidates({ hosts, forwards: this.p.forwards.of, marks: this.p.forwards.marks }, req.model, req.workload);
   }
 
   /** Is any capable host with a healthy backend left for this request (apart from those whose engine failed it)? */

@@ -20,8 +20,14 @@ const MAX_RECORDS = 20_000;
 
 export type ForwardEnd = 'served' | 'refused';
 
+const NONE: readonly ForwardRecord[] = [];
+
+const keyOf = (host: string, model: string) => `${host}\0${model}`;
+
 export class ForwardBook {
   readonly #records = new Set<ForwardRecord>();
+  /** The same records by (host, model), so routing reads only those of the hosts it prices. */
+  readonly #byKey = new Map<string, Set<ForwardRecord>>();
   #marks: RefusalMark[] = [];
 
   constructor(private readonly now: () => number = Date.now) {}
@@ -30,14 +36,14 @@ export class ForwardBook {
   start(host: string, model: string, workload: string, target: string): (end: ForwardEnd) => void {
     const f: ForwardRecord = { host, model, workload, target, startedAt: this.now() };
     if (this.#records.size >= MAX_RECORDS) this.#trim();
-    this.#records.add(f);
+    this.#add(f);
     let ended = false;
     return (end) => {
       if (ended) return;
       ended = true;
       if (end === 'refused') {
         // It never held a slot there: nothing to add back.
-        this.#records.delete(f);
+        this.#delete(f);
         return;
       }
       f.endedAt = this.now();
@@ -61,14 +67,36 @@ export class ForwardBook {
     for (const f of this.#records) {
       if (f.endedAt === undefined) continue;
       const p = polledAt(f.host);
-      if ((p !== undefined && p > f.endedAt) || now - f.endedAt > ENDED_KEEP_MS) this.#records.delete(f);
+      if ((p !== undefined && p > f.endedAt) || now - f.endedAt > ENDED_KEEP_MS) this.#delete(f);
     }
   }
 
   #trim(): void {
     const ended = [...this.#records].filter((f) => f.endedAt !== undefined).sort((a, b) => a.endedAt! - b.endedAt!);
-    for (const f of ended.slice(0, Math.ceil(ended.length / 2) || 0)) this.#records.delete(f);
+    for (const f of ended.slice(0, Math.ceil(ended.length / 2) || 0)) this.#delete(f);
   }
+
+  #add(f: ForwardRecord): void {
+    this.#records.add(f);
+    const k = keyOf(f.host, f.model);
+    let set = this.#byKey.get(k);
+    if (!set) this.#byKey.set(k, (set = new Set()));
+    set.add(f);
+  }
+
+  #delete(f: ForwardRecord): void {
+    this.#records.delete(f);
+    const k = keyOf(f.host, f.model);
+    const set = this.#byKey.get(k);
+    set?.delete(f);
+    if (set?.size === 0) this.#byKey.delete(k);
+  }
+
+  /** This node's forwards to `host` for `model`, in flight and recently ended. */
+  readonly of = (host: string, model: string): readonly ForwardRecord[] => {
+    const set = this.#byKey.get(keyOf(host, model));
+    return set ? [...set] : NONE;
+  };
 
   /** Forwards in flight, and those that ended recently (with `endedAt`). */
   get records(): readonly ForwardRecord[] {

@@ -2,7 +2,7 @@
  * The routing snapshot of this moment: this node's targets as they are now,
  * and each peer's from its last report. Built fresh for every decision.
  */
-import type { CapacityPoller } from '../capacity/poller.ts';
+import type { CapacityPoller, PeerReport } from '../capacity/poller.ts';
 import type { SlotTable } from '../engines/targets.ts';
 import type { MemberInfo } from '../mesh/members.ts';
 import type { PerfScores } from '../perf/scores.ts';
@@ -30,26 +30,37 @@ export function localView(name: string, slots: SlotTable, perf: PerfScores, now:
   return { name, local: true, rttMs: 0, fresh: true, polledAt: now, models };
 }
 
+/** A report's models as routing reads them, built once per report (not once per request). */
+const viewCache = new WeakMap<PeerReport, ReadonlyMap<string, HostModelView>>();
+
+function modelsOf(r: PeerReport): ReadonlyMap<string, HostModelView> {
+  const cached = viewCache.get(r);
+  if (cached) return cached;
+  const models = new Map<string, HostModelView>();
+  for (const mr of r.report.models) {
+    models.set(mr.name, {
+      targets: mr.targets?.map((t) => ({ descriptor: { workloads: t.workloads, audio: t.audio }, slots: t.slots, busy: t.busy })),
+      slots: mr.slots,
+      busy: mr.busy,
+      healthyBackends: mr.healthy_backends,
+      ctx: mr.ctx,
+      queued: mr.queued,
+      perfSamples: mr.perf_samples,
+      overheadMs: mr.ttft_overhead_ms,
+      ratePer1k: mr.prefill_ms_per_1k,
+    });
+  }
+  viewCache.set(r, models);
+  return models;
+}
+
 export function peerViews(peers: readonly MemberInfo[], poller: CapacityPoller | undefined, staleAfterMs: number, now: number): HostView[] {
   if (!poller) return [];
   const out: HostView[] = [];
   for (const m of peers) {
     const r = poller.get(m.name);
     if (!r) continue;
-    const models = new Map<string, HostModelView>();
-    for (const mr of r.report.models) {
-      models.set(mr.name, {
-        targets: mr.targets?.map((t) => ({ descriptor: { workloads: t.workloads, audio: t.audio }, slots: t.slots, busy: t.busy })),
-        slots: mr.slots,
-        busy: mr.busy,
-        healthyBackends: mr.healthy_backends,
-        ctx: mr.ctx,
-        queued: mr.queued,
-        perfSamples: mr.perf_samples,
-        overheadMs: mr.ttft_overhead_ms,
-        ratePer1k: mr.prefill_ms_per_1k,
-      });
-    }
+    const models = modelsOf(r);
     out.push({
       name: m.name,
       local: false,

@@ -22,8 +22,8 @@ export function hostDoes(m: HostModelView, workload: string): boolean {
 
 export interface CandidateInputs {
   hosts: readonly HostView[];
-  /** This node's forwards, in flight and recently ended. */
-  forwards: readonly ForwardRecord[];
+  /** This node's forwards to `host` for `model`, in flight and recently ended. */
+  forwards: (host: string, model: string) => readonly ForwardRecord[];
   marks: readonly RefusalMark[];
 }
 
@@ -75,16 +75,21 @@ export function candidates(inputs: CandidateInputs, model: string, workload: str
  * started before it (so the report shows them busy) and have ended since —
  * never more than the report showed busy.
  */
-function remoteFree(t: TargetView, forwards: readonly ForwardRecord[], h: HostView, model: string, key: string): number {
+function remoteFree(t: TargetView, forwards: CandidateInputs['forwards'], h: HostView, model: string, key: string): number {
   let deducted = 0;
   let freed = 0;
-  for (const f of forwards) {
-    if (f.host !== h.name || f.model !== model || f.target !== key) continue;
+  for (const f of forwards(h.name, model)) {
+    if (f.target !== key) continue;
     if (f.endedAt === undefined) {
       if (f.startedAt >= h.polledAt) deducted++;
     } else if (f.startedAt < h.polledAt && f.endedAt >= h.polledAt) freed++;
   }
   return Math.max(0, t.slots - t.busy - deducted + Math.min(freed, t.busy));
+}
+
+/** A lookup over a plain list of forwards (tests, and callers without a book). */
+export function forwardsIn(list: readonly ForwardRecord[]): CandidateInputs['forwards'] {
+  return (host, model) => list.filter((f) => f.host === host && f.model === model);
 }
 
 /** The union of known workloads over a model's targets on the given hosts, sorted (for /v1/models). */

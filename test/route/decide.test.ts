@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { seeded } from '../helpers/random.ts';
-import { candidates } from '../../src/route/eligibility.ts';
+import { candidates, forwardsIn } from '../../src/route/eligibility.ts';
 import { decide, weightedDraw } from '../../src/route/decide.ts';
 import { price } from '../../src/route/score.ts';
 import type { Candidate, HostModelView, HostView, RouteOptions, RouteRequest } from '../../src/route/types.ts';
@@ -165,11 +165,11 @@ const chatTarget = (slots: number, busy = 0) => ({ descriptor: { workloads: ['ch
 describe('candidates and refusal marks', () => {
   it('a refusal keeps a host full until a report whose poll was sent after it', () => {
     const mark = { host: 'b', model: 'm', workload: 'chat', at: 1500 };
-    const before = candidates({ hosts: [host('b', { m: { targets: [chatTarget(4)], slots: 4, busy: 0 } }, { polledAt: 1000 })], forwards: [], marks: [mark] }, 'm', 'chat');
+    const before = candidates({ hosts: [host('b', { m: { targets: [chatTarget(4)], slots: 4, busy: 0 } }, { polledAt: 1000 })], forwards: forwardsIn([]), marks: [mark] }, 'm', 'chat');
     assert.equal(before[0].free, 0);
-    const stillOld = candidates({ hosts: [host('b', { m: { targets: [chatTarget(4)], slots: 4, busy: 0 } }, { polledAt: 1499 })], forwards: [], marks: [mark] }, 'm', 'chat');
+    const stillOld = candidates({ hosts: [host('b', { m: { targets: [chatTarget(4)], slots: 4, busy: 0 } }, { polledAt: 1499 })], forwards: forwardsIn([]), marks: [mark] }, 'm', 'chat');
     assert.equal(stillOld[0].free, 0);
-    const after = candidates({ hosts: [host('b', { m: { targets: [chatTarget(4)], slots: 4, busy: 0 } }, { polledAt: 1501 })], forwards: [], marks: [mark] }, 'm', 'chat');
+    const after = candidates({ hosts: [host('b', { m: { targets: [chatTarget(4)], slots: 4, busy: 0 } }, { polledAt: 1501 })], forwards: forwardsIn([]), marks: [mark] }, 'm', 'chat');
     assert.equal(after[0].free, 4);
   });
 
@@ -179,25 +179,25 @@ describe('candidates and refusal marks', () => {
       { host: 'b', model: 'm', workload: 'chat', target: 'chat,completion', startedAt: 900 },
       { host: 'b', model: 'm', workload: 'chat', target: 'chat,completion', startedAt: 1100 },
     ];
-    assert.equal(candidates({ hosts: [h], forwards, marks: [] }, 'm', 'chat')[0].free, 2);
+    assert.equal(candidates({ hosts: [h], forwards: forwardsIn(forwards), marks: [] }, 'm', 'chat')[0].free, 2);
   });
 
   it('a forward that the report counted busy and that has ended since frees its slot at once', () => {
     const h = host('b', { m: { targets: [chatTarget(2, 2)], slots: 2, busy: 2 } }, { polledAt: 1000 });
     const ended = (startedAt: number, endedAt: number) => ({ host: 'b', model: 'm', workload: 'chat', target: 'chat,completion', startedAt, endedAt });
-    assert.equal(candidates({ hosts: [h], forwards: [], marks: [] }, 'm', 'chat')[0].free, 0);
-    assert.equal(candidates({ hosts: [h], forwards: [ended(900, 1200)], marks: [] }, 'm', 'chat')[0].free, 1);
+    assert.equal(candidates({ hosts: [h], forwards: forwardsIn([]), marks: [] }, 'm', 'chat')[0].free, 0);
+    assert.equal(candidates({ hosts: [h], forwards: forwardsIn([ended(900, 1200)]), marks: [] }, 'm', 'chat')[0].free, 1);
     // Ended before the poll: the report already knows. Started after it: the report never counted it.
-    assert.equal(candidates({ hosts: [h], forwards: [ended(800, 950)], marks: [] }, 'm', 'chat')[0].free, 0);
-    assert.equal(candidates({ hosts: [h], forwards: [ended(1100, 1200)], marks: [] }, 'm', 'chat')[0].free, 0);
+    assert.equal(candidates({ hosts: [h], forwards: forwardsIn([ended(800, 950)]), marks: [] }, 'm', 'chat')[0].free, 0);
+    assert.equal(candidates({ hosts: [h], forwards: forwardsIn([ended(1100, 1200)]), marks: [] }, 'm', 'chat')[0].free, 0);
     // Never beyond what the report showed busy.
     const oneBusy = host('b', { m: { targets: [chatTarget(2, 1)], slots: 2, busy: 1 } }, { polledAt: 1000 });
-    assert.equal(candidates({ hosts: [oneBusy], forwards: [ended(900, 1200), ended(901, 1201), ended(902, 1202)], marks: [] }, 'm', 'chat')[0].free, 2);
+    assert.equal(candidates({ hosts: [oneBusy], forwards: forwardsIn([ended(900, 1200), ended(901, 1201), ended(902, 1202)]), marks: [] }, 'm', 'chat')[0].free, 2);
   });
 
   it('an older node without targets does chat and completion only', () => {
     const h = host('old', { m: { targets: undefined, slots: 2, busy: 0 } });
-    assert.equal(candidates({ hosts: [h], forwards: [], marks: [] }, 'm', 'chat')[0].free, 2);
-    assert.equal(candidates({ hosts: [h], forwards: [], marks: [] }, 'm', 'embeddings').length, 0);
+    assert.equal(candidates({ hosts: [h], forwards: forwardsIn([]), marks: [] }, 'm', 'chat')[0].free, 2);
+    assert.equal(candidates({ hosts: [h], forwards: forwardsIn([]), marks: [] }, 'm', 'embeddings').length, 0);
   });
 });

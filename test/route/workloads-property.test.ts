@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { seeded, shuffle } from '../helpers/random.ts';
 import { modelsListing } from '../../src/api/fleet.ts';
-import { candidates } from '../../src/route/eligibility.ts';
+import { candidates, forwardsIn } from '../../src/route/eligibility.ts';
 import type { HostModelView, HostView, TargetView } from '../../src/route/types.ts';
 import { KNOWN_WORKLOADS } from '../../src/workloads/workloads.ts';
 
@@ -48,7 +48,7 @@ function permute(hosts: HostView[], rnd: () => number): HostView[] {
 
 function eligibleSets(hosts: HostView[]): string {
   const out: Record<string, unknown> = {};
-  for (const model of ['m1', 'm2', 'm3']) for (const w of WORKLOAD_POOL) out[`${model}/${w}`] = candidates({ hosts, forwards: [], marks: [] }, model, w);
+  for (const model of ['m1', 'm2', 'm3']) for (const w of WORKLOAD_POOL) out[`${model}/${w}`] = candidates({ hosts, forwards: forwardsIn([]), marks: [] }, model, w);
   return JSON.stringify(out);
 }
 
@@ -72,9 +72,9 @@ describe('eligibility and /v1/models do not depend on arrival order', () => {
       { name: 'future', local: false, rttMs: 0, fresh: true, polledAt: 0, models: new Map([['m', { targets: [{ descriptor: { workloads: ['vision'], audio: false }, slots: 2, busy: 0 }], slots: 2, busy: 0 }]]) },
       { name: 'old', local: false, rttMs: 0, fresh: true, polledAt: 0, models: new Map([['m', { targets: undefined, slots: 2, busy: 0 }]]) },
     ];
-    assert.deepEqual(candidates({ hosts, forwards: [], marks: [] }, 'm', 'vision'), []);
-    for (const w of ['chat', 'completion']) assert.deepEqual(candidates({ hosts, forwards: [], marks: [] }, 'm', w).map((c) => c.host), ['old']);
-    for (const w of ['embeddings', 'rerank', 'speech', 'transcription']) assert.deepEqual(candidates({ hosts, forwards: [], marks: [] }, 'm', w), []);
+    assert.deepEqual(candidates({ hosts, forwards: forwardsIn([]), marks: [] }, 'm', 'vision'), []);
+    for (const w of ['chat', 'completion']) assert.deepEqual(candidates({ hosts, forwards: forwardsIn([]), marks: [] }, 'm', w).map((c) => c.host), ['old']);
+    for (const w of ['embeddings', 'rerank', 'speech', 'transcription']) assert.deepEqual(candidates({ hosts, forwards: forwardsIn([]), marks: [] }, 'm', w), []);
   });
 
   it('an audio flag from one descriptor never combines with a workload of another', () => {
@@ -100,6 +100,6 @@ describe('eligibility and /v1/models do not depend on arrival order', () => {
         ]),
       },
     ];
-    assert.deepEqual(candidates({ hosts, forwards: [], marks: [] }, 'v', 'transcription'), []);
+    assert.deepEqual(candidates({ hosts, forwards: forwardsIn([]), marks: [] }, 'v', 'transcription'), []);
   });
 });
