@@ -17,6 +17,7 @@ import type { QueueSet } from '../queue/fifo.ts';
 import type { HostView } from '../route/types.ts';
 import type { MeshMode } from '../security/secret.ts';
 import type { RequestLimits } from './request.ts';
+import type { ClientKeys } from './client-keys.ts';
 
 export type NodePhase = 'starting' | 'running' | 'stopping' | 'stopped';
 
@@ -40,6 +41,8 @@ export interface ApiNode {
   readonly backends: readonly Backend[];
   readonly dispatcher: Dispatcher;
   readonly requestLimits: RequestLimits;
+  /** Client keys (disabled when none are configured). */
+  readonly clientKeys: ClientKeys;
   now(): number;
   /** The routing snapshot of this moment. */
   hostViews(): HostView[];

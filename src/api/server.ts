@@ -6,6 +6,8 @@ import type http from 'node:http';
 import net from 'node:net';
 import type { ApiNode } from './ports.ts';
 import { workloadForPath } from '../workloads/workloads.ts';
+import { classifyForwardHeaders } from '../security/headers.ts';
+import { protectionOf } from './client-keys.ts';
 import { fleetCapacity, meshDocument, modelsDocument } from './fleet.ts';
 import { ApiError, errors, sendError, sendJson } from '../http/errors.ts';
 import { handleInference } from './inference.ts';
@@ -111,6 +113,13 @@ async function handle(
     throw errors.forbiddenOrigin(origin);
   }
 
+  // Client keys, when configured: at the entry node only (a verified forward is the mesh's business; its
+  // headers are judged in inference.ts, and a client cannot claim to be a forward without them).
+  if (node.clientKeys.enabled && method !== 'OPTIONS' && protectionOf(url.pathname, node.config.api.protect_ops) === 'key' && !isMeshForward(req) && !node.clientKeys.admits(req)) {
+    req.resume();
+    throw errors.missingClientKey();
+  }
+
   const workload = workloadForPath(url.pathname);
   if (workload) {
     if (method !== 'POST') {
@@ -151,6 +160,11 @@ function oneModel(node: ApiNode, res: http.ServerResponse, url: URL): void {
   const entry = doc.data.find((m) => m.id === id);
   if (!entry) throw errors.unknownModel(id.slice(0, 200));
   sendJson(res, 200, entry);
+}
+
+/** A request that claims to come from a member: its forward headers decide (inference.ts); never a client key. */
+function isMeshForward(req: http.IncomingMessage): boolean {
+  return classifyForwardHeaders(req.headers) !== 'none';
 }
 
 function health(node: ApiNode, _req: http.IncomingMessage, res: http.ServerResponse): void {

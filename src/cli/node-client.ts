@@ -9,13 +9,21 @@ export const DEFAULT_NODE_URL = 'http://127.0.0.1:8086';
 /** A refusal by the node, or no answer from it: its message is what the operator reads. */
 export class NodeCallError extends Error {}
 
+/** The node's client key, when it needs one (api.keys_env / api.keys_file), from VIIWORK_API_KEY. */
+export const API_KEY_ENV = 'VIIWORK_API_KEY';
+
+function keyHeader(): Record<string, string> {
+  const key = process.env[API_KEY_ENV];
+  return key ? { authorization: `Bearer ${key}` } : {};
+}
+
 export async function call<T>(base: string, method: 'GET' | 'PUT' | 'DELETE' | 'POST', path: string, body?: unknown): Promise<T> {
   const url = new URL(path, base.endsWith('/') ? base : `${base}/`);
   let res;
   try {
     res = await request(url, {
       method,
-      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...keyHeader() },
       body: body === undefined ? undefined : JSON.stringify(body),
       headersTimeout: 10_000,
       bodyTimeout: 10_000,

@@ -35,6 +35,10 @@ export const errors = {
   tooManyNames: (where: string) => invalid(400, `${where} names more than 8 nodes; name at most 8`, 'invalid_host'),
   unsupportedWorkload: (model: string, workload: string, where = 'any live member') =>
     invalid(400, `model "${model}" is not served for ${workload} by ${where}; GET /v1/models lists each model's workloads`, 'unsupported_workload'),
+  missingClientKey: () =>
+    new ApiError(401, 'this node needs an API key: send Authorization: Bearer <key> (the keys are in api.keys_env or api.keys_file on the node)', 'authentication_error', 'invalid_api_key', undefined, {
+      'www-authenticate': 'Bearer',
+    }),
   unauthorized: (why: string) => new ApiError(401, `forward rejected: ${why}`, 'authentication_error', 'unauthorized', undefined, { [RES_REFUSED]: 'auth' }),
   forbiddenOrigin: (origin: string) =>
     new ApiError(403, `writes from origin ${origin} are not allowed; add it to api.cors.allow_origins to permit it`, 'permission_error', 'forbidden_origin'),

@@ -22,6 +22,8 @@ import type { DispatchPorts } from '../dispatch/ports.ts';
 import type { PeerLink } from '../forward/send.ts';
 import type { ApiNode, NodePhase } from '../api/ports.ts';
 import type { RequestLimits } from '../api/request.ts';
+import { ClientKeys } from '../api/client-keys.ts';
+import { readClientKeys } from '../config/keys.ts';
 import { buildReport, type CapacityReport } from '../capacity/report.ts';
 import { Agent } from 'undici';
 import { CapacityPoller } from '../capacity/poller.ts';
@@ -96,7 +98,13 @@ export class ViiworkNode implements ApiNode {
     this.aliases = AliasTable.load(config.node.state_dir, { log: (msg) => this.log.warn(msg), now: this.now });
     this.aliases.seed(config.aliases);
     this.dispatcher = new Dispatcher(this.#dispatchPorts());
+    const keys = readClientKeys(config.api, opts.env ?? process.env);
+    if (keys.problems.length) throw new Error(keys.problems.map((p) => `${p.key}: ${p.message}; ${p.fix}`).join('\n'));
+    this.clientKeys = new ClientKeys(keys.keys);
   }
+
+  /** Client keys (api.keys_env, api.keys_file); read once at start. */
+  readonly clientKeys: ClientKeys;
 
   get apiPort(): number {
     return this.apiAddress.port;
