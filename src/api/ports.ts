@@ -26,6 +26,8 @@ export interface ApiNode {
   readonly version: string;
   readonly config: Config;
   readonly phase: NodePhase;
+  /** While starting (SPEC section 4): resolves when ready; undefined once ready. */
+  readonly warming: Promise<void> | undefined;
   readonly log: Log;
   readonly meshMode: MeshMode;
   readonly members: MemberTable;

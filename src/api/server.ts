@@ -126,6 +126,8 @@ async function handle(
       req.resume();
       throw errors.methodNotAllowed(method, url.pathname, 'POST');
     }
+    // While the node starts, a request waits for it (SPEC section 4) rather than being refused.
+    if (node.phase === 'starting' && node.warming) await node.warming;
     if (node.phase !== 'running') throw errors.starting();
     return handleInference(node, req, res, url, workload);
   }
@@ -168,7 +170,7 @@ function isMeshForward(req: http.IncomingMessage): boolean {
 }
 
 function health(node: ApiNode, _req: http.IncomingMessage, res: http.ServerResponse): void {
-  const ok = node.phase === 'running';
+  const ok = node.phase === 'running' && node.warming === undefined;
   const backends = node.backends.map((b) => ({ id: b.id, model: b.info.model, engine: b.info.engine, state: b.state, reason: b.reason }));
   const models: Record<string, { backends: number; healthy_backends: number }> = {};
   for (const b of node.backends) {
@@ -178,7 +180,7 @@ function health(node: ApiNode, _req: http.IncomingMessage, res: http.ServerRespo
   }
   const serving = backends.some((b) => b.state === 'healthy');
   sendJson(res, ok ? 200 : 503, {
-    status: ok ? 'ok' : node.phase,
+    status: ok ? 'ok' : node.phase === 'running' ? 'starting' : node.phase,
     node: node.name,
     version: node.version,
     role: node.config.models.length ? 'node' : 'gateway',

@@ -42,7 +42,7 @@ export function parseReport(doc: unknown, expectedNode: string): CapacityReport 
       ? m.targets.flatMap((t) => {
           const x = t as Record<string, unknown>;
           if (!x || !Array.isArray(x.workloads)) return [];
-          return [{ workloads: x.workloads.filter((w): w is string => typeof w === 'string'), audio: x.audio === true, slots: num(x.slots) ?? 0, busy: num(x.busy) ?? 0 }];
+          return [{ workloads: x.workloads.filter((w): w is string => typeof w === 'string'), audio: x.audio === true, slots: num(x.slots) ?? 0, busy: num(x.busy) ?? 0, loading: num(x.loading) }];
         })
       : undefined;
     models.push({
@@ -68,6 +68,8 @@ export class CapacityPoller {
   readonly #rtt = new Map<string, number>();
   readonly #inFlight = new Set<string>();
   readonly #errors = new Map<string, string>();
+  /** When the last poll of each member ended, answered or not (this node's clock). */
+  readonly #settledAt = new Map<string, number>();
   #targets: PollTarget[] = [];
   #timer: NodeJS.Timeout | undefined;
   readonly agent: Agent;
@@ -146,6 +148,21 @@ export class CapacityPoller {
       this.#fail(t.name, (err as Error).message);
     } finally {
       this.#inFlight.delete(t.name);
+      this.#settledAt.set(t.name, this.now());
+    }
+  }
+
+  /**
+   * One round: every current target polled (or failed) after `since`, or the
+   * deadline. For a node that has just started: it knows who serves what
+   * before it calls itself ready.
+   */
+  async round(since: number, deadlineMs: number): Promise<void> {
+    this.pollAll();
+    const until = performance.now() + deadlineMs;
+    while (performance.now() < until) {
+      if (this.#targets.every((t) => (this.#settledAt.get(t.name) ?? -Infinity) >= since)) return;
+      await new Promise((r) => setTimeout(r, 25));
     }
   }
 

@@ -19,6 +19,8 @@ export interface TargetReport {
   audio: boolean;
   slots: number;
   busy: number;
+  /** Backends still loading (added later: absent means unknown, read as 0). */
+  loading?: number;
 }
 
 export interface ModelReport {
@@ -52,7 +54,7 @@ export function buildReport(node: ReportSource): CapacityReport {
     const backends = targets.flatMap((t) => t.backends);
     const tr = targets.map((t) => {
       const s = node.slots.summarize(t);
-      return { workloads: [...t.descriptor.workloads], audio: t.descriptor.audio, slots: s.slots, busy: s.busy } satisfies TargetReport;
+      return { workloads: [...t.descriptor.workloads], audio: t.descriptor.audio, slots: s.slots, busy: s.busy, loading: s.loading } satisfies TargetReport;
     });
     const perf = node.perf.published(name);
     const engines = [...new Set(backends.map((b) => b.info.engine))];

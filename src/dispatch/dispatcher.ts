@@ -44,7 +44,13 @@ export class Dispatcher {
     const clientModel = req.model;
     try {
       // One snapshot serves alias resolution, the up-front checks and the first routing attempt.
-      const hosts = this.p.snapshot();
+      let hosts = this.p.snapshot();
+      const warming = this.p.warming();
+      if (warming && !this.#known(req, hosts)) {
+        // A node that has just started may not have heard from the member that serves this yet (SPEC section 4).
+        await warming;
+        hosts = this.p.snapshot();
+      }
       const resolved = resolveModelName(this.p.aliases, req.model, req.workload, hosts);
       if (resolved !== undefined) {
         req.alias = req.model;
@@ -130,13 +136,31 @@ export class Dispatcher {
           if (trace.outcome === 'ok' && signal.aborted) trace.outcome = 'aborted';
           return;
         case 'fail':
+          if (action.failure === 'queue-timeout' && this.#onlyLoading(req)) throw errors.modelLoading(req.model, p.rules.queueTimeoutMs);
           throw failureError(action.failure, req.model, p.rules.queueTimeoutMs, state.engineError);
       }
     }
   }
 
+  /** Can this request be placed on what the snapshot knows (its model or alias, for its workload, on its pinned host)? */
+  #known(req: DispatchRequest, hosts: readonly HostView[]): boolean {
+    try {
+      const model = resolveModelName(this.p.aliases, req.model, req.workload, hosts) ?? req.model;
+      checkServable({ ...req, model }, hosts, this.#candidates({ ...req, model }, hosts));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
   #candidates(req: DispatchRequest, hosts: readonly HostView[] = this.p.snapshot()): Candidate[] {
     return candidates({ hosts, forwards: this.p.forwards.of, marks: this.p.forwards.marks }, req.model, req.workload);
+  }
+
+  /** Nothing capable is healthy, and something is still loading. */
+  #onlyLoading(req: DispatchRequest): boolean {
+    const c = this.#candidates(req);
+    return !c.some((x) => x.healthy) && c.some((x) => x.loading);
   }
 
   /** Is any capable host with a healthy backend left for this request (apart from those whose engine failed it)? */
@@ -311,7 +335,8 @@ function checkServable(req: DispatchRequest, hosts: readonly HostView[], cands: 
     if (!cands.some((c) => c.host === req.pin)) throw errors.unsupportedWorkload(req.model, req.workload, `member "${req.pin}"`);
   }
   if (cands.length === 0) throw errors.unsupportedWorkload(req.model, req.workload);
-  if (!cands.some((c) => c.healthy)) throw errors.noHealthyBackend(req.model);
+  // A backend still loading counts as full: the request waits for it (up to queue_timeout).
+  if (!cands.some((c) => c.healthy || c.loading)) throw errors.noHealthyBackend(req.model);
 }
 
 function failureError(f: Failure, model: string, timeoutMs: number, engineError: string | undefined): ApiError {

@@ -44,6 +44,8 @@ export interface DispatchPorts {
   nextRoundRobin(): number;
   /** The routing snapshot of this moment: this node now, every peer from its last report. */
   snapshot(): HostView[];
+  /** While the node is starting: resolves when it is ready (reports from every member are in). undefined once ready. */
+  warming(): Promise<void> | undefined;
   readonly slots: LocalSlots;
   readonly forwards: ForwardBook;
   readonly queues: QueueSet<Placement>;

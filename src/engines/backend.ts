@@ -114,12 +114,27 @@ export abstract class Backend extends EventEmitter {
     this.emit('descriptor', d);
   }
 
+  #checked = false;
+
+  /** The engine has been looked at once (a first health check, or any state decision): a node may call itself started. */
+  get checked(): boolean {
+    return this.#checked;
+  }
+
+  /** Called by an engine after its first health check, even when that check only says "still loading". */
+  protected markChecked(): void {
+    if (this.#checked) return;
+    this.#checked = true;
+    this.emit('checked');
+  }
+
   /**
    * Move to `next` for `reason`; logs one line when the state changes (`line`
    * replaces the default wording, for a change that must read plainly, such
    * as a dead backend) and emits 'state' (next, prev) on any change.
    */
   protected setState(next: BackendState, reason: string, line?: string): void {
+    if (next !== 'starting') this.markChecked();
     if (next === this.#state && reason === this.reason) return;
     const prev = this.#state;
     this.#state = next;

@@ -357,6 +357,7 @@ export class LlamacppBackend extends Backend {
     const o = await probe(run.url, '/health', { timeoutMs: this.#opts.probeTimeoutMs, signal: run.abort.signal, headers: this.authHeaders() });
     if (run.ended) return;
     const now = Date.now();
+    this.markChecked();
 
     if (run.phase === 'loading') {
       if (o.kind === 'ok') return this.#becameHealthy(run);

@@ -72,6 +72,7 @@ export class OpenAIBackend extends Backend {
     } catch (err) {
       this.setState('unhealthy', `probe failed: ${String(err)}`);
     }
+    this.markChecked();
     if (!this.#stopped && !this.#ticker.running) this.#ticker.start();
   }
 

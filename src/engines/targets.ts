@@ -25,6 +25,8 @@ export interface TargetSummary {
   descriptor: Descriptor;
   slots: number;
   busy: number;
+  /** Backends still loading (they count as full: requests wait for them). */
+  loading: number;
 }
 
 export class SlotTable {
@@ -81,11 +83,13 @@ export class SlotTable {
   summarize(t: LocalTarget): TargetSummary {
     let slots = 0;
     let busy = 0;
+    let loading = 0;
     for (const b of t.backends) {
       if (b.state === 'healthy') slots += b.info.parallel;
+      else if (b.state === 'starting') loading++;
       busy += this.busyOf(b);
     }
-    return { descriptor: t.descriptor, slots, busy };
+    return { descriptor: t.descriptor, slots, busy, loading };
   }
 
   /** Does any target of this model do the workload (healthy or not)? */

@@ -62,6 +62,8 @@ export const errors = {
     new ApiError(503, `no host accepted the request for "${model}" within ${ms} ms (forwards were refused); retry later`, 'server_error', 'queue_timeout', 2),
   noHealthyBackend: (model: string) =>
     new ApiError(503, `model "${model}" has no healthy backend anywhere in the mesh; check the engines (GET /health on each node)`, 'server_error', 'no_healthy_backend', 5),
+  modelLoading: (model: string, ms: number) =>
+    new ApiError(503, `model "${model}" is still loading: no backend became ready within ${ms} ms (routing.queue_timeout); retry shortly`, 'server_error', 'model_loading', 5),
   forwardLacksModel: (model: string, workload: string) =>
     new ApiError(503, `this node does not serve "${model}" for ${workload}; the entry node retries elsewhere`, 'server_error', 'model_not_here', 1, { [RES_REFUSED]: 'workload' }),
   invalidAlias: (detail: string) => invalid(400, `invalid alias request: ${detail}`, 'invalid_alias'),

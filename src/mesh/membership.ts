@@ -176,6 +176,11 @@ export class Membership {
     this.#rejoin.start();
   }
 
+  /** Resolves once the first join attempt (seeds and discovery) has finished, joined or not. */
+  firstJoin(): Promise<void> {
+    return this.#rejoin?.firstRound ?? Promise.resolve();
+  }
+
   /** Leave gracefully (others see `left`), then close everything. */
   async stop(): Promise<void> {
     this.#unsubscribe?.();

@@ -151,6 +151,7 @@ export class ViiworkNode implements ApiNode {
       random: Math.random,
       nextRoundRobin: () => this.nextRoundRobin(),
       snapshot: () => this.hostViews(),
+      warming: () => this.warming,
       slots: this.slots,
       forwards: this.forwards,
       queues: this.queues,
@@ -248,6 +249,12 @@ export class ViiworkNode implements ApiNode {
     this.backends = fresh;
     this.slots.setBackends(this.backends);
     this.phase = 'running';
+    void this.#warm(fresh).finally(() => {
+      this.#warmUp = undefined;
+      this.#ready();
+      this.log.info('ready: joined, reports in, engines checked');
+      this.queues.pumpAll();
+    });
     this.#tick = setInterval(() => this.queues.pumpAll(), 250);
     this.#tick.unref();
     this.#saveTimer = setInterval(() => this.#savePerf(), 30_000);
@@ -256,6 +263,29 @@ export class ViiworkNode implements ApiNode {
     const models = this.slots.models();
     this.log.info(models.length ? `loading ${this.backends.length} backend(s) for ${models.join(', ')}` : 'serving no models (gateway)');
     await Promise.all(fresh.map((b) => b.start()));
+  }
+
+  /** Set while the node is starting (SPEC section 4): /health says `starting`, unknown models wait for it. */
+  #ready!: () => void;
+  #warmUp: Promise<void> | undefined = new Promise<void>((resolve) => (this.#ready = resolve));
+
+  /** undefined once the node is ready; while it starts, resolves when it is. */
+  get warming(): Promise<void> | undefined {
+    return this.#warmUp;
+  }
+
+  /**
+   * Ready means: the first join attempt (seeds and discovery) has finished,
+   * one capacity round from every member alive after it has come back or
+   * failed (at most three poll intervals), and every engine is healthy, dead
+   * or past its first health check (at most WARM_ENGINE_MS).
+   */
+  async #warm(backends: readonly Backend[]): Promise<void> {
+    await bounded(this.membership?.firstJoin() ?? Promise.resolve(), WARM_JOIN_MS);
+    this.#membersChanged();
+    await this.poller?.round(this.now(), 3 * this.config.mesh.capacity_poll);
+    const unchecked = backends.filter((b) => !b.checked).map((b) => new Promise<void>((r) => b.once('checked', () => r())));
+    await bounded(Promise.all(unchecked), WARM_ENGINE_MS);
   }
 
   async #startMesh(): Promise<void> {
@@ -394,6 +424,21 @@ export class ViiworkNode implements ApiNode {
       this.log.warn(`cannot save performance baseline in ${this.config.node.state_dir}: ${(err as Error).message}`);
     }
   }
+}
+
+/** The longest a start waits for its first join attempt, and for its engines' first health check. */
+const WARM_JOIN_MS = 30_000;
+const WARM_ENGINE_MS = 30_000;
+
+function bounded(p: Promise<unknown>, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    t.unref();
+    void p.then(
+      () => (clearTimeout(t), resolve()),
+      () => (clearTimeout(t), resolve()),
+    );
+  });
 }
 
 /** What a failed bind means, in words an operator can act on. */

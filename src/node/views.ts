@@ -39,7 +39,7 @@ function modelsOf(r: PeerReport): ReadonlyMap<string, HostModelView> {
   const models = new Map<string, HostModelView>();
   for (const mr of r.report.models) {
     models.set(mr.name, {
-      targets: mr.targets?.map((t) => ({ descriptor: { workloads: t.workloads, audio: t.audio }, slots: t.slots, busy: t.busy })),
+      targets: mr.targets?.map((t) => ({ descriptor: { workloads: t.workloads, audio: t.audio }, slots: t.slots, busy: t.busy, loading: t.loading })),
       slots: mr.slots,
       busy: mr.busy,
       healthyBackends: mr.healthy_backends,

@@ -59,6 +59,7 @@ export function candidates(inputs: CandidateInputs, model: string, workload: str
       local: h.local,
       fresh: h.fresh,
       healthy: targets.some((t) => t.slots > 0),
+      loading: targets.some((t) => (t.loading ?? 0) > 0),
       free: refused ? 0 : free,
       rttMs: h.rttMs,
       overheadMs: m.overheadMs,

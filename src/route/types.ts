@@ -13,6 +13,8 @@ export interface TargetView {
   /** Slots of healthy backends. */
   slots: number;
   busy: number;
+  /** Backends still loading (undefined: not reported). */
+  loading?: number;
 }
 
 /** One model on one host, as this node sees it (local: now; remote: from its last report). */
@@ -93,6 +95,8 @@ export interface Candidate {
   fresh: boolean;
   /** At least one eligible target has a healthy backend (slots > 0). */
   healthy: boolean;
+  /** At least one eligible target has a backend still loading: requests wait for it as if it were full. */
+  loading: boolean;
   free: number;
   rttMs: number;
   overheadMs?: number;

@@ -174,7 +174,7 @@ describe('single node with sim engines, through the openai SDK', () => {
     assert.equal(chat.ctx, 8192);
     assert.equal(chat.backends, 1);
     assert.equal(chat.healthy_backends, 1);
-    assert.deepEqual(chat.targets, [{ workloads: ['chat', 'completion'], audio: false, slots: 2, busy: 0 }]);
+    assert.deepEqual(chat.targets, [{ workloads: ['chat', 'completion'], audio: false, slots: 2, busy: 0, loading: 0 }]);
   });
 
   it('lists models sorted with context length, owner and workloads', async () => {

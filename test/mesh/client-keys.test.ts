@@ -54,7 +54,7 @@ describe('client keys and engine keys', () => {
   });
 
   it('refuses no key, a wrong key and a key with extra spaces with 401 in the OpenAI shape', async () => {
-    for (const headers of [{}, { authorization: 'Bearer nope' }, { authorization: `Bearer  ${CLIENT_KEY}` }, { authorization: `Bearer ${CLIENT_KEY} x` }, { authorization: CLIENT_KEY }]) {
+    for (const headers of [{} as Record<string, string>, { authorization: 'Bearer nope' }, { authorization: `Bearer  ${CLIENT_KEY}` }, { authorization: `Bearer ${CLIENT_KEY} x` }, { authorization: CLIENT_KEY }]) {
       const r = await chat(a.url, headers);
       assert.equal(r.status, 401, JSON.stringify(headers));
       assert.equal(JSON.parse(r.text).error.code, 'invalid_api_key');

@@ -8,7 +8,7 @@ import type { Candidate, HostModelView, HostView, RouteOptions, RouteRequest } f
 
 
 function cand(host: string, over: Partial<Candidate> = {}): Candidate {
-  return { host, local: false, fresh: true, healthy: true, free: 1, rttMs: 0, bestTarget: 'chat,completion', ...over };
+  return { host, local: false, fresh: true, healthy: true, loading: false, free: 1, rttMs: 0, bestTarget: 'chat,completion', ...over };
 }
 
 const req = (over: Partial<RouteRequest> = {}): RouteRequest => ({ model: 'm', workload: 'chat', promptTokens: 100, prefer: [], ...over });

@@ -101,6 +101,17 @@ export class RejoinLoop {
     if (this.#started || this.#stopped) return;
     this.#started = true;
     this.#tick();
+    this.#first = this.#round?.then(
+      () => undefined,
+      () => undefined,
+    );
+  }
+
+  #first: Promise<void> | undefined;
+
+  /** Resolves once the first round (started by start()) has finished, joined or not. */
+  get firstRound(): Promise<void> {
+    return this.#first ?? Promise.resolve();
   }
 
   /** Run a round soon without waiting for the interval (e.g. a feeder heard a new peer). */
