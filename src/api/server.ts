@@ -4,6 +4,7 @@
  */
 import type http from 'node:http';
 import net from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { ApiNode } from './ports.ts';
 import { workloadForPath } from '../workloads/workloads.ts';
 import { classifyForwardHeaders } from '../security/headers.ts';
@@ -12,7 +13,7 @@ import { fleetCapacity, meshDocument, modelsDocument } from './fleet.ts';
 import { ApiError, errors, sendError, sendJson } from '../http/errors.ts';
 import { handleInference } from './inference.ts';
 import { createAliasRoutes } from './aliases.ts';
-import { serveUi } from '../ui/serve.ts'; // dashboards
+import { isUiPath, serveUi } from '../ui/serve.ts'; // dashboards
 
 type Handler = (node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL) => Promise<void> | void;
 
@@ -39,6 +40,30 @@ export function createApiHandler(node: ApiNode): http.RequestListener {
       sendError(res, new ApiError(500, 'internal error in viiwork; see the node log', 'server_error', 'internal_error'));
     });
   };
+}
+
+/**
+ * Answers Node's own HTTP parser gives before any handler runs (a broken
+ * request line, headers too large, a header timeout) and CONNECT, in the
+ * OpenAI error shape, then closes the connection.
+ */
+export function answerRawErrors(server: http.Server): void {
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+    if (!socket.writable || (err.code === 'ECONNRESET' && !socket.readable)) return void socket.destroy();
+    const [status, reason, message]: [number, string, string] =
+      err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'Request Header Fields Too Large', 'the request headers are too large; send fewer or shorter headers']
+        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' || err.code === 'ERR_HTTP_HEADERS_TIMEOUT'
+          ? [408, 'Request Timeout', 'the request headers did not arrive in time (api.header_timeout)']
+          : [400, 'Bad Request', `the request is not valid HTTP/1.1 (${String(err.code ?? 'parse error').slice(0, 40)})`];
+    rawAnswer(socket, status, reason, message);
+  });
+  server.on('connect', (_req: http.IncomingMessage, socket: Duplex) => rawAnswer(socket, 405, 'Method Not Allowed', 'CONNECT is not allowed: this is an OpenAI-compatible API, not a proxy'));
+}
+
+function rawAnswer(socket: Duplex, status: number, reason: string, message: string): void {
+  const body = JSON.stringify({ error: { message, type: 'invalid_request_error', code: status === 405 ? 'method_not_allowed' : 'bad_request' } });
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }
 
 /** Names a browser may reach this node by: its node name, advertise address, loopback, api.allowed_hosts (lowercase). */
@@ -136,6 +161,10 @@ async function handle(
   }
   // --- dashboards (src/ui): GET /, /node, /ui/* ---
   if ((method === 'GET' || method === 'HEAD') && serveUi(url.pathname, res)) return;
+  if (isUiPath(url.pathname)) {
+    req.resume();
+    throw errors.methodNotAllowed(method, url.pathname, 'GET');
+  }
   // --- end dashboards ---
   if (url.pathname.startsWith('/v1/models/') && (method === 'GET' || method === 'HEAD')) return oneModel(node, res, url);
   const get = GET_ROUTES[url.pathname];

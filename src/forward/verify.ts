@@ -8,7 +8,7 @@ import { errors } from '../http/errors.ts';
 import type { MemberTable } from '../mesh/members.ts';
 import { classifyForwardHeaders, headerValue, HEADER_NODE, stripMeshHeaders } from '../security/headers.ts';
 import type { MeshMode } from '../security/secret.ts';
-import { sha256Hex } from '../security/signing.ts';
+import { sha256Hex, SIGNING_V2_SINCE, versionBefore } from '../security/signing.ts';
 
 export type Sender = { kind: 'client' } | { kind: 'forward'; from: string };
 
@@ -17,14 +17,22 @@ function normalizeIp(ip: string | undefined): string {
   return ip.startsWith('::ffff:') ? ip.slice(7) : ip;
 }
 
-export function judgeForward(req: http.IncomingMessage, body: Buffer, mode: MeshMode, members: MemberTable | undefined, onReject: (reason: string) => void): Sender {
+export function judgeForward(req: http.IncomingMessage, body: Buffer, mode: MeshMode, members: MemberTable | undefined, onReject: (reason: string) => void, self?: string): Sender {
   const headers = req.headers;
   const cls = classifyForwardHeaders(headers);
   try {
     if (mode.mode === 'secured') {
       if (cls === 'none') return { kind: 'client' };
       if (cls === 'partial') throw reject('incomplete X-Viiwork-Node/-Ts/-Nonce/-Auth set');
-      const v = mode.verifier.verify({ method: req.method ?? 'POST', pathWithQuery: req.url ?? '/', bodySha256: sha256Hex(body), headers });
+      const v = mode.verifier.verify({
+        method: req.method ?? 'POST',
+        pathWithQuery: req.url ?? '/',
+        bodySha256: sha256Hex(body),
+        headers,
+        self,
+        // During a rolling upgrade: the receiver-less v1 only from a member still running a version before v2.
+        acceptV1: (node) => versionBefore(members?.get(node)?.version, SIGNING_V2_SINCE),
+      });
       if (!v.ok) throw reject(v.reason);
       const m = members?.get(v.node);
       if (!m || m.state !== 'alive' || m.role === 'foreign') throw reject(`sender "${v.node}" is not an alive member`);

@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createApiHandler } from '../api/server.ts';
+import { answerRawErrors, createApiHandler } from '../api/server.ts';
 import type { Config } from '../config/schema.ts';
 import type { Backend } from '../engines/backend.ts';
 import { createEntryBackends, entryKey } from '../engines/factory.ts';
@@ -128,7 +128,7 @@ export class ViiworkNode implements ApiNode {
         const report = this.poller?.get(host);
         return this.members.get(host)?.state === 'alive' && report !== undefined && this.now() - report.polledAt <= this.config.routing.stale_after;
       },
-      sign: (method, pathWithQuery, body) => this.signForward(method, pathWithQuery, body),
+      sign: (method, pathWithQuery, body, to) => this.signForward(method, pathWithQuery, body, to),
       get dispatcher() {
         return node.peerAgent;
       },
@@ -202,9 +202,9 @@ export class ViiworkNode implements ApiNode {
   }
 
   /** Headers that make a request a forward from this node: signed in a secured mesh, the name alone in an open one. */
-  signForward(method: string, pathWithQuery: string, body: Buffer): Record<string, string> {
+  signForward(method: string, pathWithQuery: string, body: Buffer, to: string): Record<string, string> {
     if (this.meshMode.mode === 'open') return { [HEADER_NODE]: this.name };
-    return { ...this.meshMode.signer.sign({ method, pathWithQuery, node: this.name, bodySha256: sha256Hex(body) }) };
+    return { ...this.meshMode.signer.sign({ method, pathWithQuery, node: this.name, to, bodySha256: sha256Hex(body) }) };
   }
 
   /** The API address actually bound (port 0 in config picks a free one). */
@@ -222,6 +222,7 @@ export class ViiworkNode implements ApiNode {
   async start(): Promise<void> {
     fs.mkdirSync(this.config.node.state_dir, { recursive: true });
     const server = http.createServer(createApiHandler(this));
+    answerRawErrors(server);
     server.keepAliveTimeout = 65_000;
     // A client has api.header_timeout to send its headers; a body that stops arriving is dropped by readBody (api.body_idle_timeout).
     server.headersTimeout = this.config.api.header_timeout;

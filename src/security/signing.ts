@@ -7,19 +7,25 @@
  * gossip key itself never signs anything.
  *
  * Canonical string (UTF-8, fields joined by a single "\n", no trailing
- * newline):
+ * newline), version 2:
  *
- *     viiwork-forward-v1
+ *     viiwork-forward-v2
  *     <METHOD, uppercase>
  *     <path with query, exactly as sent on the request line>
  *     <X-Viiwork-Ts: unix milliseconds, decimal>
  *     <X-Viiwork-Nonce: 32 lowercase hex>
  *     <X-Viiwork-Node: sender node name>
+ *     <receiving node name>
  *     <SHA-256 of the body, 64 lowercase hex; of zero bytes when empty>
+ *
+ * Version 1 (viiwork before 0.2.0) is the same without the receiver line and
+ * with the tag `viiwork-forward-v1`; it is accepted only from members whose
+ * reported version predates 0.2.0, so a rolling upgrade keeps working and a
+ * captured v2 forward cannot be replayed to another member.
  *
  * None of the fields can contain "\n" (a request line cannot, and the
  * verifier checks the header formats first), so the join is unambiguous.
- * `X-Viiwork-Auth` = `v1=` + hex(HMAC-SHA256(key, canonical string)).
+ * `X-Viiwork-Auth` = `v2=` + hex(HMAC-SHA256(key, canonical string)).
  *
  * A verifier accepts a timestamp at most 120 s away from its own clock,
  * each nonce once (nonces are remembered for 240 s, the longest time a
@@ -40,9 +46,16 @@ import {
   type HeaderBag,
 } from './headers.ts';
 
-/** Version tag: first line of the canonical string and prefix of the MAC header. */
-export const SIGNING_VERSION = 'v1';
-const CANONICAL_TAG = 'viiwork-forward-v1';
+/**
+ * Version tag: prefix of the MAC header. v2 (viiwork 0.2.0 on) names the
+ * receiving node in the canonical string, so a forward captured on its way
+ * to one member cannot be replayed to another. v1 (no receiver) is accepted
+ * only from members whose reported version predates v2 (a rolling upgrade).
+ */
+export const SIGNING_VERSION = 'v2';
+const CANONICAL_TAGS = { v1: 'viiwork-forward-v1', v2: 'viiwork-forward-v2' } as const;
+/** The first viiwork version that signs v2. */
+export const SIGNING_V2_SINCE = '0.2.0';
 /** HKDF salt for the request-signing key. Changing it breaks every mixed-version mesh. */
 export const SIGNING_SALT = 'viiwork/v2 request-signing salt';
 /** HKDF info for the request-signing key. */
@@ -59,7 +72,7 @@ export const EMPTY_BODY_SHA256 = crypto.createHash('sha256').digest('hex');
 
 const TS_FORMAT = /^\d{1,16}$/;
 const NONCE_FORMAT = /^[0-9a-f]{32}$/;
-const AUTH_FORMAT = /^v1=([0-9a-f]{64})$/;
+const AUTH_FORMAT = /^(v1|v2)=([0-9a-f]{64})$/;
 const SHA256_FORMAT = /^[0-9a-f]{64}$/;
 
 /** The HMAC key for one mesh secret. Not the gossip key: derived by HKDF. */
@@ -103,11 +116,15 @@ export interface SignableRequest {
   node: string;
   /** SHA-256 hex of the body that will be sent (EMPTY_BODY_SHA256 for none). */
   bodySha256: string;
+  /** Receiving node name (v2). Absent: a v1 signature (for tests of the upgrade rule only). */
+  to?: string;
 }
 
 /** The canonical string that is MACed; exported for tests and docs. */
 export function canonicalString(req: SignableRequest & { ts: string; nonce: string }): string {
-  return [CANONICAL_TAG, req.method.toUpperCase(), req.pathWithQuery, req.ts, req.nonce, req.node, req.bodySha256.toLowerCase()].join('\n');
+  const head = [req.method.toUpperCase(), req.pathWithQuery, req.ts, req.nonce, req.node];
+  if (req.to === undefined) return [CANONICAL_TAGS.v1, ...head, req.bodySha256.toLowerCase()].join('\n');
+  return [CANONICAL_TAGS.v2, ...head, req.to, req.bodySha256.toLowerCase()].join('\n');
 }
 
 function mac(key: Buffer, text: string): Buffer {
@@ -135,7 +152,7 @@ export function signRequest(key: Buffer, req: SignableRequest & { now?: number; 
     'X-Viiwork-Node': req.node,
     'X-Viiwork-Ts': ts,
     'X-Viiwork-Nonce': nonce,
-    'X-Viiwork-Auth': `${SIGNING_VERSION}=${mac(key, text).toString('hex')}`,
+    'X-Viiwork-Auth': `${req.to === undefined ? 'v1' : 'v2'}=${mac(key, text).toString('hex')}`,
   };
 }
 
@@ -160,6 +177,20 @@ export interface VerifyInput {
   /** SHA-256 hex of the body as received (computed while reading it). */
   bodySha256: string;
   headers: HeaderBag;
+  /** This node's name: a v2 signature must name it as the receiver. */
+  self?: string;
+  /** Whether a v1 signature (no receiver) is acceptable from this sender: its reported version predates v2. */
+  acceptV1?: (node: string) => boolean;
+}
+
+/** Does a reported version (major.minor.patch) predate `since`? Unknown or malformed versions do not. */
+export function versionBefore(ver: string | undefined, since: string): boolean {
+  const parse = (v: string) => /^(\d+)\.(\d+)\.(\d+)/.exec(v)?.slice(1).map(Number);
+  const a = ver === undefined ? undefined : parse(ver);
+  const b = parse(since)!;
+  if (!a) return false;
+  for (let i = 0; i < 3; i++) if (a[i] !== b[i]) return a[i] < b[i];
+  return false;
 }
 
 export type VerifyResult = { ok: true; node: string; ts: number } | { ok: false; reason: string };
@@ -262,7 +293,11 @@ export class RequestVerifier {
     if (!TS_FORMAT.test(tsText)) return { ok: false, reason: 'malformed X-Viiwork-Ts (expected unix milliseconds)' };
     if (!NONCE_FORMAT.test(nonce)) return { ok: false, reason: 'malformed X-Viiwork-Nonce (expected 32 lowercase hex)' };
     const authMatch = AUTH_FORMAT.exec(auth);
-    if (!authMatch) return { ok: false, reason: 'malformed X-Viiwork-Auth (expected v1=<64 hex>)' };
+    if (!authMatch) return { ok: false, reason: 'malformed X-Viiwork-Auth (expected v2=<64 hex>)' };
+    const version = authMatch[1] as 'v1' | 'v2';
+    if (version === 'v1' && !input.acceptV1?.(node)) {
+      return { ok: false, reason: `signature v1 (no receiver) from a member that signs ${SIGNING_VERSION}: upgrade-only fallback refused` };
+    }
     if (!SHA256_FORMAT.test(input.bodySha256)) return { ok: false, reason: 'body hash is not SHA-256 hex' };
 
     const now = this.#now();
@@ -278,8 +313,9 @@ export class RequestVerifier {
       bodySha256: input.bodySha256,
       ts: tsText,
       nonce,
+      to: version === 'v2' ? input.self : undefined,
     });
-    const given = Buffer.from(authMatch[1], 'hex');
+    const given = Buffer.from(authMatch[2], 'hex');
     let good = false;
     for (const key of this.#keys) {
       // Every key is tried, so timing does not reveal which one matched.

@@ -49,6 +49,11 @@ const assets = load();
  * `Cache-Control: no-cache` with an ETag, so a browser revalidates and gets
  * 304 while the file is unchanged.
  */
+/** Is this one of the dashboards' paths (for 405 on other methods)? */
+export function isUiPath(path: string): boolean {
+  return Object.hasOwn(ROUTES, path);
+}
+
 export function serveUi(pathname: string, res: http.ServerResponse): boolean {
   const asset = assets.get(pathname);
   if (!asset) return false;

@@ -141,11 +141,16 @@ describe('a secured mesh', () => {
     assert.equal(total, cases.length);
   });
 
-  it('refuses a replayed signed forward', async () => {
+  it('refuses a replayed signed forward, and one signed for another member', async () => {
     const { RequestSigner } = await import('../../src/security/signing.ts');
     const body = JSON.stringify(chat('only-b'));
     const signer = new RequestSigner(Buffer.from(secret, 'base64'));
-    const headers = signer.sign({ method: 'POST', pathWithQuery: '/v1/chat/completions', node: 'A', bodySha256: crypto.createHash('sha256').update(body).digest('hex') });
+    const sha = crypto.createHash('sha256').update(body).digest('hex');
+    // Captured on its way to another member (A itself here): B refuses it, the signature names its receiver.
+    const toOther = signer.sign({ method: 'POST', pathWithQuery: '/v1/chat/completions', node: 'A', to: 'A', bodySha256: sha });
+    const crossed = await request(`${b.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...toOther }, body });
+    assert.equal(crossed.statusCode, 401, await crossed.body.text());
+    const headers = signer.sign({ method: 'POST', pathWithQuery: '/v1/chat/completions', node: 'A', to: 'B', bodySha256: sha });
     const send = () =>
       request(`${b.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body }).then(async (r) => ({ status: r.statusCode, text: await r.body.text() }));
     const first = await send();

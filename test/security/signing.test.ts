@@ -5,6 +5,8 @@ import { pipeline } from 'node:stream/promises';
 import { Writable } from 'node:stream';
 import { describe, test } from 'node:test';
 import {
+  SIGNING_V2_SINCE,
+  versionBefore,
   EMPTY_BODY_SHA256,
   HashingPassThrough,
   MAX_SKEW_MS,
@@ -22,7 +24,7 @@ const T0 = 1_764_441_600_123;
 const secretA = Buffer.alloc(32, 0xa1);
 const secretB = Buffer.alloc(32, 0xb2);
 const body = Buffer.from('{"model":"m","messages":[]}');
-const base = { method: 'POST', pathWithQuery: '/v1/chat/completions?host=gpu2', node: 'gpu1', bodySha256: sha256Hex(body) };
+const base = { method: 'POST', pathWithQuery: '/v1/chat/completions?host=gpu2', node: 'gpu1', to: 'gpu2', self: 'gpu2', bodySha256: sha256Hex(body) };
 
 function clock(start = T0) {
   const c = { t: start, now: () => c.t };
@@ -37,7 +39,7 @@ describe('signed forwards', () => {
   test('a signed request verifies and names its sender', () => {
     const c = clock();
     const headers = new RequestSigner(secretA, { now: c.now }).sign(base);
-    assert.match(headers['X-Viiwork-Auth'], /^v1=[0-9a-f]{64}$/);
+    assert.match(headers['X-Viiwork-Auth'], /^v2=[0-9a-f]{64}$/);
     assert.match(headers['X-Viiwork-Nonce'], /^[0-9a-f]{32}$/);
     assert.equal(headers['X-Viiwork-Ts'], String(T0));
     const v = new RequestVerifier({ secrets: [secretA], now: c.now });
@@ -54,12 +56,34 @@ describe('signed forwards', () => {
   test('the canonical string is the documented newline-joined list', () => {
     assert.equal(
       canonicalString({ ...base, method: 'post', ts: '17', nonce: 'ab'.repeat(16) }),
-      ['viiwork-forward-v1', 'POST', '/v1/chat/completions?host=gpu2', '17', 'ab'.repeat(16), 'gpu1', base.bodySha256].join('\n'),
+      ['viiwork-forward-v2', 'POST', '/v1/chat/completions?host=gpu2', '17', 'ab'.repeat(16), 'gpu1', 'gpu2', base.bodySha256].join('\n'),
     );
     const key = deriveSigningKey(secretA);
     const h = signRequest(key, { ...base, now: 17, nonce: 'ab'.repeat(16) });
     const expected = crypto.createHmac('sha256', key).update(canonicalString({ ...base, ts: '17', nonce: 'ab'.repeat(16) })).digest('hex');
-    assert.equal(h['X-Viiwork-Auth'], `v1=${expected}`);
+    assert.equal(h['X-Viiwork-Auth'], `v2=${expected}`);
+  });
+
+  test('a forward signed for one member is refused by another (cross-member replay)', () => {
+    const c = clock();
+    const headers = lower(new RequestSigner(secretA, { now: c.now }).sign(base));
+    const v = new RequestVerifier({ secrets: [secretA], now: c.now });
+    assert.deepEqual(v.verify({ ...base, self: 'gpu3', headers }), { ok: false, reason: 'bad signature' });
+    assert.equal(v.verify({ ...base, headers }).ok, true);
+  });
+
+  test('the receiver-less v1 is accepted only from a member whose version predates v2 (rolling upgrade)', () => {
+    const c = clock();
+    const v1 = lower(new RequestSigner(secretA, { now: c.now }).sign({ ...base, to: undefined }));
+    assert.match(v1['x-viiwork-auth'], /^v1=/);
+    const v = new RequestVerifier({ secrets: [secretA], now: c.now });
+    assert.equal(v.verify({ ...base, headers: v1 }).ok, false);
+    assert.equal(v.verify({ ...base, headers: v1, acceptV1: () => false }).ok, false);
+    assert.equal(v.verify({ ...base, headers: v1, acceptV1: (n) => n === 'gpu1' }).ok, true);
+    assert.equal(versionBefore('0.1.0', SIGNING_V2_SINCE), true);
+    assert.equal(versionBefore('0.2.0', SIGNING_V2_SINCE), false);
+    assert.equal(versionBefore('1.0.0', SIGNING_V2_SINCE), false);
+    assert.equal(versionBefore(undefined, SIGNING_V2_SINCE), false);
   });
 
   test('the HMAC key is derived by HKDF and differs from the raw secret', () => {
