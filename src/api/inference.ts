@@ -16,8 +16,8 @@ export async function handleInference(node: ApiNode, req: http.IncomingMessage, 
     if (!res.writableFinished) abort.abort();
   });
   const body = await readBody(req, node.config.api.max_body, node.config.api.body_idle_timeout);
-  const sender = judgeForward(req, body, node.meshMode, node.members, (reason) => node.metrics.authRejected.inc({ reason: authReason(reason) }), node.name);
-  const ir = parseInference(req, url, workload, body, node.requestLimits);
+  const sender = await judgeForward(req, body, node.meshMode, node.members, (reason) => node.metrics.authRejected.inc({ reason: authReason(reason) }), node.name);
+  const ir = await parseInference(req, url, workload, body, node.requestLimits);
   if (sender.kind === 'forward') return node.dispatcher.serveForward(ir, sender.from, res, abort.signal);
   return node.dispatcher.serveClient(ir, res, abort.signal);
 }

@@ -8,7 +8,7 @@ import { NODE_NAME } from '../config/schema.ts';
 import type { Workload } from '../workloads/workloads.ts';
 import { errors } from '../http/errors.ts';
 import { boundaryOf, textField } from '../http/multipart.ts';
-import { lastSpan, scanJsonObject, valueOf } from '../http/json-scan.ts';
+import { lastSpan, SCAN_SLICE, scanJsonObject, scanJsonObjectSliced, valueOf } from '../http/json-scan.ts';
 import type { DispatchRequest } from '../dispatch/types.ts';
 import { clientWantsUsage } from '../dispatch/upstream-body.ts';
 
@@ -45,7 +45,7 @@ export function parseRouting(req: http.IncomingMessage, url: URL): Pick<Dispatch
   return { sessionKey, pin, prefer };
 }
 
-export function parseInference(req: http.IncomingMessage, url: URL, workload: Workload, body: Buffer, limits: RequestLimits = DEFAULT_LIMITS): DispatchRequest {
+export async function parseInference(req: http.IncomingMessage, url: URL, workload: Workload, body: Buffer, limits: RequestLimits = DEFAULT_LIMITS): Promise<DispatchRequest> {
   const contentType = header(req, 'content-type') ?? '';
   const routing = parseRouting(req, url);
   if (workload === 'transcription' && /^multipart\/form-data/i.test(contentType)) {
@@ -57,7 +57,8 @@ export function parseInference(req: http.IncomingMessage, url: URL, workload: Wo
     return { path: url.pathname, workload, model, stream, promptTokens: undefined, ...routing, body, scan: undefined, contentType, clientWantsUsage: false };
   }
   // No tree of the body is built: one bounded pass finds the members routing needs, and the bytes stay as sent.
-  const scanned = scanJsonObject(body, limits.maxJsonDepth);
+  // A large body is scanned in slices, so no body shape holds the event loop (and gossip) for long.
+  const scanned = body.length > SCAN_SLICE ? await scanJsonObjectSliced(body, limits.maxJsonDepth) : scanJsonObject(body, limits.maxJsonDepth);
   if (!scanned.ok) {
     if (scanned.problem === 'depth') throw errors.tooDeep(limits.maxJsonDepth);
     if (scanned.problem === 'not-object') throw errors.notAnObject();

@@ -21,6 +21,7 @@ import { INITIAL, step, type Failure, type PlacementAction, type PlacementEvent,
 import type { DispatchPorts } from './ports.ts';
 import type { DispatchRequest, Placement, RunOutcome } from './types.ts';
 import { engineBody, forwardBody } from './upstream-body.ts';
+import { sha256HexAsync } from '../security/signing.ts';
 import { planResponses, RESPONSES_PATH } from './responses.ts';
 
 /** What the decision feed and metrics learn of one request, filled in as it goes. */
@@ -190,12 +191,15 @@ export class Dispatcher {
     const p = this.p;
     let outcome: RunOutcome = { kind: 'aborted' };
     try {
+      const body = (req.forwardBody ??= forwardBody(req));
+      req.forwardSha256 ??= await sha256HexAsync(body);
       outcome = await sendForward(
         p.peers,
         {
           host: where.host,
           path: req.path,
-          body: (req.forwardBody ??= forwardBody(req)),
+          body,
+          bodySha256: req.forwardSha256,
           contentType: req.scan ? 'application/json' : req.contentType,
           stream: req.stream,
           sessionKey: req.sessionKey,

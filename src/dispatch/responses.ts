@@ -18,8 +18,14 @@ export type ResponsesPlan =
   | { kind: 'translate'; path: string; body: Buffer; translate: AnswerTranslator }
   | { kind: 'refuse'; error: ApiError };
 
+/** A Responses request larger than this is not translated (it would be parsed whole on the event loop). */
+export const TRANSLATE_MAX = 8 * 1024 * 1024;
+
 export function planResponses(req: DispatchRequest, descriptor: Descriptor): ResponsesPlan {
   if (descriptor.workloads.includes('responses')) return { kind: 'native' };
+  if (req.body.length > TRANSLATE_MAX) {
+    return { kind: 'refuse', error: new ApiError(413, `a Responses API request to a chat-only engine is translated, and translation takes at most ${TRANSLATE_MAX} bytes; send a shorter input or use /v1/chat/completions`, 'invalid_request_error', 'request_too_large') };
+  }
   let doc: unknown;
   try {
     // Bounded: api.max_body and the scanner's depth check have already passed.

@@ -29,6 +29,8 @@ export interface DispatchRequest {
   alias?: string;
   /** The body members get, made once (signing and retries reuse it). */
   forwardBody?: Buffer;
+  /** Its SHA-256, for signing. */
+  forwardSha256?: string;
 }
 
 /** Where a request will run, holding what it reserved there. */

@@ -20,8 +20,8 @@ export interface PeerLink {
   apiOf(host: string): string | undefined;
   /** False once the member is no longer alive or its reports went stale: it has gone quiet. */
   responsive(host: string): boolean;
-  /** The headers that make a request a forward from this node to `to`. */
-  sign(method: string, pathWithQuery: string, body: Buffer, to: string): Record<string, string>;
+  /** The headers that make a request a forward from this node to `to` (the body given by its SHA-256). */
+  sign(method: string, pathWithQuery: string, bodySha256: string, to: string): Record<string, string>;
   /** Connections to members' APIs, leaving from the advertise address. */
   readonly dispatcher: Dispatcher;
 }
@@ -30,6 +30,8 @@ export interface ForwardCall {
   host: string;
   path: string;
   body: Buffer;
+  /** SHA-256 hex of `body`. */
+  bodySha256: string;
   contentType: string;
   stream: boolean;
   sessionKey?: string;
@@ -53,7 +55,7 @@ export async function sendForward(link: PeerLink, call: ForwardCall, res: http.S
   const headers: Record<string, string> = {
     'content-type': call.contentType,
     accept: call.stream ? 'text/event-stream' : 'application/json',
-    ...link.sign('POST', call.path, call.body, call.host),
+    ...link.sign('POST', call.path, call.bodySha256, call.host),
   };
   if (call.sessionKey) headers['x-session-affinity'] = call.sessionKey;
   // A member that goes quiet (frozen, cut off) would hold the request forever: before its first byte the

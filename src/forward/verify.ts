@@ -8,7 +8,7 @@ import { errors } from '../http/errors.ts';
 import type { MemberTable } from '../mesh/members.ts';
 import { classifyForwardHeaders, headerValue, HEADER_NODE, stripMeshHeaders } from '../security/headers.ts';
 import type { MeshMode } from '../security/secret.ts';
-import { sha256Hex, SIGNING_V2_SINCE, versionBefore } from '../security/signing.ts';
+import { sha256HexAsync, SIGNING_V2_SINCE, versionBefore } from '../security/signing.ts';
 
 export type Sender = { kind: 'client' } | { kind: 'forward'; from: string };
 
@@ -17,7 +17,7 @@ function normalizeIp(ip: string | undefined): string {
   return ip.startsWith('::ffff:') ? ip.slice(7) : ip;
 }
 
-export function judgeForward(req: http.IncomingMessage, body: Buffer, mode: MeshMode, members: MemberTable | undefined, onReject: (reason: string) => void, self?: string): Sender {
+export async function judgeForward(req: http.IncomingMessage, body: Buffer, mode: MeshMode, members: MemberTable | undefined, onReject: (reason: string) => void, self?: string): Promise<Sender> {
   const headers = req.headers;
   const cls = classifyForwardHeaders(headers);
   try {
@@ -27,7 +27,7 @@ export function judgeForward(req: http.IncomingMessage, body: Buffer, mode: Mesh
       const v = mode.verifier.verify({
         method: req.method ?? 'POST',
         pathWithQuery: req.url ?? '/',
-        bodySha256: sha256Hex(body),
+        bodySha256: await sha256HexAsync(body),
         headers,
         self,
         // During a rolling upgrade: the receiver-less v1 only from a member still running a version before v2.

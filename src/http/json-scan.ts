@@ -28,223 +28,266 @@ export interface ScannedObject {
 
 export type ScanResult = { ok: true; object: ScannedObject } | { ok: false; problem: 'syntax' | 'not-object' | 'depth'; detail: string };
 
-const enum C {
-  Quote = 0x22,
-  Backslash = 0x5c,
-  Comma = 0x2c,
-  Colon = 0x3a,
-  OpenBrace = 0x7b,
-  CloseBrace = 0x7d,
-  OpenBracket = 0x5b,
-  CloseBracket = 0x5d,
-  Minus = 0x2d,
-  Plus = 0x2b,
-  Dot = 0x2e,
-  Zero = 0x30,
-  Nine = 0x39,
-}
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COMMA = 0x2c;
+const COLON = 0x3a;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
 
-function isWs(b: number): boolean {
-  return b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
+const OBJ = 0;
+const ARR = 1;
+
+/** What the scanner expects next. */
+const enum S {
+  Value,
+  ValueOrEnd,
+  KeyOrEnd,
+  Key,
+  Colon,
+  After,
+  String,
+  Trailing,
+  Done,
 }
 
 class Syntax extends Error {}
+class Depth extends Error {}
 
-/** Scan a whole body that must be one JSON object. */
-export function scanJsonObject(buf: Uint8Array, maxDepth = 64): ScanResult {
-  try {
-    return scan(buf, maxDepth);
-  } catch (err) {
-    if (err instanceof Syntax) return { ok: false, problem: 'syntax', detail: err.message };
-    throw err;
-  }
-}
+const isWs = (b: number) => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
+const isDigit = (b: number | undefined) => b !== undefined && b >= 0x30 && b <= 0x39;
+const isHex = (b: number | undefined) => b !== undefined && ((b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x46) || (b >= 0x61 && b <= 0x66));
+const LITERALS: Record<number, number[]> = { 0x74: [0x74, 0x72, 0x75, 0x65], 0x66: [0x66, 0x61, 0x6c, 0x73, 0x65], 0x6e: [0x6e, 0x75, 0x6c, 0x6c] };
 
-function scan(buf: Uint8Array, maxDepth: number): ScanResult {
-  const n = buf.length;
-  let i = skipWs(buf, 0);
-  if (i >= n) throw new Syntax('the body is empty');
-  if (buf[i] !== C.OpenBrace) {
-    // Well-formed JSON that is not an object is a different error from a broken body.
-    const end = skipValue(buf, i, maxDepth, 0);
-    if (skipWs(buf, end) !== n) throw new Syntax(`unexpected data at byte ${skipWs(buf, end)}`);
-    return { ok: false, problem: 'not-object', detail: 'the body is not a JSON object' };
-  }
-  const open = i;
-  const members = new Map<string, Span[]>();
-  i = skipWs(buf, i + 1);
-  if (buf[i] === C.CloseBrace) {
-    const close = i;
-    if (skipWs(buf, i + 1) !== n) throw new Syntax(`unexpected data after the object at byte ${skipWs(buf, i + 1)}`);
-    return { ok: true, object: { members, open, close } };
-  }
-  for (;;) {
-    if (buf[i] !== C.Quote) throw new Syntax(`expected a member name at byte ${i}`);
-    const keyEnd = skipString(buf, i);
-    const key = decodeKey(buf, i, keyEnd);
-    i = skipWs(buf, keyEnd);
-    if (buf[i] !== C.Colon) throw new Syntax(`expected ":" at byte ${i}`);
-    const start = skipWs(buf, i + 1);
-    let end: number;
+/**
+ * The scan as a resumable state machine: `run(budget)` walks at most about
+ * `budget` bytes and returns, so a large body can be scanned in slices
+ * between which the event loop serves everything else.
+ */
+export class JsonObjectScan {
+  #i = 0;
+  #state = S.Value;
+  readonly #stack: number[] = [];
+  #stringIsKey = false;
+  #stringStart = 0;
+  #key = '';
+  /** Start of the top-level member value being read, or -1. */
+  #memberStart = -1;
+  #open = -1;
+  #close = -1;
+  #notObject = false;
+  readonly #members = new Map<string, Span[]>();
+  #result: ScanResult | undefined;
+
+  constructor(
+    private readonly buf: Uint8Array,
+    private readonly maxDepth = 64,
+  ) {}
+
+  /** The result once the scan is over, else undefined (call run again). */
+  run(budget = Infinity): ScanResult | undefined {
+    if (this.#result) return this.#result;
     try {
-      end = skipValue(buf, start, maxDepth, 1);
+      if (this.#step(budget)) this.#result = this.#finish();
     } catch (err) {
-      if (err instanceof DepthError) return { ok: false, problem: 'depth', detail: err.message };
-      throw err;
+      if (err instanceof Syntax) this.#result = { ok: false, problem: 'syntax', detail: err.message };
+      else if (err instanceof Depth) this.#result = { ok: false, problem: 'depth', detail: err.message };
+      else throw err;
     }
-    const spans = members.get(key);
-    if (spans) spans.push({ start, end });
-    else members.set(key, [{ start, end }]);
-    i = skipWs(buf, end);
-    if (buf[i] === C.Comma) {
-      i = skipWs(buf, i + 1);
-      continue;
+    return this.#result;
+  }
+
+  #finish(): ScanResult {
+    if (this.#notObject) return { ok: false, problem: 'not-object', detail: 'the body is not a JSON object' };
+    return { ok: true, object: { members: this.#members, open: this.#open, close: this.#close } };
+  }
+
+  /** True when the whole body has been read. */
+  #step(budget: number): boolean {
+    const buf = this.buf;
+    const n = buf.length;
+    const stop = Math.min(n, this.#i + budget);
+    let i = this.#i;
+    try {
+      for (;;) {
+        if (this.#state === S.Done) return true;
+        // Out of budget with bytes left: come back later. At the end of the body every state decides.
+        if (i >= stop && i < n) break;
+        if (this.#state === S.String) {
+          // The bulk of most bodies: walk it byte by byte, checking escapes and control characters.
+          while (i < stop) {
+            const b = buf[i];
+            if (b === QUOTE) break;
+            if (b === BACKSLASH) {
+              const e = buf[i + 1];
+              if (e === 0x75) {
+                for (let k = 2; k < 6; k++) if (!isHex(buf[i + k])) throw new Syntax(`bad \\u escape at byte ${i}`);
+                i += 6;
+              } else if (e === QUOTE || e === BACKSLASH || e === 0x2f || e === 0x62 || e === 0x66 || e === 0x6e || e === 0x72 || e === 0x74) i += 2;
+              else if (e === undefined) throw new Syntax('the body ends inside a string');
+              else throw new Syntax(`bad escape at byte ${i}`);
+              continue;
+            }
+            if (b < 0x20) throw new Syntax(`control character in a string at byte ${i}`);
+            i++;
+          }
+          if (i >= n) throw new Syntax('the body ends inside a string');
+          if (i >= stop) break;
+          i++; // the closing quote
+          if (this.#stringIsKey) {
+            if (this.#stack.length === 1) this.#key = decodeKey(buf, this.#stringStart, i);
+            this.#state = S.Colon;
+          } else this.#valueDone(i);
+          continue;
+        }
+        while (i < n && isWs(buf[i])) i++;
+        if (this.#state === S.Trailing) {
+          if (i < n) throw new Syntax(`unexpected data after the object at byte ${i}`);
+          this.#state = S.Done;
+          continue;
+        }
+        if (i >= n) throw new Syntax(this.#stack.length ? 'the body ends inside a value' : 'the body is empty');
+        const b = buf[i];
+        switch (this.#state) {
+          case S.ValueOrEnd:
+            if (b === CLOSE_BRACKET) {
+              this.#stack.pop();
+              this.#valueDone(++i);
+              continue;
+            }
+            this.#state = S.Value;
+          // falls through
+          case S.Value: {
+            if (this.#stack.length === 0 && b !== OPEN_BRACE) this.#notObject = true;
+            if (this.#stack.length === 1 && this.#memberStart < 0) this.#memberStart = i;
+            if (b === OPEN_BRACE || b === OPEN_BRACKET) {
+              if (this.#stack.length + 1 > this.maxDepth) throw new Depth(`the body nests deeper than ${this.maxDepth} levels`);
+              if (this.#stack.length === 0 && b === OPEN_BRACE) this.#open = i;
+              this.#stack.push(b === OPEN_BRACE ? OBJ : ARR);
+              this.#state = b === OPEN_BRACE ? S.KeyOrEnd : S.ValueOrEnd;
+              i++;
+            } else if (b === QUOTE) {
+              this.#stringIsKey = false;
+              this.#state = S.String;
+              i++;
+            } else if (b === 0x2d || isDigit(b)) this.#valueDone((i = skipNumber(buf, i)));
+            else if (LITERALS[b]) this.#valueDone((i = skipLiteral(buf, i, LITERALS[b])));
+            else throw new Syntax(`unexpected character at byte ${i}`);
+            continue;
+          }
+          case S.KeyOrEnd:
+            if (b === CLOSE_BRACE) {
+              this.#closeObject(i);
+              this.#valueDone(++i);
+              continue;
+            }
+          // falls through
+          case S.Key:
+            if (b !== QUOTE) throw new Syntax(`expected a member name at byte ${i}`);
+            this.#stringIsKey = true;
+            this.#stringStart = i;
+            this.#state = S.String;
+            i++;
+            continue;
+          case S.Colon:
+            if (b !== COLON) throw new Syntax(`expected ":" at byte ${i}`);
+            this.#state = S.Value;
+            i++;
+            continue;
+          case S.After: {
+            const top = this.#stack[this.#stack.length - 1];
+            if (b === COMMA) {
+              this.#state = top === OBJ ? S.Key : S.Value;
+              i++;
+            } else if (top === OBJ && b === CLOSE_BRACE) {
+              this.#closeObject(i);
+              this.#valueDone(++i);
+            } else if (top === ARR && b === CLOSE_BRACKET) {
+              this.#stack.pop();
+              this.#valueDone(++i);
+            } else throw new Syntax(`expected "," or a closing bracket at byte ${i}`);
+            continue;
+          }
+        }
+      }
+    } finally {
+      this.#i = i;
     }
-    if (buf[i] === C.CloseBrace) {
-      const close = i;
-      const after = skipWs(buf, i + 1);
-      if (after !== n) throw new Syntax(`unexpected data after the object at byte ${after}`);
-      return { ok: true, object: { members, open, close } };
+    return false;
+  }
+
+  #closeObject(at: number): void {
+    this.#stack.pop();
+    if (this.#stack.length === 0) this.#close = at;
+  }
+
+  /** A value ended just before `end`. */
+  #valueDone(end: number): void {
+    if (this.#stack.length === 0) {
+      this.#state = S.Trailing;
+      return;
     }
-    throw new Syntax(i >= n ? 'the body ends inside the object' : `expected "," or "}" at byte ${i}`);
+    this.#state = S.After;
+    if (this.#stack.length === 1 && this.#memberStart >= 0 && !this.#notObject) {
+      const spans = this.#members.get(this.#key);
+      const span = { start: this.#memberStart, end };
+      if (spans) spans.push(span);
+      else this.#members.set(this.#key, [span]);
+      this.#memberStart = -1;
+    }
   }
 }
 
-class DepthError extends Error {}
-
-function skipWs(buf: Uint8Array, i: number): number {
-  while (i < buf.length && isWs(buf[i])) i++;
-  return i;
+/** Scan a whole body that must be one JSON object, in one go. */
+export function scanJsonObject(buf: Uint8Array, maxDepth = 64): ScanResult {
+  return new JsonObjectScan(buf, maxDepth).run()!;
 }
 
-/** Past the closing quote of the string that starts at `i`. */
-function skipString(buf: Uint8Array, i: number): number {
-  const n = buf.length;
-  i++;
-  while (i < n) {
-    const b = buf[i];
-    if (b === C.Quote) return i + 1;
-    if (b === C.Backslash) {
-      const e = buf[i + 1];
-      if (e === 0x75 /* u */) {
-        for (let k = 2; k < 6; k++) if (!isHex(buf[i + k])) throw new Syntax(`bad \\u escape at byte ${i}`);
-        i += 6;
-        continue;
-      }
-      if (e === C.Quote || e === C.Backslash || e === 0x2f || e === 0x62 || e === 0x66 || e === 0x6e || e === 0x72 || e === 0x74) {
-        i += 2;
-        continue;
-      }
-      throw new Syntax(`bad escape at byte ${i}`);
-    }
-    if (b < 0x20) throw new Syntax(`control character in a string at byte ${i}`);
-    i++;
+/** Bytes scanned between two turns of the event loop. */
+export const SCAN_SLICE = 1 << 20;
+
+/** The same scan in slices of SCAN_SLICE bytes, yielding to the event loop between them (large bodies). */
+export async function scanJsonObjectSliced(buf: Uint8Array, maxDepth = 64, slice = SCAN_SLICE): Promise<ScanResult> {
+  const scan = new JsonObjectScan(buf, maxDepth);
+  for (;;) {
+    const r = scan.run(slice);
+    if (r) return r;
+    await new Promise((resolve) => setImmediate(resolve));
   }
-  throw new Syntax('the body ends inside a string');
-}
-
-function isHex(b: number | undefined): boolean {
-  return b !== undefined && ((b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x46) || (b >= 0x61 && b <= 0x66));
 }
 
 function decodeKey(buf: Uint8Array, start: number, end: number): string {
   const raw = Buffer.from(buf.buffer, buf.byteOffset + start, end - start);
   // Most keys have no escape: decode them directly; the rest through JSON (bounded: one key).
-  return raw.includes(C.Backslash) ? (JSON.parse(raw.toString('utf8')) as string) : raw.toString('utf8', 1, raw.length - 1);
+  return raw.includes(BACKSLASH) ? (JSON.parse(raw.toString('utf8')) as string) : raw.toString('utf8', 1, raw.length - 1);
 }
 
 function skipNumber(buf: Uint8Array, i: number): number {
   const n = buf.length;
   const from = i;
-  if (buf[i] === C.Minus) i++;
-  if (buf[i] === C.Zero) i++;
-  else if (buf[i] >= 0x31 && buf[i] <= C.Nine) while (i < n && buf[i] >= C.Zero && buf[i] <= C.Nine) i++;
+  if (buf[i] === 0x2d) i++;
+  if (buf[i] === 0x30) i++;
+  else if (buf[i] >= 0x31 && buf[i] <= 0x39) while (i < n && isDigit(buf[i])) i++;
   else throw new Syntax(`bad number at byte ${from}`);
-  if (buf[i] === C.Dot) {
+  if (buf[i] === 0x2e) {
     i++;
-    if (!(buf[i] >= C.Zero && buf[i] <= C.Nine)) throw new Syntax(`bad number at byte ${from}`);
-    while (i < n && buf[i] >= C.Zero && buf[i] <= C.Nine) i++;
+    if (!isDigit(buf[i])) throw new Syntax(`bad number at byte ${from}`);
+    while (i < n && isDigit(buf[i])) i++;
   }
   if (buf[i] === 0x65 || buf[i] === 0x45) {
     i++;
-    if (buf[i] === C.Plus || buf[i] === C.Minus) i++;
-    if (!(buf[i] >= C.Zero && buf[i] <= C.Nine)) throw new Syntax(`bad number at byte ${from}`);
-    while (i < n && buf[i] >= C.Zero && buf[i] <= C.Nine) i++;
+    if (buf[i] === 0x2b || buf[i] === 0x2d) i++;
+    if (!isDigit(buf[i])) throw new Syntax(`bad number at byte ${from}`);
+    while (i < n && isDigit(buf[i])) i++;
   }
   return i;
 }
 
-const TRUE = [0x74, 0x72, 0x75, 0x65];
-const FALSE = [0x66, 0x61, 0x6c, 0x73, 0x65];
-const NULL = [0x6e, 0x75, 0x6c, 0x6c];
-
 function skipLiteral(buf: Uint8Array, i: number, word: number[]): number {
   for (let k = 0; k < word.length; k++) if (buf[i + k] !== word[k]) throw new Syntax(`unexpected token at byte ${i}`);
   return i + word.length;
-}
-
-/**
- * Past the end of the value that starts at `i`, which sits at nesting
- * `depth`. Containers are walked with an explicit stack of open brackets.
- */
-function skipValue(buf: Uint8Array, i: number, maxDepth: number, depth: number): number {
-  const n = buf.length;
-  const stack: number[] = [];
-  // expectValue: the next token must be a value; otherwise a separator or a closer.
-  let expectValue = true;
-  for (;;) {
-    i = skipWs(buf, i);
-    if (i >= n) throw new Syntax('the body ends inside a value');
-    const b = buf[i];
-    if (expectValue) {
-      if (b === C.OpenBrace || b === C.OpenBracket) {
-        if (depth + stack.length + 1 > maxDepth) throw new DepthError(`the body nests deeper than ${maxDepth} levels`);
-        stack.push(b);
-        i = skipWs(buf, i + 1);
-        const closer = b === C.OpenBrace ? C.CloseBrace : C.CloseBracket;
-        if (buf[i] === closer) {
-          stack.pop();
-          i++;
-          if (stack.length === 0) return i;
-          expectValue = false;
-          continue;
-        }
-        if (b === C.OpenBrace) i = objectKey(buf, i);
-        continue;
-      }
-      if (b === C.Quote) i = skipString(buf, i);
-      else if (b === C.Minus || (b >= C.Zero && b <= C.Nine)) i = skipNumber(buf, i);
-      else if (b === 0x74) i = skipLiteral(buf, i, TRUE);
-      else if (b === 0x66) i = skipLiteral(buf, i, FALSE);
-      else if (b === 0x6e) i = skipLiteral(buf, i, NULL);
-      else throw new Syntax(`unexpected character at byte ${i}`);
-      if (stack.length === 0) return i;
-      expectValue = false;
-      continue;
-    }
-    const top = stack[stack.length - 1];
-    if (b === C.Comma) {
-      i = skipWs(buf, i + 1);
-      if (top === C.OpenBrace) i = objectKey(buf, i);
-      expectValue = true;
-      continue;
-    }
-    if ((top === C.OpenBrace && b === C.CloseBrace) || (top === C.OpenBracket && b === C.CloseBracket)) {
-      stack.pop();
-      i++;
-      if (stack.length === 0) return i;
-      continue;
-    }
-    throw new Syntax(`expected "," or a closing bracket at byte ${i}`);
-  }
-}
-
-/** A member name and its colon inside a nested object; returns where the value starts. */
-function objectKey(buf: Uint8Array, i: number): number {
-  if (buf[i] !== C.Quote) throw new Syntax(`expected a member name at byte ${i}`);
-  i = skipWs(buf, skipString(buf, i));
-  if (buf[i] !== C.Colon) throw new Syntax(`expected ":" at byte ${i}`);
-  return i + 1;
 }
 
 /** The last span of a top-level member (the one JSON.parse would keep). */

@@ -79,7 +79,6 @@ export class Membership {
     const { advertise, network } = await resolveAdvertise(config);
     let ml!: Memberlist;
     const queue = new TransmitLimitedQueue(4, () => (ml ? ml.numAlive() : 1));
-    const mismatch = new Set<string>();
     ml = await Memberlist.create(
       {
         name: deps.name,
@@ -87,21 +86,22 @@ export class Membership {
         port: config.mesh.port,
         label: config.mesh.label,
         keys: deps.mode.mode === 'secured' ? deps.mode.keys : undefined,
+        // memberlist rate-limits its warnings (one per kind and peer host a minute) and names the peer in `from`
         logger: (level, msg, fields) => {
-          // Streams come from ephemeral ports: one warning per peer address, not per connection.
-          const from = String(fields?.from ?? '').replace(/:\d+$/, '');
-          const once = (key: string, line: string) => {
-            if (mismatch.has(key)) return;
-            mismatch.add(key);
-            log.warn(line);
-          };
-          // Plaintext gossip reaching a secured node, or encrypted gossip reaching an open one: the sender is in the other mode.
-          if (deps.mode.mode === 'secured' && /Unsupported encryption version|too small to decrypt|state is not encrypted/.test(msg)) {
-            once(`mode ${from}`, `mesh mode mismatch: plaintext gossip from ${from || 'a peer'}, but this node is secured (VIIWORK_MESH_SECRET); set the same secret there, or mesh.open on both`);
-          } else if (deps.mode.mode === 'open' && /looks encrypted|state is encrypted/.test(msg)) {
-            once(`mode ${from}`, `mesh mode mismatch: encrypted gossip from ${from || 'a peer'}, but this node is open (mesh.open); give it the mesh's VIIWORK_MESH_SECRET instead`);
-          } else if (/could decrypt/.test(msg)) {
-            once(`key ${from}`, `gossip from ${from || 'a peer'} could not be decrypted: it uses another VIIWORK_MESH_SECRET (or VIIWORK_MESH_SECRET_PREV)`);
+          const kind = level === 'warn' ? fields?.kind : undefined;
+          const from = String(fields?.from ?? '').replace(/:\d+$/, '') || 'a peer';
+          if (kind === 'mode') {
+            log.warn(
+              deps.mode.mode === 'secured'
+                ? `mesh mode mismatch: plaintext gossip from ${from}, but this node is secured (VIIWORK_MESH_SECRET); set the same secret there, or mesh.open on both`
+                : `mesh mode mismatch: encrypted gossip from ${from}, but this node is open (mesh.open); give it the mesh's VIIWORK_MESH_SECRET instead`,
+            );
+          } else if (kind === 'encryption') {
+            log.warn(`gossip from ${from} could not be decrypted: it uses another VIIWORK_MESH_SECRET (or VIIWORK_MESH_SECRET_PREV)`);
+          } else if (kind === 'label') {
+            log.warn(`mesh label mismatch (mesh.label): ${msg}`);
+          } else if (kind) {
+            log.warn(`gossip from ${from} refused: ${msg}`);
           } else log.debug(`memberlist ${level}: ${msg}`, fields);
         },
       },

@@ -33,7 +33,6 @@ import { MemberTable } from '../mesh/members.ts';
 import type { HostView } from '../route/types.ts';
 import { HEADER_NODE } from '../security/headers.ts';
 import { loadMeshMode, type MeshMode } from '../security/secret.ts';
-import { sha256Hex } from '../security/signing.ts';
 import { localView, peerViews } from './views.ts';
 import { AliasTable } from '../aliases/table.ts';
 import { DecisionFeed } from '../dispatch/decisions.ts';
@@ -128,7 +127,7 @@ export class ViiworkNode implements ApiNode {
         const report = this.poller?.get(host);
         return this.members.get(host)?.state === 'alive' && report !== undefined && this.now() - report.polledAt <= this.config.routing.stale_after;
       },
-      sign: (method, pathWithQuery, body, to) => this.signForward(method, pathWithQuery, body, to),
+      sign: (method, pathWithQuery, bodySha256, to) => this.signForward(method, pathWithQuery, bodySha256, to),
       get dispatcher() {
         return node.peerAgent;
       },
@@ -202,9 +201,9 @@ export class ViiworkNode implements ApiNode {
   }
 
   /** Headers that make a request a forward from this node: signed in a secured mesh, the name alone in an open one. */
-  signForward(method: string, pathWithQuery: string, body: Buffer, to: string): Record<string, string> {
+  signForward(method: string, pathWithQuery: string, bodySha256: string, to: string): Record<string, string> {
     if (this.meshMode.mode === 'open') return { [HEADER_NODE]: this.name };
-    return { ...this.meshMode.signer.sign({ method, pathWithQuery, node: this.name, to, bodySha256: sha256Hex(body) }) };
+    return { ...this.meshMode.signer.sign({ method, pathWithQuery, node: this.name, to, bodySha256 }) };
   }
 
   /** The API address actually bound (port 0 in config picks a free one). */

@@ -85,6 +85,15 @@ export function sha256Hex(body: Buffer | Uint8Array | string): string {
   return crypto.createHash('sha256').update(body).digest('hex');
 }
 
+/** Bodies above this are hashed off the event loop (WebCrypto runs on the thread pool). */
+const ASYNC_HASH_MIN = 1 << 20;
+
+/** SHA-256 hex of a body; a large one is hashed without holding the event loop. */
+export async function sha256HexAsync(body: Buffer): Promise<string> {
+  if (body.length < ASYNC_HASH_MIN) return sha256Hex(body);
+  return Buffer.from(await crypto.webcrypto.subtle.digest('SHA-256', body)).toString('hex');
+}
+
 /**
  * A pass-through stream that hashes what flows through it, for bodies that
  * are not buffered (multipart uploads): pipe the body through it, then read

@@ -93,7 +93,7 @@ describe('the dispatcher wakes a waiting request on the event that frees room', 
       for await (const c of req) chunks.push(c as Buffer);
       const u = new URL(req.url!, 'http://x');
       try {
-        await dispatcher.serveClient(parseInference(req, u, 'chat', Buffer.concat(chunks)), res, new AbortController().signal);
+        await dispatcher.serveClient(await parseInference(req, u, 'chat', Buffer.concat(chunks)), res, new AbortController().signal);
       } catch (err) {
         sendError(res, err as ApiError);
       }

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { scanJsonObject, valueOf } from '../../src/http/json-scan.ts';
+import { JsonObjectScan, scanJsonObject, scanJsonObjectSliced, valueOf } from '../../src/http/json-scan.ts';
 import { engineBody, forwardBody, clientWantsUsage } from '../../src/dispatch/upstream-body.ts';
 import type { DispatchRequest } from '../../src/dispatch/types.ts';
 import { seeded } from '../helpers/random.ts';
@@ -123,6 +123,38 @@ describe('the body scanner', () => {
       const s = scanJsonObject(Buffer.from(t));
       assert.equal(s.ok ? 'object' : s.problem, expected, JSON.stringify(t));
     }
+  });
+
+  it('scanned in slices of any size, it finds exactly what one pass finds (valid and broken bodies)', async () => {
+    const r = seeded(85);
+    for (let i = 0; i < 600; i++) {
+      let t = rawDoc(r).text;
+      if (i % 3 === 0) t = t.slice(0, Math.floor(r() * t.length));
+      const buf = Buffer.from(t);
+      const whole = scanJsonObject(buf);
+      const slice = 1 + Math.floor(r() * 9);
+      const scan = new JsonObjectScan(buf);
+      let sliced;
+      while (!(sliced = scan.run(slice)));
+      assert.deepEqual(sliced, whole, `slices of ${slice}: ${t}`);
+    }
+    assert.deepEqual(await scanJsonObjectSliced(Buffer.from('{"model":"m"}'), 64, 2), scanJsonObject(Buffer.from('{"model":"m"}')));
+  });
+
+  it('a 30 MiB body is scanned without holding the event loop more than a slice at a time', async () => {
+    const big = Buffer.from(`{"model":"m","input":[${'{},'.repeat(10 * 1024 * 1024)}{}]}`);
+    let longest = 0;
+    let last = performance.now();
+    const ticker = setInterval(() => {
+      const now = performance.now();
+      longest = Math.max(longest, now - last);
+      last = now;
+    }, 1);
+    const r = await scanJsonObjectSliced(big);
+    clearInterval(ticker);
+    assert.equal(r.ok, true);
+    // One slice is 1 MiB: a few ms here; the bound leaves room for a loaded machine.
+    assert.ok(longest < 150, `longest stall ${longest.toFixed(1)} ms`);
   });
 
   it('refuses deep nesting without recursing (a million brackets)', () => {

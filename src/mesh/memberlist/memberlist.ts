@@ -21,7 +21,7 @@ import { Clock, realClock } from './clock.ts';
 import { Keyring } from './keyring.ts';
 import { validateLabel } from './label.ts';
 import { NodeStateType } from './messages.ts';
-import { Delegate, Logger, MemberlistState, MemberlistStats, NodeState, StateConfig, ipToString } from './state.ts';
+import { Delegate, Logger, MemberlistState, MemberlistStats, NodeState, StateConfig, VSN, ipToString } from './state.ts';
 import { NetTransport, Transport } from './transport.ts';
 
 export type { Delegate, Logger, MemberlistStats } from './state.ts';
@@ -77,6 +77,16 @@ export interface MemberlistConfig {
    * Default 60000.
    */
   warnIntervalMs?: number;
+  /**
+   * The delegate protocol range we advertise in every alive message's Vsn
+   * (memberlist's DelegateProtocolMin/Max/Version). Every live member's
+   * current version must fall inside everyone's range, or push-pulls are
+   * refused at both ends. Default { min: 2, max: 5, cur: 5 }: Serf's range,
+   * which viiwork keeps so Serf agents can join. A plain Go memberlist
+   * application (DefaultLANConfig) advertises 0/0/0: configure
+   * { min: 0, max: 0, cur: 0 } to form a cluster with one.
+   */
+  delegateProtocol?: { min: number; max: number; cur: number };
   /** Tests: replace the UDP/TCP transport and the clock. */
   transport?: Transport;
   clock?: Clock;
@@ -124,6 +134,16 @@ export interface MemberlistEvents {
   conflict: [Member, { duringJoin: boolean }];
 }
 
+/** VSN with the delegate range replaced (validated: bytes, min <= cur <= max). */
+function delegateVsn(d: MemberlistConfig['delegateProtocol']): number[] {
+  if (!d) return [...VSN];
+  const ok = (n: number) => Number.isInteger(n) && n >= 0 && n <= 255;
+  if (![d.min, d.max, d.cur].every(ok) || d.min > d.cur || d.cur > d.max) {
+    throw new Error(`delegateProtocol must be bytes with min <= cur <= max, got ${JSON.stringify(d)}`);
+  }
+  return [VSN[0], VSN[1], VSN[2], d.min, d.max, d.cur];
+}
+
 export class Memberlist extends EventEmitter<MemberlistEvents> {
   private shut = false;
 
@@ -159,6 +179,7 @@ export class Memberlist extends EventEmitter<MemberlistEvents> {
       disableTcpPings: cfg.disableTcpPings ?? false,
       logger: cfg.logger ?? (() => {}),
       warnIntervalMs: cfg.warnIntervalMs ?? 60_000,
+      vsn: delegateVsn(cfg.delegateProtocol),
     };
     const transport = cfg.transport ?? (await NetTransport.create(cfg.bindAddr, cfg.port));
     let ml!: Memberlist;

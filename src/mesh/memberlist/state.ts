@@ -55,7 +55,11 @@ import { DecompressLimitError } from './lzw.ts';
 import { WarnLimiter, WarningKind, hostOf } from './warnings.ts';
 import { AddressPolicy, addressPolicy, addressProblem, entryProblem, nameProblem, pushEntryProblem } from './validate.ts';
 
-/** Protocol min/max/cur and delegate min/max/cur that we advertise. */
+/**
+ * Protocol min/max/cur and delegate min/max/cur that we advertise by
+ * default: protocol 1..5 speaking 2 (memberlist 0.2.x), delegate 2..5
+ * speaking 5 (Serf's range; viiwork keeps it so Serf agents join).
+ */
 export const VSN: readonly number[] = [1, 5, 2, 2, 5, 5];
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
@@ -99,6 +103,8 @@ export interface StateConfig {
   logger: Logger;
   /** Spacing of repeated operator warnings about one peer (see warnings.ts). */
   warnIntervalMs: number;
+  /** The six version bytes we advertise (VSN, with the configured delegate range). */
+  vsn: readonly number[];
 }
 
 /** Counters for operators and tests. */
@@ -271,7 +277,7 @@ export class MemberlistState {
         addr: ipToBytes(this.transport.advertiseAddr),
         port: this.transport.advertisePort,
         meta,
-        vsn: [...VSN],
+        vsn: [...this.cfg.vsn],
       },
       true,
     );
@@ -1207,7 +1213,7 @@ export class MemberlistState {
     const meta = this.localMeta();
     const done = new Promise<void>((resolve) => {
       this.aliveNode(
-        { incarnation: this.nextIncarnation(), node: me.name, addr: me.addr, port: me.port, meta, vsn: [...VSN] },
+        { incarnation: this.nextIncarnation(), node: me.name, addr: me.addr, port: me.port, meta, vsn: [...this.cfg.vsn] },
         true,
         resolve,
       );
