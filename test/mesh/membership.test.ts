@@ -21,6 +21,7 @@ import { waitFor } from '../fakes/wait.ts';
 import { getJson, startMeshNode, stopAll, waitConverged, type MeshNode } from '../helpers/mesh.ts';
 import { Namespaces } from '../helpers/netns.ts';
 import { tempDir } from '../helpers/node.ts';
+import { VERSION } from '../../src/version.ts';
 
 const run = promisify(execFile);
 const BIN = path.resolve('bin/viiwork.js');
@@ -52,7 +53,7 @@ describe('a secured mesh of three nodes', () => {
       assert.equal(m.role, 'node');
       assert.match(m.gossip, /^127\.0\.0\.[123]:7946$/);
       assert.match(m.api, /^http:\/\/127\.0\.0\.[123]:8086$/);
-      assert.equal(m.version, '0.1.0');
+      assert.equal(m.version, VERSION);
       assert.ok(!Number.isNaN(Date.parse(m.since)));
     }
   });

@@ -622,7 +622,10 @@ export class MemberlistState {
   private acceptEntry(a: Alive, what: string, from: string, state?: number): boolean {
     const known = this.nodeMap.get(a.node);
     const entry = { ...a, state: state ?? NodeStateType.alive };
-    const problem = state === undefined ? entryProblem(entry, this.policy, !!known) : pushEntryProblem(entry, this.policy, !!known);
+    // Gossiped alives must also be version-compatible with us; a push-pull
+    // with an incompatible entry is refused whole by verifyProtocol, as in Go.
+    const problem =
+      state === undefined ? entryProblem(entry, this.policy, !!known, this.cfg.vsn) : pushEntryProblem(entry, this.policy, !!known);
     if (problem) {
       this.stats.entriesRefused++;
       const name = JSON.stringify(a.node.length > 64 ? a.node.slice(0, 64) + '…' : a.node);

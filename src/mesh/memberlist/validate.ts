@@ -17,6 +17,13 @@
  *   know (its stored versions stay); a node we do not know without versions
  *   is refused, because storing zeros would break every later version check
  *   (ours and, through push-pull, Go's);
+ * - versions consistent (min <= cur <= max, for protocol and delegate) and
+ *   compatible with ours (each side's current version inside the other's
+ *   range; alive messages only, a push-pull with such an entry is refused
+ *   whole, as memberlist does): memberlist checks every live member's versions against every
+ *   other's before a push-pull, so one stored alive with, say, protocol
+ *   min 3 would make every later join through us fail. Such a node could
+ *   never talk to us anyway;
  * - meta: at most META_MAX_SIZE (512) bytes; incarnation a uint32.
  */
 import { META_MAX_SIZE, NodeStateType } from './messages.ts';
@@ -88,7 +95,7 @@ export interface EntryFields {
  * Why an alive message or push-pull entry must be dropped; null when it may
  * be stored and relayed. `known`: we already have a node of that name.
  */
-export function entryProblem(e: EntryFields, policy: AddressPolicy, known: boolean): string | null {
+export function entryProblem(e: EntryFields, policy: AddressPolicy, known: boolean, local?: readonly number[]): string | null {
   const n = nameProblem(e.node);
   if (n) return n;
   const a = addressProblem(e.addr, policy);
@@ -98,12 +105,23 @@ export function entryProblem(e: EntryFields, policy: AddressPolicy, known: boole
   if (e.meta && e.meta.length > META_MAX_SIZE) return `metadata of ${e.meta.length} bytes (max ${META_MAX_SIZE})`;
   if (e.vsn.length === 0) return known ? null : 'no protocol versions (Vsn) for a new node';
   if (e.vsn.length !== VSN_LENGTH) return `Vsn of ${e.vsn.length} bytes (want ${VSN_LENGTH})`;
+  return local ? versionProblem(e.vsn, local) : null;
+}
+
+/** Why versions `v` cannot live in a cluster with a member whose versions are `local`; null when they can. */
+export function versionProblem(v: readonly number[], local: readonly number[]): string | null {
+  const [pmin, pmax, pcur, dmin, dmax, dcur] = v;
+  if (!(pmin <= pcur && pcur <= pmax) || !(dmin <= dcur && dcur <= dmax)) return `inconsistent versions [${v.join(',')}]`;
+  const inside = (cur: number, min: number, max: number) => cur >= min && cur <= max;
+  if (!inside(pcur, local[0], local[1]) || !inside(local[2], pmin, pmax) || !inside(dcur, local[3], local[4]) || !inside(local[5], dmin, dmax)) {
+    return `versions [${v.join(',')}] are incompatible with ours [${local.join(',')}]`;
+  }
   return null;
 }
 
 /** The same for a push-pull entry, whose state must also be one we know. */
-export function pushEntryProblem(e: EntryFields & { state: number }, policy: AddressPolicy, known: boolean): string | null {
+export function pushEntryProblem(e: EntryFields & { state: number }, policy: AddressPolicy, known: boolean, local?: readonly number[]): string | null {
   const states: number[] = [NodeStateType.alive, NodeStateType.suspect, NodeStateType.dead, NodeStateType.left];
   if (!states.includes(e.state)) return `unknown node state ${e.state}`;
-  return entryProblem(e, policy, known);
+  return entryProblem(e, policy, known, local);
 }
