@@ -16,6 +16,7 @@ import { decide } from '../route/decide.ts';
 import type { Candidate, HostView, RouteReason } from '../route/types.ts';
 import { isScoredWorkload } from '../workloads/workloads.ts';
 import { resolveModelName } from './alias.ts';
+import { prefixKey } from './prefix.ts';
 import { measure } from './measure.ts';
 import { INITIAL, step, type Failure, type PlacementAction, type PlacementEvent, type PlacementState } from './placement.ts';
 import type { DispatchPorts } from './ports.ts';
@@ -52,6 +53,7 @@ export class Dispatcher {
         await warming;
         hosts = this.p.snapshot();
       }
+      if (req.sessionKey === undefined && req.scan && this.p.rules.prefixAffinity) req.prefixKey = prefixKey(req.body, req.scan, req.path);
       const resolved = resolveModelName(this.p.aliases, req.model, req.workload, hosts);
       if (resolved !== undefined) {
         req.alias = req.model;
@@ -177,7 +179,7 @@ export class Dispatcher {
     const d = decide(cands, req, { performance: p.rules.performance, random: p.random, roundRobin: p.nextRoundRobin() });
     if (d.kind === 'wait') return undefined;
     if (d.local) {
-      const lease = p.slots.tryLease(req.model, req.workload, req.sessionKey);
+      const lease = p.slots.tryLease(req.model, req.workload, req.sessionKey ?? req.prefixKey);
       return lease ? { kind: 'local', lease, reason: d.reason } : undefined;
     }
     return { kind: 'remote', host: d.host, reason: d.reason, end: p.forwards.start(d.host, req.model, req.workload, d.target) };
@@ -202,7 +204,8 @@ export class Dispatcher {
           bodySha256: req.forwardSha256,
           contentType: req.scan ? 'application/json' : req.contentType,
           stream: req.stream,
-          sessionKey: req.sessionKey,
+          // The executor picks the backend by the same key, so the conversation finds its warm slot there too.
+          sessionKey: req.sessionKey ?? req.prefixKey,
           signal,
           responseHeaders: { ...h.extra, ...mesh(where.host, h.origin, h.route, h.queuedMs) },
           streamStallMs: p.rules.streamStallMs,

@@ -27,6 +27,8 @@ export interface DispatchRules {
   streamStallMs: number;
   /** api.write_stall, ms */
   writeStallMs: number;
+  /** routing.prefix_affinity */
+  prefixAffinity: boolean;
 }
 
 export interface LocalSlots {

@@ -15,6 +15,8 @@ export interface DispatchRequest {
   /** JSON body bytes ÷ 4; undefined for uploads. */
   promptTokens: number | undefined;
   sessionKey: string | undefined;
+  /** Prefix affinity's implicit key (set by the dispatcher when there is no session header). */
+  prefixKey?: string;
   pin: string | undefined;
   prefer: string[];
   /** The body exactly as the client sent it. */

@@ -144,6 +144,7 @@ export class ViiworkNode implements ApiNode {
           performance: r.performance,
           streamStallMs: api.stream_stall,
           writeStallMs: api.write_stall,
+          prefixAffinity: r.prefix_affinity,
         };
       },
       now: this.now,

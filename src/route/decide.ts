@@ -29,7 +29,8 @@ export function decide(cands: readonly Candidate[], req: RouteRequest, opts: Rou
   const steered = req.prefer.length > 0;
   const priced = opts.performance && isScoredWorkload(req.workload) ? price(live, req.promptTokens ?? 0) : undefined;
 
-  if (req.sessionKey !== undefined) return session(live, priced, req.sessionKey);
+  if (req.sessionKey !== undefined) return session(live, priced, req.sessionKey, 'session');
+  if (req.prefixKey !== undefined) return session(live, priced, req.prefixKey, 'prefix');
   if (!priced) return mostFree(free, opts.roundRobin);
 
   const freePriced = priced.filter((p) => p.c.free > 0);
@@ -67,7 +68,7 @@ export function weightedDraw(band: readonly Priced[], u: number): Priced {
  * that has a free slot and, when scores exist, a speed class within 1.25× of
  * the best free one.
  */
-function session(live: readonly Candidate[], priced: Priced[] | undefined, key: string): Decision {
+function session(live: readonly Candidate[], priced: Priced[] | undefined, key: string, reason: 'session' | 'prefix'): Decision {
   const ranking = rendezvousRank(key, live.map((c) => c.host));
   const byHost = new Map(live.map((c) => [c.host, c]));
   let limit = Infinity;
@@ -78,7 +79,7 @@ function session(live: readonly Candidate[], priced: Priced[] | undefined, key: 
   }
   for (const host of ranking) {
     const c = byHost.get(host)!;
-    if (c.free > 0 && (speed.get(host) ?? 0) <= limit) return run(c, 'session');
+    if (c.free > 0 && (speed.get(host) ?? 0) <= limit) return run(c, reason);
   }
   return { kind: 'wait' };
 }

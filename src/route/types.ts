@@ -75,6 +75,8 @@ export interface RouteRequest {
   /** Prompt size in tokens (JSON body bytes ÷ 4); undefined for uploads. */
   promptTokens: number | undefined;
   sessionKey?: string;
+  /** Prefix affinity: an implicit session key from the start of the prompt (used only without sessionKey). */
+  prefixKey?: string;
   pin?: string;
   prefer: readonly string[];
 }

@@ -54,7 +54,8 @@ describe('single node with sim engines, through the openai SDK', () => {
     assert.match(data.choices[0].message.content ?? '', /simulated/);
     assert.equal(response.headers.get('x-viiwork-node'), 'solo');
     assert.equal(response.headers.get('x-viiwork-origin'), 'solo');
-    assert.equal(response.headers.get('x-viiwork-route'), 'local');
+    // A chat with a user message has an implicit affinity key (prefix affinity, on by default).
+    assert.equal(response.headers.get('x-viiwork-route'), 'prefix');
     assert.equal(response.headers.get('x-viiwork-queued-ms'), '0');
   });
 

@@ -50,7 +50,7 @@ describe('the dispatcher wakes a waiting request on the event that frees room', 
     const backend = { id: 'm/0', url: engine.url, reportFailure() {}, authHeaders: () => ({}) } as unknown as Backend;
     const ports: DispatchPorts = {
       name: 'A',
-      rules: { queueMax: 64, queueTimeoutMs: 5000, forwardRetry: 1, performance: false, streamStallMs: 60_000, writeStallMs: 60_000 },
+      rules: { queueMax: 64, queueTimeoutMs: 5000, forwardRetry: 1, performance: false, streamStallMs: 60_000, writeStallMs: 60_000, prefixAffinity: true },
       now: Date.now,
       random: Math.random,
       nextRoundRobin: () => 0,

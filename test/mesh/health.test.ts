@@ -25,9 +25,11 @@ describe('performance routing end to end', () => {
   let fast: MeshNode, slow: MeshNode, twin: MeshNode;
   before(async () => {
     const sim = (ttft: number, rate: number) => ({ ttft_ms: ttft, prefill_ms_per_1k: rate, tokens_per_s: 2000, output_tokens: 1 });
-    fast = await startMeshNode({ name: 'fast', ip: IP(1), models: [{ name: 'm', engine: 'sim', parallel: 4, sim: sim(20, 10) }, { name: 'p', engine: 'sim', parallel: 4, sim: sim(30, 10) }] });
-    slow = await startMeshNode({ name: 'slow', ip: IP(2), seeds: [fast.gossip], models: [{ name: 'm', engine: 'sim', parallel: 4, sim: sim(120, 60) }] });
-    twin = await startMeshNode({ name: 'twin', ip: IP(3), seeds: [fast.gossip], models: [{ name: 'p', engine: 'sim', parallel: 4, sim: sim(32, 10) }] });
+    // The rules for requests without any affinity: prefix affinity off, so a shared prompt does not make a session.
+    const routing = { prefix_affinity: false };
+    fast = await startMeshNode({ name: 'fast', ip: IP(1), routing, models: [{ name: 'm', engine: 'sim', parallel: 4, sim: sim(20, 10) }, { name: 'p', engine: 'sim', parallel: 4, sim: sim(30, 10) }] });
+    slow = await startMeshNode({ name: 'slow', ip: IP(2), routing, seeds: [fast.gossip], models: [{ name: 'm', engine: 'sim', parallel: 4, sim: sim(120, 60) }] });
+    twin = await startMeshNode({ name: 'twin', ip: IP(3), routing, seeds: [fast.gossip], models: [{ name: 'p', engine: 'sim', parallel: 4, sim: sim(32, 10) }] });
     await waitConverged([fast, slow, twin]);
     await warmScores(fast, 'm');
     await warmScores(slow, 'm');

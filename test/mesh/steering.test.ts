@@ -46,6 +46,29 @@ describe('sessions, pins and preferences', () => {
     assert.ok(new Set(home.values()).size >= 2, `all keys on ${[...new Set(home.values())]}`);
   });
 
+  it('without session headers, the turns of each of 20 conversations reach one host from every entry node (prefix affinity)', async () => {
+    const home = new Map<number, string>();
+    for (let k = 0; k < 20; k++) {
+      const system = { role: 'system', content: `You are assistant number ${k}.` };
+      const turns = [
+        [system, { role: 'user', content: `first question of ${k}` }],
+        [system, { role: 'user', content: `first question of ${k}` }, { role: 'assistant', content: 'an answer' }, { role: 'user', content: 'and then?' }],
+      ];
+      const hosts = new Set<string>();
+      for (const entry of nodes) {
+        for (const messages of turns) {
+          const r = await post(`${entry.url}/v1/chat/completions`, { model: 'm', messages });
+          assert.equal(r.status, 200);
+          assert.equal(r.headers['x-viiwork-route'], 'prefix');
+          hosts.add(String(r.headers['x-viiwork-node']));
+        }
+      }
+      assert.equal(hosts.size, 1, `conversation ${k} ran on ${[...hosts]}`);
+      home.set(k, [...hosts][0]);
+    }
+    assert.ok(new Set(home.values()).size >= 2, `every conversation on ${[...new Set(home.values())]}`);
+  });
+
   it('X-Session-Affinity wins over X-Session-Id', async () => {
     const viaAffinity = await post(`${a.url}/v1/chat/completions`, chat, { 'x-session-affinity': 'aff-1' });
     for (let i = 0; i < 5; i++) {
