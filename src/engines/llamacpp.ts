@@ -80,10 +80,18 @@ export interface LlamacppOptions {
   onProps?: (props: EngineProps, backend: LlamacppBackend) => Descriptor | undefined | void;
 }
 
-/** The environment an engine starts with: the node's, plus `extra`, minus the mesh secrets. */
+/** Variables the node holds keys in (api.keys_env, every api_key_env): never passed to an engine's environment. */
+const hidden = new Set<string>([...SECRET_ENV_VARS, 'VIIWORK_API_KEY']);
+
+/** Keep a variable out of every engine's environment from now on. */
+export function hideFromEngines(name: string): void {
+  if (name) hidden.add(name);
+}
+
+/** The environment an engine starts with: the node's, plus `extra`, minus the mesh secrets and every key variable. */
 export function engineEnv(extra: Record<string, string | undefined> = {}, base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...base, ...extra };
-  for (const k of SECRET_ENV_VARS) delete env[k];
+  for (const k of hidden) delete env[k];
   return env;
 }
 

@@ -10,6 +10,7 @@ import { answerRawErrors, createApiHandler } from '../api/server.ts';
 import type { Config } from '../config/schema.ts';
 import type { Backend } from '../engines/backend.ts';
 import { createEntryBackends, entryKey } from '../engines/factory.ts';
+import { hideFromEngines } from '../engines/llamacpp.ts';
 import { SlotTable } from '../engines/targets.ts';
 import { createLog, type Log } from '../log.ts';
 import { Metrics } from '../metrics/metrics.ts';
@@ -100,6 +101,8 @@ export class ViiworkNode implements ApiNode {
     const keys = readClientKeys(config.api, opts.env ?? process.env);
     if (keys.problems.length) throw new Error(keys.problems.map((p) => `${p.key}: ${p.message}; ${p.fix}`).join('\n'));
     this.clientKeys = new ClientKeys(keys.keys);
+    hideFromEngines(config.api.keys_env);
+    for (const m of config.models) if (m.api_key_env) hideFromEngines(m.api_key_env);
   }
 
   /** Client keys (api.keys_env, api.keys_file); read once at start. */
@@ -383,6 +386,7 @@ export class ViiworkNode implements ApiNode {
     const have = new Set(this.#byEntry.keys());
     const addedEntries = next.models.filter((m) => !have.has(entryKey(m)));
     this.backends = this.backends.filter((b) => !removed.includes(b));
+    for (const m of addedEntries) if (m.api_key_env) hideFromEngines(m.api_key_env);
     const added = await this.#createBackends(addedEntries);
     this.backends = [...this.backends, ...added];
     this.slots.setBackends(this.backends);

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { after, afterEach, describe, test } from 'node:test';
 import { request } from 'undici';
 import type { BackendInfo } from '../../src/engines/backend.ts';
-import { engineEnv, LlamacppBackend, llamaServerArgs, type LlamacppOptions } from '../../src/engines/llamacpp.ts';
+import { engineEnv, hideFromEngines, LlamacppBackend, llamaServerArgs, type LlamacppOptions } from '../../src/engines/llamacpp.ts';
 import { LoadLock } from '../../src/engines/load-lock.ts';
 import { FAKE_LLAMA_SERVER } from '../fakes/fake-engine.ts';
 import { waitFor } from '../fakes/wait.ts';
@@ -139,6 +139,9 @@ describe('LlamacppBackend', () => {
       else process.env.VIIWORK_MESH_SECRET_PREV = saved.b;
     }
     assert.deepEqual(Object.keys(engineEnv({}, { VIIWORK_MESH_SECRET: 'x', VIIWORK_MESH_SECRET_PREV: 'y', HOME: '/h' })), ['HOME']);
+    // Key variables the config names (client keys, other engines' keys) are hidden the same way.
+    hideFromEngines('TEST_CLIENT_KEYS_X');
+    assert.deepEqual(Object.keys(engineEnv({}, { TEST_CLIENT_KEYS_X: 'k', VIIWORK_API_KEY: 'c', HOME: '/h' })), ['HOME']);
   });
 
   test('a crash restarts the engine, which becomes healthy again', async () => {

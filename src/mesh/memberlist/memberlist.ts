@@ -11,6 +11,10 @@
  * await ml.leave(5000); await ml.shutdown();
  * ```
  *
+ * 'join' fires when a node turns alive from unknown, dead or left, 'leave'
+ * when it turns dead or left, 'update' when its metadata changes and (unlike
+ * Go, which has no event for it) when it turns suspect or is alive again
+ * after suspicion: every change of state that members() shows has an event.
  * 'conflict' fires when a live node claims our name from another address
  * (duringJoin is true when we saw it while joining, i.e. we are the
  * newcomer). members() lists every node the protocol still tracks, with

@@ -1122,7 +1122,10 @@ export class MemberlistState {
       state.stateChange = now;
     }
     if (oldState === NodeStateType.dead || oldState === NodeStateType.left) this.events.join(state);
-    else if (!oldMeta.equals(state.meta)) this.events.update(state);
+    // Go notifies only meta changes; we also report the way back from
+    // suspect, or whoever snapshots members() on events keeps a stale
+    // 'suspect' (a refutation changes neither meta nor anything else).
+    else if (oldState === NodeStateType.suspect || !oldMeta.equals(state.meta)) this.events.update(state);
   }
 
   suspectNode(s: Suspect): void {
@@ -1160,6 +1163,8 @@ export class MemberlistState {
         this.deadNode({ incarnation: cur.incarnation, node: cur.name, from: this.cfg.name });
       }),
     );
+    // alive -> suspect is a state change members() shows: say so (see aliveNode)
+    this.events.update(state);
   }
 
   deadNode(d: Dead, notify?: () => void): void {
