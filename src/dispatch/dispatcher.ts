@@ -194,14 +194,14 @@ export class Dispatcher {
     let outcome: RunOutcome = { kind: 'aborted' };
     try {
       const body = (req.forwardBody ??= forwardBody(req));
-      req.forwardSha256 ??= await sha256HexAsync(body);
+      if (p.peers.signsBody) req.forwardSha256 ??= await sha256HexAsync(body);
       outcome = await sendForward(
         p.peers,
         {
           host: where.host,
           path: req.path,
           body,
-          bodySha256: req.forwardSha256,
+          bodySha256: req.forwardSha256 ?? '',
           contentType: req.scan ? 'application/json' : req.contentType,
           stream: req.stream,
           // The executor picks the backend by the same key, so the conversation finds its warm slot there too.

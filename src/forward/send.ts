@@ -20,6 +20,8 @@ export interface PeerLink {
   apiOf(host: string): string | undefined;
   /** False once the member is no longer alive or its reports went stale: it has gone quiet. */
   responsive(host: string): boolean;
+  /** Whether `sign` needs the body's SHA-256 (a secured mesh); an open mesh names the sender only. */
+  readonly signsBody: boolean;
   /** The headers that make a request a forward from this node to `to` (the body given by its SHA-256). */
   sign(method: string, pathWithQuery: string, bodySha256: string, to: string): Record<string, string>;
   /** Connections to members' APIs, leaving from the advertise address. */
@@ -30,7 +32,7 @@ export interface ForwardCall {
   host: string;
   path: string;
   body: Buffer;
-  /** SHA-256 hex of `body`. */
+  /** SHA-256 hex of `body` ('' when the link does not sign bodies). */
   bodySha256: string;
   contentType: string;
   stream: boolean;

@@ -159,6 +159,9 @@ async function relayInner(
     if (stallTimer) stallTimer.refresh();
     else stallTimer = setTimeout(() => stop(`the stream received nothing for ${opts.streamStallMs} ms (api.stream_stall)`), opts.streamStallMs);
   };
+  // A whole answer is written one chunk behind, so a body that arrives in one piece leaves with the
+  // headers and the end in a single write (most JSON answers); a stream is written as it comes.
+  let held: Buffer | undefined;
   try {
     for await (const chunk of upstream.body) {
       const buf = chunk as Buffer;
@@ -166,9 +169,13 @@ async function relayInner(
       if (scanner) {
         out = scanner.push(buf);
         armStall();
-      } else if (opts.keepBody && keptBytes < opts.keepBody) {
-        kept.push(buf);
-        keptBytes += buf.length;
+      } else {
+        if (opts.keepBody && keptBytes < opts.keepBody) {
+          kept.push(buf);
+          keptBytes += buf.length;
+        }
+        out = held;
+        held = buf;
       }
       if (out && !res.write(out)) {
         const drained = await waitDrain(res, opts.writeStallMs);
@@ -200,7 +207,7 @@ async function relayInner(
     res.end(scanner.flush());
     return doneOf(status, scanner.seen);
   }
-  res.end();
+  res.end(held);
   return { kind: 'done', status, body: kept.length ? Buffer.concat(kept) : undefined };
 }
 

@@ -125,6 +125,7 @@ export class ViiworkNode implements ApiNode {
     const node = this;
     const peers: PeerLink = {
       self: this.name,
+      signsBody: this.meshMode.mode === 'secured',
       apiOf: (host) => this.members.get(host)?.api,
       responsive: (host) => {
         const report = this.poller?.get(host);
