@@ -82,7 +82,8 @@ describe('stalls: frozen executors, stalled uploads, clients that stop reading',
     const body = JSON.stringify({ model: 'big', stream: true, messages: [{ role: 'user', content: 'talk a lot' }] });
     sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: ${IP(1)}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
     sock.pause(); // never read a byte
-    await waitFor(async () => (await busyOn(a, 'big')) === 1, { what: 'the slot taken', timeoutMs: 10_000 });
+    const before = bigEngine.count('/v1/chat/completions');
+    await waitFor(() => bigEngine.count('/v1/chat/completions') > before, { what: 'the engine got the request', timeoutMs: 10_000 });
     await waitFor(async () => (await busyOn(a, 'big')) === 0, { what: 'the slot freed after the write stall', timeoutMs: 15_000 });
     // Reading again shows what the node did: the connection was closed before the answer's end.
     let got = '';
