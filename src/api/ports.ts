@@ -50,6 +50,12 @@ export interface ApiNode {
   hostViews(): HostView[];
   /** This node's own /v1/capacity document. */
   capacityReport(): CapacityReport;
+  /**
+   * Resolves when a slot of `model` is released here, at once when one is
+   * free now (or the model is not served), or after `ms`. Bounded: past a
+   * number of waiters it resolves at once.
+   */
+  slotReleased(model: string, ms: number): Promise<void>;
   /** Alive viiwork members (this node included) whose reports show alias_version ≥ v. */
   aliasReach(version: number): { reached: number; members: number };
 }

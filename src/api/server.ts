@@ -23,7 +23,7 @@ const GET_ROUTES: Record<string, Handler> = {
   '/v1/fleet/capacity': (node, _req, res) => sendJson(res, 200, fleetCapacity(node)),
   '/v1/mesh': (node, _req, res) => sendJson(res, 200, meshDocument(node)),
   '/v1/decisions': (node, _req, res, url) => sendJson(res, 200, { last: node.decisions.last, data: node.decisions.since(Number(url.searchParams.get('since')) || 0) }),
-  '/v1/capacity': (node, _req, res) => sendJson(res, 200, node.capacityReport()),
+  '/v1/capacity': capacity,
   '/metrics': metrics,
 };
 
@@ -196,6 +196,22 @@ function oneModel(node: ApiNode, res: http.ServerResponse, url: URL): void {
 /** A request that claims to come from a member: its forward headers decide (inference.ts); never a client key. */
 function isMeshForward(req: http.IncomingMessage): boolean {
   return classifyForwardHeaders(req.headers) !== 'none';
+}
+
+/** The longest a member may hold a capacity poll waiting for a slot to free. */
+export const CAPACITY_WAIT_MAX_MS = 2000;
+
+/**
+ * GET /v1/capacity: this node's report. With `?wait=<model>&ms=<n>` (a member
+ * whose requests are waiting for this node's slots), the answer is held until
+ * one of this node's slots is released, or `ms` (at most 2 s) passed: the
+ * member learns of a free slot when it frees, not at its next poll.
+ */
+async function capacity(node: ApiNode, _req: http.IncomingMessage, res: http.ServerResponse, url: URL): Promise<void> {
+  const model = url.searchParams.get('wait');
+  const ms = Math.min(CAPACITY_WAIT_MAX_MS, Math.max(0, Number(url.searchParams.get('ms')) || 0));
+  if (model && ms > 0) await node.slotReleased(model, ms);
+  if (!res.destroyed) sendJson(res, 200, node.capacityReport());
 }
 
 function health(node: ApiNode, _req: http.IncomingMessage, res: http.ServerResponse): void {

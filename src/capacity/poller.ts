@@ -22,6 +22,8 @@ export interface PollTarget {
 }
 
 export const RTT_ALPHA = 0.3;
+/** The least time between two slot-waiting polls of one member. */
+export const WAIT_GAP_MS = 25;
 
 function num(x: unknown): number | undefined {
   return typeof x === 'number' && Number.isFinite(x) ? x : undefined;
@@ -129,26 +131,57 @@ export class CapacityPoller {
 
   async poll(t: PollTarget): Promise<void> {
     this.#inFlight.add(t.name);
+    try {
+      await this.#fetch(t, '/v1/capacity', 1000, false);
+    } finally {
+      this.#inFlight.delete(t.name);
+      this.#settledAt.set(t.name, this.now());
+    }
+  }
+
+  readonly #waiting = new Set<string>();
+  readonly #waitEndedAt = new Map<string, number>();
+
+  /**
+   * Ask a member for its report as soon as one of its slots of `model` frees
+   * (held by the member up to `ms`), so requests waiting here for its slots
+   * learn of one when it frees, not at the next poll. One such poll per
+   * member at a time, at least WAIT_GAP_MS apart; the regular polls go on.
+   */
+  waitForSlot(t: PollTarget, model: string, ms: number): void {
+    if (this.#waiting.has(t.name) || this.now() - (this.#waitEndedAt.get(t.name) ?? -Infinity) < WAIT_GAP_MS) return;
+    this.#waiting.add(t.name);
+    void this.#fetch(t, `/v1/capacity?wait=${encodeURIComponent(model)}&ms=${ms}`, ms + 1000, true).finally(() => {
+      this.#waiting.delete(t.name);
+      this.#waitEndedAt.set(t.name, this.now());
+    });
+  }
+
+  get waitingOn(): ReadonlySet<string> {
+    return this.#waiting;
+  }
+
+  /** One poll; `held`: the member may hold it, so the report is as of its answer (about half an RTT before it arrived). */
+  async #fetch(t: PollTarget, path: string, timeoutMs: number, held: boolean): Promise<void> {
     const sentAt = this.now();
     const started = performance.now();
     try {
-      const res = await request(`${t.api}/v1/capacity`, { dispatcher: this.agent, signal: AbortSignal.timeout(1000), headersTimeout: 1000, bodyTimeout: 1000 });
+      const res = await request(`${t.api}${path}`, { dispatcher: this.agent, signal: AbortSignal.timeout(timeoutMs), headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
       const doc = res.statusCode === 200 ? await res.body.json() : (await res.body.text(), `HTTP ${res.statusCode}`);
       const rtt = performance.now() - started;
       const parsed = typeof doc === 'string' ? doc : parseReport(doc, t.name);
       if (typeof parsed === 'string') return this.#fail(t.name, parsed);
       const prev = this.#rtt.get(t.name);
-      this.#rtt.set(t.name, prev === undefined ? rtt : prev + RTT_ALPHA * (rtt - prev));
-      const entry = { report: parsed, polledAt: sentAt, receivedAt: this.now() };
+      if (!held) this.#rtt.set(t.name, prev === undefined ? rtt : prev + RTT_ALPHA * (rtt - prev));
+      const receivedAt = this.now();
+      const polledAt = held ? Math.max(sentAt, receivedAt - (prev ?? 0) / 2) : sentAt;
+      const entry = { report: parsed, polledAt, receivedAt };
       const old = this.#reports.get(t.name);
-      if (!old || old.polledAt <= sentAt) this.#reports.set(t.name, entry);
+      if (!old || old.polledAt <= polledAt) this.#reports.set(t.name, entry);
       if (this.#errors.delete(t.name)) this.opts.log?.(`capacity of ${t.name}: reports again`);
       this.opts.onReport?.(t.name, entry);
     } catch (err) {
       this.#fail(t.name, (err as Error).message);
-    } finally {
-      this.#inFlight.delete(t.name);
-      this.#settledAt.set(t.name, this.now());
     }
   }
 

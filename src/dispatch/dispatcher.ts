@@ -116,12 +116,14 @@ export class Dispatcher {
         }
         case 'wait': {
           const failed = state.failed;
-          const out = await queue.enqueue(() => this.#attempt(req, failed), { signal, deadline, front: action.front });
-          if (out.ok) {
-            placement = out.value;
-            p.metrics.queueWait.observe(out.queuedMs / 1000);
+          const out = queue.enqueue(() => this.#attempt(req, failed), { signal, deadline, front: action.front });
+          p.waiting();
+          const outcome = await out;
+          if (outcome.ok) {
+            placement = outcome.value;
+            p.metrics.queueWait.observe(outcome.queuedMs / 1000);
           }
-          event = { kind: 'waited', how: out.ok ? 'placed' : out.reason };
+          event = { kind: 'waited', how: outcome.ok ? 'placed' : outcome.reason };
           break;
         }
         case 'run': {

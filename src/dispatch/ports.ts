@@ -48,6 +48,8 @@ export interface DispatchPorts {
   snapshot(): HostView[];
   /** While the node is starting: resolves when it is ready (reports from every member are in). undefined once ready. */
   warming(): Promise<void> | undefined;
+  /** A request starts waiting in a queue: the node may ask members to tell it when a slot frees. */
+  waiting(): void;
   readonly slots: LocalSlots;
   readonly forwards: ForwardBook;
   readonly queues: QueueSet<Placement>;

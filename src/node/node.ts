@@ -32,6 +32,7 @@ import { Membership } from '../mesh/membership.ts';
 import { ForwardBook } from '../forward/book.ts';
 import { MemberTable } from '../mesh/members.ts';
 import type { HostView } from '../route/types.ts';
+import { candidates } from '../route/eligibility.ts';
 import { HEADER_NODE } from '../security/headers.ts';
 import { loadMeshMode, type MeshMode } from '../security/secret.ts';
 import { localView, peerViews } from './views.ts';
@@ -156,6 +157,7 @@ export class ViiworkNode implements ApiNode {
       nextRoundRobin: () => this.nextRoundRobin(),
       snapshot: () => this.hostViews(),
       warming: () => this.warming,
+      waiting: () => this.#hurry(),
       slots: this.slots,
       forwards: this.forwards,
       queues: this.queues,
@@ -180,6 +182,49 @@ export class ViiworkNode implements ApiNode {
       get aliasVersion() {
         return node.aliases.version;
       },
+    });
+  }
+
+  #releaseWaiters = 0;
+
+  /**
+   * While requests wait here, ask every member they could run on but that
+   * this node sees full (its report, its refusal) to answer its next report
+   * as soon as one of its slots frees: a slot freed by another entry node's
+   * forward is then used at once instead of at the next poll.
+   */
+  #hurry(): void {
+    const poller = this.poller;
+    if (!poller) return;
+    const waiting = this.queues.entries().filter((q) => q.depth > 0);
+    if (waiting.length === 0) return;
+    const hosts = this.hostViews();
+    for (const q of waiting) {
+      for (const c of candidates({ hosts, forwards: this.forwards.of, marks: this.forwards.marks }, q.model, q.workload)) {
+        if (c.local || !c.fresh || !c.healthy || c.free > 0) continue;
+        const api = this.members.get(c.host)?.api;
+        if (api) poller.waitForSlot({ name: c.host, api }, q.model, SLOT_WAIT_MS);
+      }
+    }
+  }
+
+  slotReleased(model: string, ms: number): Promise<void> {
+    const free = this.slots.targetsOf(model).some((t) => t.backends.some((b) => this.slots.freeOf(b) > 0));
+    if (free || !this.slots.models().includes(model) || this.#releaseWaiters >= MAX_RELEASE_WAITERS) return Promise.resolve();
+    this.#releaseWaiters++;
+    return new Promise((resolve) => {
+      let settled = false;
+      const done = () => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        off();
+        this.#releaseWaiters--;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      // Any release: a released slot of another model answers too early, harmlessly (the report says what is free).
+      const off = this.slots.onRelease(() => setImmediate(done));
     });
   }
 
@@ -260,7 +305,10 @@ export class ViiworkNode implements ApiNode {
       this.log.info('ready: joined, reports in, engines checked');
       this.queues.pumpAll();
     });
-    this.#tick = setInterval(() => this.queues.pumpAll(), 250);
+    this.#tick = setInterval(() => {
+      this.queues.pumpAll();
+      this.#hurry();
+    }, 250);
     this.#tick.unref();
     this.#saveTimer = setInterval(() => this.#savePerf(), 30_000);
     this.#saveTimer.unref();
@@ -323,6 +371,7 @@ export class ViiworkNode implements ApiNode {
       onReport: () => {
         this.forwards.prune((host) => this.poller?.get(host)?.polledAt);
         this.queues.pumpAll();
+        this.#hurry();
       },
     });
     this.#membersChanged();
@@ -431,6 +480,12 @@ export class ViiworkNode implements ApiNode {
     }
   }
 }
+
+/** How long a member may hold a slot-waiting poll from this node. */
+const SLOT_WAIT_MS = 1000;
+
+/** Capacity polls held open at once waiting for a slot to free (GET /v1/capacity?wait=). */
+const MAX_RELEASE_WAITERS = 512;
 
 /** The longest a start waits for its first join attempt, and for its engines' first health check. */
 const WARM_JOIN_MS = 30_000;

@@ -55,6 +55,7 @@ describe('the dispatcher wakes a waiting request on the event that frees room', 
       random: Math.random,
       nextRoundRobin: () => 0,
       warming: () => undefined,
+      waiting: () => {},
       snapshot: (): HostView[] => [
         { name: 'A', local: true, rttMs: 0, fresh: true, polledAt: Date.now(), models: new Map([['m', { targets: [{ descriptor: CHAT, slots: state.localSlots, busy: state.localBusy }], slots: state.localSlots, busy: state.localBusy }]]) },
         { name: 'B', local: false, rttMs: 1, fresh: true, polledAt: state.polledAt, models: new Map([['m', { targets: [{ descriptor: CHAT, slots: state.remoteSlots, busy: state.remoteBusy }], slots: state.remoteSlots, busy: state.remoteBusy }]]) },

@@ -231,6 +231,54 @@ test('refutation: a member suspected by others refutes with a higher incarnation
   }
 });
 
+test('a suspected member that refutes is reported alive again: a view kept from events never keeps a stale suspect', async () => {
+  // The healed partition of test/mesh/membership.test.ts: the rejoining
+  // member's push-pull says b is dead, so a suspects b (Go's mergeState
+  // suspects instead of believing the death); b is alive and refutes. A
+  // consumer that snapshots members() on join/update/leave (viiwork's
+  // member table) took its last snapshot while b was suspect, and must
+  // hear about b being alive again.
+  const c = cluster();
+  try {
+    const [a, b] = await joined(c, ['a', 'b'], ['10.0.15.1', '10.0.15.2']);
+    const view = new Map<string, string>();
+    const snapshot = () => {
+      for (const m of a.members()) view.set(m.name, m.state);
+    };
+    const updates: string[] = [];
+    a.on('join', snapshot);
+    a.on('leave', snapshot);
+    a.on('update', (m) => {
+      updates.push(`${m.name}:${m.state}`);
+      snapshot();
+    });
+    snapshot();
+    // a's gossip to b is held back until the rejoin below is done, so b refutes after it
+    c.net.filter = (from, to) => !(from.startsWith('10.0.15.1:') && to.startsWith('10.0.15.2:'));
+    const inc = b.localMember().incarnation;
+    a.state.suspectNode({ incarnation: inc, node: 'b', from: 'a' });
+    assert.equal(stateOf(a, 'b'), 'suspect');
+    // the rejoining member: a join event, hence a snapshot, while b is suspect
+    const x = await c.add('x', '10.0.15.3');
+    const p = x.join(['10.0.15.1:7946']);
+    await c.clock.advance(100);
+    assert.equal((await p).joined, 1);
+    assert.equal(view.get('x'), 'alive');
+    assert.equal(view.get('b'), 'suspect');
+    c.net.filter = () => true;
+    await until(c, () => stateOf(a, 'b') === 'alive', 3000, 'b refuted at a');
+    assert.ok(b.localMember().incarnation > inc, 'b refuted with a higher incarnation');
+    assert.equal(view.get('b'), 'alive', "a's event-driven view shows b alive again");
+    assert.deepEqual(updates.filter((u) => u.startsWith('b:')), ['b:suspect', 'b:alive']);
+    // and it stays that way, with every member alive in both the view and members()
+    await c.clock.advance(10_000);
+    for (const m of a.members()) assert.equal(view.get(m.name), m.state, `view of ${m.name}`);
+    assert.deepEqual([...view.values()], ['alive', 'alive', 'alive']);
+  } finally {
+    await c.shutdown();
+  }
+});
+
 test('a dead member name is reclaimable by a new address only after 30 s', async () => {
   const c = cluster();
   try {
