@@ -24,6 +24,9 @@ export interface PollTarget {
 export const RTT_ALPHA = 0.3;
 /** The least time between two slot-waiting polls of one member. */
 export const WAIT_GAP_MS = 25;
+/** A slot-waiting poll answered faster than this was not held; after two in a row the gap grows to UNHELD_GAP_MS. */
+const UNHELD_MS = 15;
+const UNHELD_GAP_MS = 250;
 
 function num(x: unknown): number | undefined {
   return typeof x === 'number' && Number.isFinite(x) ? x : undefined;
@@ -149,13 +152,20 @@ export class CapacityPoller {
    * member at a time, at least WAIT_GAP_MS apart; the regular polls go on.
    */
   waitForSlot(t: PollTarget, model: string, ms: number): void {
-    if (this.#waiting.has(t.name) || this.now() - (this.#waitEndedAt.get(t.name) ?? -Infinity) < WAIT_GAP_MS) return;
+    // A member that answers at once, again and again, does not hold polls (an older viiwork): ask it less often.
+    const gap = (this.#unheld.get(t.name) ?? 0) >= 2 ? UNHELD_GAP_MS : WAIT_GAP_MS;
+    if (this.#waiting.has(t.name) || this.now() - (this.#waitEndedAt.get(t.name) ?? -Infinity) < gap) return;
     this.#waiting.add(t.name);
+    const started = this.now();
     void this.#fetch(t, `/v1/capacity?wait=${encodeURIComponent(model)}&ms=${ms}`, ms + 1000, true).finally(() => {
       this.#waiting.delete(t.name);
-      this.#waitEndedAt.set(t.name, this.now());
+      const now = this.now();
+      this.#waitEndedAt.set(t.name, now);
+      this.#unheld.set(t.name, now - started < UNHELD_MS ? (this.#unheld.get(t.name) ?? 0) + 1 : 0);
     });
   }
+
+  readonly #unheld = new Map<string, number>();
 
   get waitingOn(): ReadonlySet<string> {
     return this.#waiting;

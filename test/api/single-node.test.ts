@@ -228,6 +228,26 @@ describe('queue, disconnects and engine failures (held fake engine)', () => {
     assert.ok(Number(r2.headers['x-viiwork-queued-ms']) > 0);
   });
 
+  it('a member’s slot-waiting capacity poll is held until a slot is released, and answered at once when one is free', async () => {
+    const free = await call(t.url, '/v1/capacity?wait=held&ms=2000', { method: 'GET' });
+    assert.equal(free.status, 200);
+    engine.hold();
+    const body = JSON.stringify({ model: 'held', messages: [{ role: 'user', content: 'q' }] });
+    const busy = call(t.url, '/v1/chat/completions', { body });
+    await waitFor(() => engine.heldCount === 1, { what: 'the only slot busy' });
+    let answered = false;
+    const held = call(t.url, '/v1/capacity?wait=held&ms=2000', { method: 'GET' }).then((r) => ((answered = true), r));
+    // Still held while the slot is busy (a plain poll answers at once meanwhile).
+    const plain = await call(t.url, '/v1/capacity', { method: 'GET' });
+    assert.equal(plain.json.models.find((m: { name: string }) => m.name === 'held').busy, 1);
+    assert.equal(answered, false);
+    engine.hold(false);
+    engine.releaseAll();
+    const r = await held;
+    assert.equal(r.json.models.find((m: { name: string }) => m.name === 'held').busy, 0, 'the answer shows the freed slot');
+    assert.equal((await busy).status, 200);
+  });
+
   it('a client that disconnects mid-stream frees its slot and aborts the engine request', async () => {
     engine.resetCounters();
     engine.hold(false);
