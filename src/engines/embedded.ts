@@ -73,7 +73,7 @@ function sharedLlama(lib: typeof import('node-llama-cpp'), gpu: boolean, log: Lo
       build: 'never',
       progressLogs: false,
       logLevel: lib.LlamaLogLevel.error,
-      logger: (level, message) => {
+      logger: (level: unknown, message: string) => {
         const line = message.trim();
         if (!line) return;
         if (level === lib.LlamaLogLevel.error || level === lib.LlamaLogLevel.fatal) {
