@@ -92,7 +92,9 @@ export class Dispatcher {
 
   async #place(req: DispatchRequest, res: http.ServerResponse, signal: AbortSignal, trace: Trace, hosts: readonly HostView[]): Promise<void> {
     const p = this.p;
-    checkServable(req, hosts, this.#candidates(req, hosts));
+    // The candidates of the up-front checks also serve the first routing attempt.
+    let first: Candidate[] | undefined = this.#candidates(req, hosts);
+    checkServable(req, hosts, first);
     trace.known = true;
     const arrived = p.now();
     const deadline = arrived + p.rules.queueTimeoutMs;
@@ -101,7 +103,6 @@ export class Dispatcher {
     const extra: Record<string, string> = req.alias !== undefined ? { [RES_ALIAS]: req.alias, [RES_MODEL]: req.model } : {};
     let state: PlacementState = INITIAL;
     let placement: Placement | undefined;
-    let firstHosts: readonly HostView[] | undefined = hosts;
     let event: PlacementEvent = { kind: 'arrived', queueDepth: queue.depth };
     for (;;) {
       let action: PlacementAction;
@@ -109,8 +110,8 @@ export class Dispatcher {
       switch (action.kind) {
         case 'try': {
           const failed = state.failed;
-          placement = this.#attempt(req, failed, firstHosts);
-          firstHosts = undefined;
+          placement = this.#attempt(req, failed, first);
+          first = undefined;
           event = { kind: 'tried', placed: placement !== undefined, routeLeft: placement !== undefined || this.#routeLeft(req, failed) };
           break;
         }
@@ -174,9 +175,8 @@ export class Dispatcher {
   }
 
   /** One routing attempt: decide and reserve (a local lease, or a forward counted in the book). */
-  #attempt(req: DispatchRequest, failed: readonly string[], hosts?: readonly HostView[]): Placement | undefined {
+  #attempt(req: DispatchRequest, failed: readonly string[], cands: Candidate[] = this.#candidates(req)): Placement | undefined {
     const p = this.p;
-    let cands = this.#candidates(req, hosts);
     if (failed.length) cands = cands.filter((c) => !failed.includes(c.host));
     const d = decide(cands, req, { performance: p.rules.performance, random: p.random, roundRobin: p.nextRoundRobin() });
     if (d.kind === 'wait') return undefined;
