@@ -42,6 +42,7 @@
  * ROUTING_SEED (1), ROUTING_WARMUP_S (10, viiwork only), ROUTING_DRAIN
  * (0 to skip), ROUTING_DRAIN_ROUNDS (2).
  */
+import { seeded } from '../test/helpers/random.ts';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Agent, request } from 'undici';
@@ -82,17 +83,8 @@ interface Arrival {
   entry: number;
 }
 
-/** Deterministic PRNG (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** Deterministic PRNG (mulberry32), the one the property tests use. */
+const rng = seeded;
 
 export function poissonTrace(ratePerS: number, seconds: number, seed: number, entries = 3): Arrival[] {
   const r = rng(seed);

@@ -92,22 +92,22 @@ function describe(err: unknown): string {
 const defaultVerdict = (status: number): Verdict => (status >= 500 ? 'refused' : 'answer');
 
 export async function relay(call: UpstreamCall, res: http.ServerResponse, opts: RelayOptions): Promise<RelayResult> {
-  // One controller aborts the upstream for every reason: the client left, the caller's watchdog, a stall.
-  const upstreamAbort = new AbortController();
+  if (call.signal.aborted) return { kind: 'aborted' };
+  // The upstream stops for the client leaving (its signal), the caller's watchdog (`quiet`), or a stall found
+  // while relaying (the body is destroyed). A local run has no watchdog: its request takes the client's signal
+  // as it is, with no signal made per request.
   let stalled: string | undefined;
+  let body: Dispatcher.ResponseData['body'] | undefined;
   const stop = (why?: string) => {
     if (why && stalled === undefined) stalled = why;
-    upstreamAbort.abort();
+    body?.destroy(new Error(stalled ?? 'stopped'));
   };
-  const onClient = () => stop();
   const onQuiet = () => stop(opts.quietReason?.() ?? 'the executor went quiet');
-  if (call.signal.aborted) return { kind: 'aborted' };
-  call.signal.addEventListener('abort', onClient, { once: true });
   opts.quiet?.addEventListener('abort', onQuiet, { once: true });
+  const signal = opts.quiet ? AbortSignal.any([call.signal, opts.quiet]) : call.signal;
   try {
-    return await relayInner(call, res, opts, upstreamAbort.signal, stop, () => stalled);
+    return await relayInner(call, res, opts, signal, stop, () => stalled, (b) => (body = b));
   } finally {
-    call.signal.removeEventListener('abort', onClient);
     opts.quiet?.removeEventListener('abort', onQuiet);
   }
 }
@@ -119,6 +119,7 @@ async function relayInner(
   signal: AbortSignal,
   stop: (why?: string) => void,
   stalled: () => string | undefined,
+  started: (body: Dispatcher.ResponseData['body']) => void,
 ): Promise<RelayResult> {
   let upstream: Dispatcher.ResponseData;
   try {
@@ -127,6 +128,8 @@ async function relayInner(
     if (call.signal.aborted) return { kind: 'aborted' };
     return { kind: 'refused', detail: stalled() ?? describe(err) };
   }
+  started(upstream.body);
+  if (opts.quiet?.aborted) stop(opts.quietReason?.() ?? 'the executor went quiet');
 
   const status = upstream.statusCode;
   if ((opts.verdict ?? defaultVerdict)(status, upstream.headers) === 'refused') {
@@ -147,18 +150,13 @@ async function relayInner(
     headers['cache-control'] = 'no-cache';
     headers['x-accel-buffering'] = 'no';
   }
+  // Headers leave with the first event (one write, not two): a client learns nothing useful from them earlier.
   res.writeHead(status, headers);
-  if (isSse) res.flushHeaders();
 
   const scanner = isSse ? new SseScanner(opts.stripUsage) : undefined;
   const kept: Buffer[] = [];
   let keptBytes = 0;
-  let stallTimer: NodeJS.Timeout | undefined;
-  const armStall = () => {
-    if (!isSse || !opts.streamStallMs) return;
-    if (stallTimer) stallTimer.refresh();
-    else stallTimer = setTimeout(() => stop(`the stream received nothing for ${opts.streamStallMs} ms (api.stream_stall)`), opts.streamStallMs);
-  };
+  const stall = stallWatch(isSse ? opts.streamStallMs : undefined, stop);
   // A whole answer is written one chunk behind, so a body that arrives in one piece leaves with the
   // headers and the end in a single write (most JSON answers); a stream is written as it comes.
   let held: Buffer | undefined;
@@ -168,7 +166,7 @@ async function relayInner(
       let out: Buffer | undefined = buf;
       if (scanner) {
         out = scanner.push(buf);
-        armStall();
+        stall.arm();
       } else {
         if (opts.keepBody && keptBytes < opts.keepBody) {
           kept.push(buf);
@@ -200,7 +198,7 @@ async function relayInner(
     }
     return { kind: 'broken', detail };
   } finally {
-    clearTimeout(stallTimer);
+    stall.clear();
   }
   if (call.signal.aborted || res.destroyed) return { kind: 'aborted' };
   if (scanner) {
@@ -234,14 +232,11 @@ async function relayTranslated(
   res.writeHead(status, { ...opts.responseHeaders, 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
   res.write(tr.stream.start());
   const scanner = new SseScanner(false);
-  let stallTimer: NodeJS.Timeout | undefined;
+  const stall = stallWatch(opts.streamStallMs, stop);
   try {
     for await (const chunk of upstream.body) {
       const seen = scanner.push(chunk as Buffer);
-      if (opts.streamStallMs) {
-        if (stallTimer) stallTimer.refresh();
-        else stallTimer = setTimeout(() => stop(`the stream received nothing for ${opts.streamStallMs} ms (api.stream_stall)`), opts.streamStallMs);
-      }
+      stall.arm();
       const out = seen ? tr.stream.push(seen) : '';
       if (out && !res.write(out) && !(await waitDrain(res, opts.writeStallMs))) {
         stop();
@@ -255,12 +250,25 @@ async function relayTranslated(
     res.end(tr.stream.error(stalled() ? detail : `the engine failed mid-stream: ${detail}`));
     return { kind: 'broken', detail };
   } finally {
-    clearTimeout(stallTimer);
+    stall.clear();
   }
   if (call.signal.aborted || res.destroyed) return { kind: 'aborted' };
   const rest = scanner.flush();
   res.end((rest ? tr.stream.push(rest) : '') + tr.stream.end());
   return doneOf(status, scanner.seen);
+}
+
+/** After a stream's first event, silence longer than `ms` stops the upstream (api.stream_stall); `arm` on every chunk. */
+function stallWatch(ms: number | undefined, stop: (why: string) => void): { arm(): void; clear(): void } {
+  let timer: NodeJS.Timeout | undefined;
+  return {
+    arm() {
+      if (!ms) return;
+      if (timer) timer.refresh();
+      else timer = setTimeout(() => stop(`the stream received nothing for ${ms} ms (api.stream_stall)`), ms);
+    },
+    clear: () => clearTimeout(timer),
+  };
 }
 
 function doneOf(status: number, seen: SseObservation): RelayResult {

@@ -12,11 +12,10 @@ import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createInterface } from 'node:readline';
 import { Memberlist, MemberlistConfig } from '../../src/mesh/memberlist/memberlist.ts';
 import { encodeAlive } from '../../src/mesh/memberlist/messages.ts';
 import { encodePacket } from '../../src/mesh/memberlist/wire.ts';
-import { waitFor } from './helpers.ts';
+import { waitFor, followChild } from './helpers.ts';
 import { rawUdp, sendUdp } from './hostile.ts';
 
 const SRC = fileURLToPath(new URL('../../tools/memberlist-go-peer', import.meta.url));
@@ -51,16 +50,7 @@ class GoPeer {
   ready = false;
   constructor(bin: string, name: string, ip: string, join = '') {
     this.proc = spawn(bin, ['-name', name, '-bind', ip, '-port', '7946', ...(join ? ['-join', join] : [])], { stdio: ['pipe', 'pipe', 'pipe'] });
-    this.proc.stderr!.on('data', (d) => (this.stderr += String(d)));
-    createInterface({ input: this.proc.stdout! }).on('line', (l) => {
-      if (l === 'READY') this.ready = true;
-      else
-        try {
-          this.lines.push(JSON.parse(l));
-        } catch {
-          /* ignore */
-        }
-    });
+    followChild(this.proc, this);
     peers.push(this);
   }
   get running(): boolean {

@@ -6,10 +6,9 @@ import { spawn, ChildProcess } from 'node:child_process';
 import dgram from 'node:dgram';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { createInterface } from 'node:readline';
 import { Writer } from '../../src/mesh/memberlist/msgpack.ts';
 import { MessageType, writeCompress } from '../../src/mesh/memberlist/messages.ts';
-import { waitFor } from './helpers.ts';
+import { waitFor, followChild } from './helpers.ts';
 
 export interface ChildStats {
   /** Worst event-loop delay (monitorEventLoopDelay), scheduling noise included. */
@@ -35,16 +34,7 @@ export class ChildNode {
       cwd: fileURLToPath(new URL('../..', import.meta.url)),
       env: { ...process.env, ...env },
     });
-    this.proc.stderr!.on('data', (d) => (this.stderr += String(d)));
-    createInterface({ input: this.proc.stdout! }).on('line', (l) => {
-      if (l === 'READY') this.ready = true;
-      else
-        try {
-          this.lines.push(JSON.parse(l));
-        } catch {
-          /* ignore */
-        }
-    });
+    followChild(this.proc, this);
   }
 
   async started(): Promise<void> {

@@ -9,8 +9,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync, ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { createInterface } from 'node:readline';
-import { waitFor } from './helpers.ts';
+import { waitFor, followChild } from './helpers.ts';
 
 const serfPath = spawnSync('sh', ['-c', 'command -v serf']).stdout?.toString().trim();
 const skip = serfPath ? false : 'serf is not installed (apt-get install serf)';
@@ -71,16 +70,7 @@ class Ours {
       cwd: fileURLToPath(new URL('../..', import.meta.url)),
     });
     children.add(this.proc);
-    this.proc.stderr!.on('data', (d) => (this.stderr += String(d)));
-    createInterface({ input: this.proc.stdout! }).on('line', (l) => {
-      if (l === 'READY') this.ready = true;
-      else
-        try {
-          this.lines.push(JSON.parse(l));
-        } catch {
-          /* ignore */
-        }
-    });
+    followChild(this.proc, this);
   }
   async members(): Promise<{ name: string; state: string }[]> {
     const before = this.lines.length;
