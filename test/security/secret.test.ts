@@ -11,12 +11,13 @@ describe('mesh mode', () => {
     assert.equal(m.mode, 'secured');
     assert.ok(m.mode === 'secured');
     assert.deepEqual(m.keys, [Buffer.alloc(32, 7)]);
-    const headers = m.signer.sign({ method: 'GET', pathWithQuery: '/x', node: 'a', bodySha256: '0'.repeat(64) });
+    const headers = m.signer.sign({ method: 'GET', pathWithQuery: '/x', node: 'a', to: 'b', bodySha256: '0'.repeat(64) });
     assert.equal(
       m.verifier.verify({
         method: 'GET',
         pathWithQuery: '/x',
         bodySha256: '0'.repeat(64),
+        self: 'b',
         headers: Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v])),
       }).ok,
       true,
