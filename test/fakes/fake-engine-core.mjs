@@ -444,7 +444,27 @@ export class FakeEngine extends EventEmitter {
     }
   }
 
+  /**
+   * A chat request offering function tools whose last message is not a tool result gets a call of the
+   * first tool (arguments {"city":"Oslo"}); one asking for a JSON schema or object gets {"ok":true}.
+   */
+  #special(json) {
+    const tools = Array.isArray(json.tools) ? json.tools.filter((t) => t?.type === 'function') : [];
+    const last = Array.isArray(json.messages) ? json.messages[json.messages.length - 1] : undefined;
+    if (tools.length && last?.role !== 'tool') return { call: { id: 'call_fake_1', type: 'function', function: { name: tools[0].function?.name ?? 'tool', arguments: '{"city":"Oslo"}' } } };
+    const fmt = json.response_format?.type;
+    if (fmt === 'json_schema' || fmt === 'json_object') return { text: '{"ok":true}' };
+    return undefined;
+  }
+
   #completion(json, chat, promptTokens) {
+    const special = chat ? this.#special(json) : undefined;
+    if (special) {
+      const base = { id: `fake-${Date.now().toString(36)}`, created: Math.floor(Date.now() / 1000), model: json.model ?? this.opts.model, system_fingerprint: this.buildInfo };
+      const usage = { prompt_tokens: promptTokens, completion_tokens: 5, total_tokens: promptTokens + 5 };
+      const message = special.call ? { role: 'assistant', content: null, tool_calls: [special.call] } : { role: 'assistant', content: special.text };
+      return { ...base, object: 'chat.completion', choices: [{ index: 0, message, finish_reason: special.call ? 'tool_calls' : 'stop' }], usage };
+    }
     const n = this.#tokens(json);
     let text = '';
     for (let i = 0; i < n; i++) text += fakePiece(i);
@@ -466,6 +486,17 @@ export class FakeEngine extends EventEmitter {
     const base = { id: `fake-${Date.now().toString(36)}`, created: Math.floor(Date.now() / 1000), model: json.model ?? this.opts.model, system_fingerprint: this.buildInfo };
     const object = chat ? 'chat.completion.chunk' : 'text_completion';
     const write = (obj) => res.write(`data: ${JSON.stringify(obj)}\n\n`);
+    const special = chat ? this.#special(json) : undefined;
+    if (special?.call) {
+      // The call streamed the way OpenAI does: id and name first, then the arguments in pieces.
+      const f = special.call.function;
+      write({ ...base, object, choices: [{ index: 0, delta: { role: 'assistant', tool_calls: [{ index: 0, id: special.call.id, type: 'function', function: { name: f.name, arguments: '' } }] }, finish_reason: null }] });
+      for (const piece of [f.arguments.slice(0, 5), f.arguments.slice(5)]) write({ ...base, object, choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: piece } }] }, finish_reason: null }] });
+      write({ ...base, object, choices: [{ index: 0, delta: {}, finish_reason: 'tool_calls' }] });
+      if (json.stream_options?.include_usage) write({ ...base, object, choices: [], usage: { prompt_tokens: promptTokens, completion_tokens: 5, total_tokens: promptTokens + 5 } });
+      res.end('data: [DONE]\n\n');
+      return;
+    }
     const choice = (piece, finish) => (chat ? { index: 0, delta: piece === undefined ? {} : { ...(piece === '' ? { role: 'assistant' } : {}), content: piece }, finish_reason: finish } : { index: 0, text: piece ?? '', finish_reason: finish });
     if (chat) write({ ...base, object, choices: [choice('', null)] });
     for (let i = 0; i < n; i++) {

@@ -9,6 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import OpenAI from 'openai';
 import { startFakeEngine, type FakeEngine } from '../fakes/fake-engine.ts';
 import { startMeshNode, stopAll, waitConverged, waitModelOn, type MeshNode } from '../helpers/mesh.ts';
+import { waitFor } from '../fakes/wait.ts';
 
 const IP = (n: number) => `127.0.28.${n}`;
 
@@ -62,6 +63,58 @@ describe('the Responses API across the mesh', () => {
     assert.ok(deltas.length > 0);
     assert.equal(final.output_text, deltas);
     assert.ok(final.usage && final.usage.output_tokens > 0);
+  });
+
+  it('a function tool round trip through a forward: the call comes back as a function_call item, its output goes back as a tool message', async () => {
+    chatOnly.resetCounters();
+    const tools = [{ type: 'function' as const, name: 'weather', description: 'weather in a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }, strict: false }];
+    const first = await client.responses.create({ model: 'chatty', input: 'weather in Oslo?', tools });
+    const call = first.output.find((o) => o.type === 'function_call') as { call_id: string; name: string; arguments: string } | undefined;
+    assert.ok(call, JSON.stringify(first.output));
+    assert.equal(call.name, 'weather');
+    assert.deepEqual(JSON.parse(call.arguments), { city: 'Oslo' });
+    const second = await client.responses.create({
+      model: 'chatty',
+      tools,
+      input: [{ role: 'user', content: 'weather in Oslo?' }, { type: 'function_call', call_id: call.call_id, name: call.name, arguments: call.arguments }, { type: 'function_call_output', call_id: call.call_id, output: '{"temp":3}' }],
+    });
+    assert.ok(second.output_text.length > 0);
+    const sent = chatOnly.bodiesFor('/v1/chat/completions')[1];
+    assert.equal(sent.messages.at(-1).role, 'tool');
+    assert.equal(sent.messages.at(-1).tool_call_id, call.call_id);
+  });
+
+  it('streams a function call: its arguments reassemble', async () => {
+    const stream = client.responses.stream({ model: 'chatty', input: 'weather?', tools: [{ type: 'function', name: 'weather', parameters: { type: 'object', properties: {} }, strict: false }] });
+    let args = '';
+    for await (const ev of stream) if (ev.type === 'response.function_call_arguments.delta') args += ev.delta;
+    const final = await stream.finalResponse();
+    assert.equal(args, '{"city":"Oslo"}');
+    const call = final.output.find((o) => o.type === 'function_call') as { arguments: string } | undefined;
+    assert.equal(call?.arguments, '{"city":"Oslo"}');
+  });
+
+  it('text.format json_schema reaches the engine as response_format and the answer parses', async () => {
+    chatOnly.resetCounters();
+    const r = await client.responses.create({
+      model: 'chatty',
+      input: 'give me json',
+      text: { format: { type: 'json_schema', name: 'answer', schema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'], additionalProperties: false }, strict: true } },
+    });
+    assert.deepEqual(JSON.parse(r.output_text), { ok: true });
+    assert.equal(chatOnly.bodiesFor('/v1/chat/completions')[0].response_format.type, 'json_schema');
+  });
+
+  it('models.retrieve finds an alias', async () => {
+    const set = await fetch(`${c.url}/v1/aliases/talker`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ target: 'chatty', fallbacks: [] }) });
+    assert.equal(set.status, 200);
+    await waitFor(async () => {
+      try {
+        return (await client.models.retrieve('talker')).id === 'talker';
+      } catch {
+        return false;
+      }
+    }, { what: 'alias listed on A', timeoutMs: 10_000 });
   });
 
   it('passes the request untouched to an engine that serves the Responses API natively', async () => {
