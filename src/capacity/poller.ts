@@ -167,10 +167,6 @@ export class CapacityPoller {
 
   readonly #unheld = new Map<string, number>();
 
-  get waitingOn(): ReadonlySet<string> {
-    return this.#waiting;
-  }
-
   /** One poll; `held`: the member may hold it, so the report is as of its answer (about half an RTT before it arrived). */
   async #fetch(t: PollTarget, path: string, timeoutMs: number, held: boolean): Promise<void> {
     const sentAt = this.now();

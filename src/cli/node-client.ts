@@ -3,15 +3,14 @@
  * act on, and plain tables.
  */
 import { request } from 'undici';
+import { API_KEY_ENV } from '../security/secret.ts';
 
 export const DEFAULT_NODE_URL = 'http://127.0.0.1:8086';
 
 /** A refusal by the node, or no answer from it: its message is what the operator reads. */
 export class NodeCallError extends Error {}
 
-/** The node's client key, when it needs one (api.keys_env / api.keys_file), from VIIWORK_API_KEY. */
-export const API_KEY_ENV = 'VIIWORK_API_KEY';
-
+/** The node's client key, when it needs one, from VIIWORK_API_KEY. */
 function keyHeader(): Record<string, string> {
   const key = process.env[API_KEY_ENV];
   return key ? { authorization: `Bearer ${key}` } : {};

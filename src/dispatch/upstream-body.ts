@@ -4,7 +4,7 @@
  * alias resolved, and `stream_options.include_usage` when the node asks a
  * generation stream for usage. Nothing else is re-serialised.
  */
-import { lastSpan, scanJsonObject, setMemberEdits, splice, valueOf, type Span } from '../http/json-scan.ts';
+import { lastSpan, scanJsonObject, setMemberEdits, splice, valueOf, type Edit } from '../http/json-scan.ts';
 import { boundaryOf, replaceTextField } from '../http/multipart.ts';
 import { GENERATION_WORKLOADS } from '../workloads/workloads.ts';
 import type { DispatchRequest } from './types.ts';
@@ -12,11 +12,9 @@ import type { DispatchRequest } from './types.ts';
 /** A `stream_options` larger than this is left as the client sent it (the node then learns no usage from that stream). */
 const STREAM_OPTIONS_MAX = 4096;
 
-type Edit = { span: Span; text: string };
-
 function modelEdits(req: DispatchRequest): Edit[] {
   if (req.alias === undefined || !req.scan) return [];
-  return setMemberEdits(req.body, req.scan, 'model', JSON.stringify(req.model));
+  return setMemberEdits(req.scan, 'model', JSON.stringify(req.model));
 }
 
 /** The body for a member: the resolved model spliced in; the executor adds what its engine needs. */
@@ -43,14 +41,14 @@ export function engineBody(req: DispatchRequest): { body: Buffer; stripUsage: bo
 
 function usageEdits(body: Buffer, scan: NonNullable<DispatchRequest['scan']>): Edit[] | undefined {
   const span = lastSpan(scan, 'stream_options');
-  if (!span) return setMemberEdits(body, scan, 'stream_options', '{"include_usage":true}');
+  if (!span) return setMemberEdits(scan, 'stream_options', '{"include_usage":true}');
   if (span.end - span.start > STREAM_OPTIONS_MAX) return undefined;
   const inner = body.subarray(span.start, span.end);
   const scanned = scanJsonObject(inner);
   // `null` or anything that is not an object: replace it with the one field we need.
   if (!scanned.ok) return [{ span, text: '{"include_usage":true}' }];
   // Set include_usage inside the client's object; every other option keeps its bytes.
-  return setMemberEdits(inner, scanned.object, 'include_usage', 'true').map((e) => ({
+  return setMemberEdits(scanned.object, 'include_usage', 'true').map((e) => ({
     span: { start: span.start + e.span.start, end: span.start + e.span.end },
     text: e.text,
   }));

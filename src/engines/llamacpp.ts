@@ -31,7 +31,7 @@
  *    without stopping its backends, an exit hook SIGKILLs every engine it
  *    started, so none is left behind.
  */
-import { SECRET_ENV_VARS } from '../security/secret.ts';
+import { API_KEY_ENV, SECRET_ENV_VARS } from '../security/secret.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import readline from 'node:readline';
@@ -81,7 +81,7 @@ export interface LlamacppOptions {
 }
 
 /** Variables the node holds keys in (api.keys_env, every api_key_env): never passed to an engine's environment. */
-const hidden = new Set<string>([...SECRET_ENV_VARS, 'VIIWORK_API_KEY']);
+const hidden = new Set<string>([...SECRET_ENV_VARS, API_KEY_ENV]);
 
 /** Keep a variable out of every engine's environment from now on. */
 export function hideFromEngines(name: string): void {

@@ -104,6 +104,11 @@ export class SlotTable {
     return free;
   }
 
+  /** Does any healthy backend of this model, whatever its workloads, have a free slot? */
+  hasFree(model: string): boolean {
+    return this.targetsOf(model).some((t) => t.backends.some((b) => this.freeOf(b) > 0));
+  }
+
   /**
    * Take a slot on a backend of `model` whose target does `workload`. With a
    * session key the rendezvous winner among backends with a free slot gets

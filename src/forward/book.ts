@@ -25,9 +25,9 @@ const NONE: readonly ForwardRecord[] = [];
 const keyOf = (host: string, model: string) => `${host}\0${model}`;
 
 export class ForwardBook {
-  readonly #records = new Set<ForwardRecord>();
-  /** The same records by (host, model), so routing reads only those of the hosts it prices. */
+  /** Forwards by (host, model), so routing reads only those of the hosts it prices. */
   readonly #byKey = new Map<string, Set<ForwardRecord>>();
+  #size = 0;
   #marks: RefusalMark[] = [];
 
   constructor(private readonly now: () => number = Date.now) {}
@@ -35,7 +35,7 @@ export class ForwardBook {
   /** Count a forward from now; call the returned function once when it ends. */
   start(host: string, model: string, workload: string, target: string): (end: ForwardEnd) => void {
     const f: ForwardRecord = { host, model, workload, target, startedAt: this.now() };
-    if (this.#records.size >= MAX_RECORDS) this.#trim();
+    if (this.#size >= MAX_RECORDS) this.#trim();
     this.#add(f);
     let ended = false;
     return (end) => {
@@ -64,7 +64,7 @@ export class ForwardBook {
       const p = polledAt(m.host);
       return p === undefined || p <= m.at;
     });
-    for (const f of this.#records) {
+    for (const f of this.#all()) {
       if (f.endedAt === undefined) continue;
       const p = polledAt(f.host);
       if ((p !== undefined && p > f.endedAt) || now - f.endedAt > ENDED_KEEP_MS) this.#delete(f);
@@ -72,12 +72,16 @@ export class ForwardBook {
   }
 
   #trim(): void {
-    const ended = [...this.#records].filter((f) => f.endedAt !== undefined).sort((a, b) => a.endedAt! - b.endedAt!);
+    const ended = [...this.#all()].filter((f) => f.endedAt !== undefined).sort((a, b) => a.endedAt! - b.endedAt!);
     for (const f of ended.slice(0, Math.ceil(ended.length / 2) || 0)) this.#delete(f);
   }
 
+  *#all(): Generator<ForwardRecord> {
+    for (const set of this.#byKey.values()) yield* set;
+  }
+
   #add(f: ForwardRecord): void {
-    this.#records.add(f);
+    this.#size++;
     const k = keyOf(f.host, f.model);
     let set = this.#byKey.get(k);
     if (!set) this.#byKey.set(k, (set = new Set()));
@@ -85,11 +89,11 @@ export class ForwardBook {
   }
 
   #delete(f: ForwardRecord): void {
-    this.#records.delete(f);
     const k = keyOf(f.host, f.model);
     const set = this.#byKey.get(k);
-    set?.delete(f);
-    if (set?.size === 0) this.#byKey.delete(k);
+    if (!set?.delete(f)) return;
+    this.#size--;
+    if (set.size === 0) this.#byKey.delete(k);
   }
 
   /** This node's forwards to `host` for `model`, in flight and recently ended. */
@@ -98,14 +102,9 @@ export class ForwardBook {
     return set ? [...set] : NONE;
   };
 
-  /** Forwards in flight, and those that ended recently (with `endedAt`). */
-  get records(): readonly ForwardRecord[] {
-    return [...this.#records];
-  }
-
   get inFlightCount(): number {
     let n = 0;
-    for (const f of this.#records) if (f.endedAt === undefined) n++;
+    for (const f of this.#all()) if (f.endedAt === undefined) n++;
     return n;
   }
 

@@ -21,8 +21,7 @@ export interface Span {
 export interface ScannedObject {
   /** Every top-level member by its decoded key, in order; a key given twice has two spans (the last wins, as in JSON.parse). */
   readonly members: ReadonlyMap<string, readonly Span[]>;
-  /** Offset of the top-level object's opening brace and closing brace. */
-  readonly open: number;
+  /** Offset of the top-level object's closing brace (where a member is added). */
   readonly close: number;
 }
 
@@ -75,7 +74,6 @@ export class JsonObjectScan {
   #key = '';
   /** Start of the top-level member value being read, or -1. */
   #memberStart = -1;
-  #open = -1;
   #close = -1;
   #notObject = false;
   readonly #members = new Map<string, Span[]>();
@@ -101,7 +99,7 @@ export class JsonObjectScan {
 
   #finish(): ScanResult {
     if (this.#notObject) return { ok: false, problem: 'not-object', detail: 'the body is not a JSON object' };
-    return { ok: true, object: { members: this.#members, open: this.#open, close: this.#close } };
+    return { ok: true, object: { members: this.#members, close: this.#close } };
   }
 
   /** True when the whole body has been read. */
@@ -164,7 +162,6 @@ export class JsonObjectScan {
             if (this.#stack.length === 1 && this.#memberStart < 0) this.#memberStart = i;
             if (b === OPEN_BRACE || b === OPEN_BRACKET) {
               if (this.#stack.length + 1 > this.maxDepth) throw new Depth(`the body nests deeper than ${this.maxDepth} levels`);
-              if (this.#stack.length === 0 && b === OPEN_BRACE) this.#open = i;
               this.#stack.push(b === OPEN_BRACE ? OBJ : ARR);
               this.#state = b === OPEN_BRACE ? S.KeyOrEnd : S.ValueOrEnd;
               i++;
@@ -301,8 +298,14 @@ export function valueOf(buf: Uint8Array, span: Span): unknown {
   return JSON.parse(Buffer.from(buf.buffer, buf.byteOffset + span.start, span.end - span.start).toString('utf8'));
 }
 
+/** New text for a byte range. */
+export interface Edit {
+  span: Span;
+  text: string;
+}
+
 /** Replace byte ranges (non-overlapping) with new text; every other byte stays as it was. */
-export function splice(buf: Buffer, edits: readonly { span: Span; text: string }[]): Buffer {
+export function splice(buf: Buffer, edits: readonly Edit[]): Buffer {
   if (edits.length === 0) return buf;
   const sorted = [...edits].sort((a, b) => a.span.start - b.span.start);
   const parts: Buffer[] = [];
@@ -320,7 +323,7 @@ export function splice(buf: Buffer, edits: readonly { span: Span; text: string }
  * is replaced when it exists, else the member is added before the closing
  * brace.
  */
-export function setMemberEdits(buf: Buffer, o: ScannedObject, key: string, json: string): { span: Span; text: string }[] {
+export function setMemberEdits(o: ScannedObject, key: string, json: string): Edit[] {
   const spans = o.members.get(key);
   if (spans) return spans.map((span) => ({ span, text: json }));
   const empty = o.members.size === 0;

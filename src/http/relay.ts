@@ -192,7 +192,7 @@ async function relayInner(
     if (scanner) {
       const rest = scanner.flush();
       if (rest) res.write(rest);
-      res.end(errorEvent(stalled() ? detail : `the engine failed mid-stream: ${detail}`));
+      res.end(errorEvent(midStream(stalled(), detail)));
     } else {
       res.destroy();
     }
@@ -247,7 +247,7 @@ async function relayTranslated(
   } catch (err) {
     if (call.signal.aborted || res.destroyed) return { kind: 'aborted' };
     const detail = stalled() ?? describe(err);
-    res.end(tr.stream.error(stalled() ? detail : `the engine failed mid-stream: ${detail}`));
+    res.end(tr.stream.error(midStream(stalled(), detail)));
     return { kind: 'broken', detail };
   } finally {
     stall.clear();
@@ -256,6 +256,11 @@ async function relayTranslated(
   const rest = scanner.flush();
   res.end((rest ? tr.stream.push(rest) : '') + tr.stream.end());
   return doneOf(status, scanner.seen);
+}
+
+/** What a client is told when its stream ends early: the stall or quiet member, else the engine's failure. */
+function midStream(stalled: string | undefined, detail: string): string {
+  return stalled ?? `the engine failed mid-stream: ${detail}`;
 }
 
 /** After a stream's first event, silence longer than `ms` stops the upstream (api.stream_stall); `arm` on every chunk. */

@@ -117,11 +117,14 @@ export class ViiworkNode implements ApiNode {
     return this.membership?.advertise;
   }
 
+  /** api.* and routing.* need a restart to change (reload applies models and aliases only): read them once. */
   get requestLimits(): RequestLimits {
-    return { maxModelName: this.config.api.max_model_name, maxJsonDepth: this.config.api.max_json_depth };
+    return (this.#limits ??= { maxModelName: this.config.api.max_model_name, maxJsonDepth: this.config.api.max_json_depth });
   }
 
-  /** What the dispatcher may use of this node; config is read on each call, so SIGHUP-applied values take effect. */
+  #limits: RequestLimits | undefined;
+
+  /** What the dispatcher may use of this node. */
   #dispatchPorts(): DispatchPorts {
     const node = this;
     const peers: PeerLink = {
@@ -137,20 +140,19 @@ export class ViiworkNode implements ApiNode {
         return node.peerAgent;
       },
     };
+    const r = this.config.routing;
+    const api = this.config.api;
     return {
       name: this.name,
-      get rules() {
-        const r = node.config.routing;
-        const api = node.config.api;
-        return {
-          queueMax: r.queue_max,
-          queueTimeoutMs: r.queue_timeout,
-          forwardRetry: r.forward_retry,
-          performance: r.performance,
-          streamStallMs: api.stream_stall,
-          writeStallMs: api.write_stall,
-          prefixAffinity: r.prefix_affinity,
-        };
+      // routing.* and api.* need a restart to change (reload applies models and aliases only).
+      rules: {
+        queueMax: r.queue_max,
+        queueTimeoutMs: r.queue_timeout,
+        forwardRetry: r.forward_retry,
+        performance: r.performance,
+        streamStallMs: api.stream_stall,
+        writeStallMs: api.write_stall,
+        prefixAffinity: r.prefix_affinity,
       },
       now: this.now,
       random: Math.random,
@@ -209,8 +211,7 @@ export class ViiworkNode implements ApiNode {
   }
 
   slotReleased(model: string, ms: number): Promise<void> {
-    const free = this.slots.targetsOf(model).some((t) => t.backends.some((b) => this.slots.freeOf(b) > 0));
-    if (free || !this.slots.models().includes(model) || this.#releaseWaiters >= MAX_RELEASE_WAITERS) return Promise.resolve();
+    if (this.slots.hasFree(model) || !this.slots.models().includes(model) || this.#releaseWaiters >= MAX_RELEASE_WAITERS) return Promise.resolve();
     this.#releaseWaiters++;
     return new Promise((resolve) => {
       let settled = false;

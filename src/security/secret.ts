@@ -11,6 +11,8 @@ export const SECRET_ENV = 'VIIWORK_MESH_SECRET';
 export const SECRET_PREV_ENV = 'VIIWORK_MESH_SECRET_PREV';
 /** Every environment variable that carries secret material; engines never see them. */
 export const SECRET_ENV_VARS = [SECRET_ENV, SECRET_PREV_ENV] as const;
+/** The client key the CLI sends to a node that requires one (api.keys_env / api.keys_file). */
+export const API_KEY_ENV = 'VIIWORK_API_KEY';
 export const SECRET_BYTES = 32;
 
 export class MeshModeError extends Error {
