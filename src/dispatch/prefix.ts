@@ -16,6 +16,8 @@ export const PREFIX_MESSAGE_MAX = 64 * 1024;
 export const PREFIX_PROMPT_MAX = 2048;
 /** At most this many messages are looked at to find the first user message. */
 const MESSAGES_LOOKED_AT = 16;
+/** At most this many bytes of the messages array are walked to find them (a longer system prompt is cut here). */
+export const PREFIX_SCAN_MAX = 1024 * 1024;
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -34,7 +36,7 @@ export function prefixKey(body: Buffer, scan: ScannedObject, path: string): stri
   let system: Span | undefined;
   let user: Span | undefined;
   let seen = 0;
-  for (const el of arrayElements(body, m)) {
+  for (const el of arrayElements(body, m, PREFIX_SCAN_MAX)) {
     const role = roleOf(body, el);
     if (role === 'system' || role === 'developer') system ??= el;
     else if (role === 'user') {
@@ -50,19 +52,20 @@ export function prefixKey(body: Buffer, scan: ScannedObject, path: string): stri
 
 /**
  * The elements of a JSON array whose bytes the scanner has already checked,
- * one at a time: only as far as the caller reads. Strings are skipped with
- * indexOf, so a long message costs little.
+ * one at a time: only as far as the caller reads, and no further than
+ * `limit` bytes into the array (an element cut there ends at the limit).
+ * Strings are skipped with indexOf, so a long message costs little.
  */
-export function* arrayElements(buf: Buffer, span: Span): Generator<Span> {
+export function* arrayElements(buf: Buffer, span: Span, limit = Infinity): Generator<Span> {
   let i = span.start + 1;
-  const end = span.end - 1; // the closing bracket
+  const end = Math.min(span.end - 1, span.start + 1 + limit); // the closing bracket, or the limit
   let depth = 0;
   let start = -1;
   while (i < end) {
     const b = buf[i];
     if (b === QUOTE) {
       if (start < 0) start = i;
-      i = stringEnd(buf, i);
+      i = stringEnd(buf, i, end);
       continue;
     }
     if (b === 0x7b || b === 0x5b) {
@@ -78,13 +81,14 @@ export function* arrayElements(buf: Buffer, span: Span): Generator<Span> {
   if (start >= 0) yield { start, end: trimEnd(buf, start, end) };
 }
 
-function stringEnd(buf: Buffer, i: number): number {
-  for (let q = buf.indexOf(QUOTE, i + 1); q >= 0; q = buf.indexOf(QUOTE, q + 1)) {
+/** Just past the string that opens at `i`, or `end` when it runs on past it. */
+function stringEnd(buf: Buffer, i: number, end: number): number {
+  for (let q = buf.indexOf(QUOTE, i + 1); q >= 0 && q < end; q = buf.indexOf(QUOTE, q + 1)) {
     let k = q - 1;
     while (buf[k] === BACKSLASH) k--;
     if ((q - 1 - k) % 2 === 0) return q + 1;
   }
-  return buf.length;
+  return end;
 }
 
 function trimEnd(buf: Buffer, start: number, end: number): number {

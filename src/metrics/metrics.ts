@@ -1,4 +1,5 @@
 /** The node's Prometheus registry (SPEC section 10). One instance per node, so tests can run several nodes in one process. */
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 export class Metrics {
@@ -58,4 +59,23 @@ export class Metrics {
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
+  /** Sampled every 10 ms; each scrape reads the longest delay since the previous one, then starts afresh. */
+  readonly #loopDelay = monitorEventLoopDelay({ resolution: 10 });
+  readonly loopStall = (() => {
+    const h = this.#loopDelay;
+    h.enable();
+    return new Gauge({
+      name: 'viiwork_event_loop_delay_max_seconds',
+      help: 'Longest event-loop delay of this node since the previous scrape (a stalled loop delays every request and the capacity it reports)',
+      registers: [this.registry],
+      collect() {
+        this.set(h.max / 1e9);
+        h.reset();
+      },
+    });
+  })();
+
+  stop(): void {
+    this.#loopDelay.disable();
+  }
 }

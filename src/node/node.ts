@@ -470,6 +470,7 @@ export class ViiworkNode implements ApiNode {
     } else {
       await Promise.all(this.backends.map((b) => b.stop()));
     }
+    this.metrics.stop();
     this.phase = 'stopped';
   }
 

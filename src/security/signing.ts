@@ -85,13 +85,22 @@ export function sha256Hex(body: Buffer | Uint8Array | string): string {
   return crypto.createHash('sha256').update(body).digest('hex');
 }
 
-/** Bodies above this are hashed off the event loop (WebCrypto runs on the thread pool). */
-const ASYNC_HASH_MIN = 1 << 20;
+/** Bodies above this are hashed a slice at a time, yielding to the event loop between slices. */
+const SLICE = 256 * 1024;
 
-/** SHA-256 hex of a body; a large one is hashed without holding the event loop. */
+/**
+ * SHA-256 hex of a body; a large one is hashed without holding the event
+ * loop. Not WebCrypto: its digest copies the whole body before going to the
+ * thread pool, and that copy of a 30 MiB body alone stalls the loop.
+ */
 export async function sha256HexAsync(body: Buffer): Promise<string> {
-  if (body.length < ASYNC_HASH_MIN) return sha256Hex(body);
-  return Buffer.from(await crypto.webcrypto.subtle.digest('SHA-256', body)).toString('hex');
+  if (body.length <= SLICE) return sha256Hex(body);
+  const h = crypto.createHash('sha256');
+  for (let at = 0; at < body.length; at += SLICE) {
+    h.update(body.subarray(at, at + SLICE));
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+  return h.digest('hex');
 }
 
 /**

@@ -43,6 +43,8 @@ export interface FakeEngineOptions {
   info?: () => Record<string, unknown>;
   /** When set, GET /_control/env answers what it returns. */
   env?: () => Record<string, string | undefined>;
+  /** false: `requests` stays empty (a test sending huge bodies need not keep them; default true). */
+  keepRequests?: boolean;
 }
 
 export interface ReceivedRequest {

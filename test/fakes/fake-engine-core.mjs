@@ -130,6 +130,7 @@ export class FakeEngine extends EventEmitter {
       onCrash: undefined,
       info: undefined,
       env: undefined,
+      keepRequests: true,
       ...opts,
     };
     this.delayMs = this.opts.delayMs;
@@ -310,7 +311,7 @@ export class FakeEngine extends EventEmitter {
         record.json = undefined;
       }
     }
-    this.requests.push(record);
+    if (this.opts.keepRequests) this.requests.push(record);
     this.emit('request', record);
 
     try {

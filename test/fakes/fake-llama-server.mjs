@@ -24,6 +24,7 @@
 //                        before listening) or "loaded" (when loading ends).
 //   FAKE_IGNORE_SIGTERM  "1": ignore SIGTERM (only SIGKILL ends it).
 //   FAKE_OUTPUT_TOKENS, FAKE_CHUNK_DELAY_MS, FAKE_DELAY_MS: generation shape.
+//   FAKE_KEEP_REQUESTS   "0": keep no record of requests (for tests that send huge bodies).
 //
 // Control endpoints (besides the fake engine's): POST /_control/crash (exit 1
 // at once), /_control/hold[?on=0], /_control/release[?n=N|?all=1],
@@ -105,6 +106,7 @@ const engine = new FakeEngine({
   delayMs: num(env.FAKE_DELAY_MS, 0),
   chunkDelayMs: num(env.FAKE_CHUNK_DELAY_MS, 0),
   outputTokens: num(env.FAKE_OUTPUT_TOKENS, 4),
+  keepRequests: env.FAKE_KEEP_REQUESTS !== '0',
   control: true,
   onCrash: () => setImmediate(() => crash('POST /_control/crash')),
   info: () => ({ pid: process.pid, argv, args, build }),

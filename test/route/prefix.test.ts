@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { prefixKey, PREFIX_MESSAGE_MAX } from '../../src/dispatch/prefix.ts';
+import { prefixKey, PREFIX_MESSAGE_MAX, PREFIX_SCAN_MAX } from '../../src/dispatch/prefix.ts';
 import { scanJsonObject } from '../../src/http/json-scan.ts';
 import { decide } from '../../src/route/decide.ts';
 import type { Candidate, RouteRequest } from '../../src/route/types.ts';
@@ -58,6 +58,16 @@ describe('the prefix key', () => {
     // 10,000 messages before the first user message: only the first few are looked at.
     const many = Array.from({ length: 10_000 }, (_, i) => asst(`m${i}`));
     assert.equal(key({ model: 'm', messages: [...many, user('late')] }), undefined);
+  });
+
+  it('walks at most PREFIX_SCAN_MAX bytes of the messages, however many escaped quotes a message holds', () => {
+    // A system prompt of escaped quotes (each one a stop for the string scan) longer than the walk: no user message is in reach, so no key.
+    const quotes = '"'.repeat(PREFIX_SCAN_MAX);
+    assert.equal(key({ model: 'm', messages: [sys(quotes), user('q')] }), undefined);
+    // Within the walk, a quote-heavy system prompt still keys, on its first bytes.
+    const k1 = key({ model: 'm', messages: [sys('"'.repeat(1000) + 'A'), user('q')] });
+    assert.ok(k1);
+    assert.notEqual(k1, key({ model: 'm', messages: [sys('"'.repeat(1000) + 'B'), user('q')] }));
   });
 });
 
