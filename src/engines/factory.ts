@@ -20,20 +20,20 @@ export function entryKey(m: ModelConfig): string {
  * The backends of one model entry (`replicas` of them), indexed from the
  * lowest indices not yet taken for that model name.
  */
-export async function createEntryBackends(m: ModelConfig, taken: Set<string>, log: Logger): Promise<Backend[]> {
+export async function createEntryBackends(m: ModelConfig, taken: Set<string>, log: Logger, stateDir?: string): Promise<Backend[]> {
   const out: Backend[] = [];
   for (let r = 0, index = 0; r < m.replicas; r++, index++) {
     while (taken.has(`${m.name}/${index}`)) index++;
     const info: BackendInfo = { id: `${m.name}/${index}`, model: m.name, index, parallel: m.parallel, context: m.context, engine: m.engine };
     taken.add(info.id);
-    const b = await createBackend(m, info, log);
+    const b = await createBackend(m, info, log, stateDir);
     if (m.api_key_env) b.useApiKey(process.env[m.api_key_env]);
     out.push(b);
   }
   return out;
 }
 
-async function createBackend(m: ModelConfig, info: BackendInfo, log: Logger): Promise<Backend> {
+async function createBackend(m: ModelConfig, info: BackendInfo, log: Logger, stateDir: string | undefined): Promise<Backend> {
   let descriptor = configDescriptor(m);
   if (m.engine === 'llamacpp' && !m.workloads) descriptor = { ...descriptor, workloads: workloadsFromArgs(m.llamacpp.args) };
   // What the engine reports about itself can fill a list the config left out, or withdraw (never add) a listed workload.
@@ -53,7 +53,7 @@ async function createBackend(m: ModelConfig, info: BackendInfo, log: Logger): Pr
         descriptor,
         { binary: m.llamacpp.binary, args: m.llamacpp.args, path: m.path, startupTimeoutMs: m.startup_timeout },
         log,
-        { onProps },
+        { onProps, stateDir },
       );
     }
     case 'embedded': {

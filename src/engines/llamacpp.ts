@@ -33,6 +33,8 @@
  */
 import { API_KEY_ENV, SECRET_ENV_VARS } from '../security/secret.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { findExecutable } from '../config/executable.ts';
+import { forgetEngine, parentDeathPrefix, reapLeftover, recordEngine } from './leftovers.ts';
 import net from 'node:net';
 import readline from 'node:readline';
 import type { Descriptor } from '../workloads/workloads.ts';
@@ -78,6 +80,8 @@ export interface LlamacppOptions {
   env?: Record<string, string | undefined>;
   /** See OpenAIBackendOptions.onProps: a version gate applied before the backend turns healthy. */
   onProps?: (props: EngineProps, backend: LlamacppBackend) => Descriptor | undefined | void;
+  /** node.state_dir: engines started are recorded here, and one left running by an earlier run is killed (engines/leftovers.ts). */
+  stateDir?: string;
 }
 
 /** Variables the node holds keys in (api.keys_env, every api_key_env): never passed to an engine's environment. */
@@ -162,7 +166,7 @@ interface Run {
 
 export class LlamacppBackend extends Backend {
   readonly #cfg: LlamacppConfig;
-  readonly #opts: Required<Omit<LlamacppOptions, 'onProps'>> & Pick<LlamacppOptions, 'onProps'>;
+  readonly #opts: Required<Omit<LlamacppOptions, 'onProps' | 'stateDir'>> & Pick<LlamacppOptions, 'onProps' | 'stateDir'>;
   #run: Run | undefined;
   #restartTimes: number[] = [];
   #restarts = 0;
@@ -190,6 +194,7 @@ export class LlamacppBackend extends Backend {
       loadLock: opts.loadLock ?? engineLoadLock,
       env: opts.env ?? {},
       onProps: opts.onProps,
+      stateDir: opts.stateDir,
     };
   }
 
@@ -293,7 +298,17 @@ export class LlamacppBackend extends Backend {
     if (this.apiKey) args.push('--api-key', this.apiKey);
     let child: ChildProcess;
     try {
-      child = spawn(this.#cfg.binary, args, { env: engineEnv(this.#opts.env), stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+      const state = this.#opts.stateDir;
+      if (state) {
+        const reaped = reapLeftover(state, this.id);
+        if (reaped) this.log(`backend ${this.id}: ${reaped}`, { backend: this.id });
+      }
+      const [cmd, ...prefix] = [...parentDeathPrefix(), this.#cfg.binary];
+      // setpriv is used only for a binary that exists, so a missing one still fails here as "cannot run".
+      const tied = prefix.length > 0 && findExecutable(this.#cfg.binary, process.env.PATH ?? '', process.cwd()).ok;
+      child = tied
+        ? spawn(cmd, [...prefix, ...args], { env: engineEnv(this.#opts.env), stdio: ['ignore', 'pipe', 'pipe'], detached: true })
+        : spawn(this.#cfg.binary, args, { env: engineEnv(this.#opts.env), stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     } catch (err) {
       release();
       this.#giveUp(`cannot run ${this.#cfg.binary}: ${(err as Error).message}`);
@@ -331,6 +346,7 @@ export class LlamacppBackend extends Backend {
     });
     if (run.pid === undefined) return; // the 'error' event follows
     trackChild(run.pid);
+    if (this.#opts.stateDir) recordEngine(this.#opts.stateDir, this.id, { pid: run.pid, port, binary: this.#cfg.binary });
     child.once('exit', (code, signal) => this.#onExit(run, code, signal));
     this.#pipeOutput(child);
     this.emit('spawn', { pid: run.pid, port });
@@ -419,6 +435,7 @@ export class LlamacppBackend extends Backend {
   #onExit(run: Run, code: number | null, signal: NodeJS.Signals | null): void {
     run.exited = true;
     if (run.pid !== undefined) liveGroups.delete(run.pid);
+    if (this.#opts.stateDir && run.pid !== undefined) forgetEngine(this.#opts.stateDir, this.id, run.pid);
     run.markExited();
     this.emit('exit', { pid: run.pid, code, signal });
     if (run.ended) return;

@@ -394,7 +394,7 @@ export class ViiworkNode implements ApiNode {
     const out: Backend[] = [];
     for (const m of entries) {
       const key = entryKey(m);
-      const made = await createEntryBackends(m, taken, (msg, fields) => this.#engineLog(msg, fields));
+      const made = await createEntryBackends(m, taken, (msg, fields) => this.#engineLog(msg, fields), this.config.node.state_dir);
       for (const b of made) {
         b.on('state', () => this.queues.pumpAll());
         b.on('descriptor', () => this.slots.setBackends(this.backends));

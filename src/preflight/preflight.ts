@@ -18,6 +18,7 @@ import { loadMeshMode, MeshModeError, SECRET_ENV, SECRET_PREV_ENV } from '../sec
 import { NODE_NAME, type Config, type ModelConfig } from '../config/schema.ts';
 import { ConfigError, formatFinding, loadConfig, type Finding } from '../config/load.ts';
 import { readClientKeys } from '../config/keys.ts';
+import { findExecutable } from '../config/executable.ts';
 
 export type { Finding } from '../config/load.ts';
 
@@ -208,30 +209,6 @@ function checkGguf(p: string, key: string, cwd: string, error: Report): void {
   } catch (err) {
     error(key, `${shown} cannot be read: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, 'make the file readable by the user viiwork runs as');
   }
-}
-
-/** Where `binary` would be found by spawn(): a path as is, a bare name on PATH. */
-export function findExecutable(binary: string, pathVar: string, cwd: string): { ok: true; path: string } | { ok: false; message: string } {
-  const runnable = (p: string) => {
-    try {
-      if (!fs.statSync(p).isFile()) return false;
-      fs.accessSync(p, fs.constants.X_OK);
-      return true;
-    } catch {
-      return false;
-    }
-  };
-  if (binary.includes('/')) {
-    const full = path.resolve(cwd, binary);
-    if (!fs.existsSync(full)) return { ok: false, message: `${binary} does not exist` };
-    return runnable(full) ? { ok: true, path: full } : { ok: false, message: `${binary} is not an executable file` };
-  }
-  for (const dir of pathVar.split(path.delimiter)) {
-    if (!dir) continue;
-    const candidate = path.resolve(cwd, dir, binary);
-    if (runnable(candidate)) return { ok: true, path: candidate };
-  }
-  return { ok: false, message: `${binary} is not found on PATH` };
 }
 
 function isLocalHost(h: string): boolean {

@@ -55,6 +55,9 @@ const num = (v, d) => (v !== undefined && v !== '' && Number.isFinite(Number(v))
 const loadMs = num(env.FAKE_LOAD_MS, 300);
 const build = env.FAKE_BUILD || 'b4500-abcdef';
 
+// Output to a node that has died must not end the engine: a real llama-server left behind keeps serving.
+process.stdout.on('error', () => {});
+process.stderr.on('error', () => {});
 const err = (line) => process.stderr.write(`${line}\n`);
 const out = (line) => process.stdout.write(`${line}\n`);
 
