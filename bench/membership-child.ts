@@ -1,6 +1,8 @@
 /**
  * One memberlist node in its own process, for the membership benchmark
- * (bench/membership.ts). LAN defaults, label '', optional AES key.
+ * (bench/membership.ts). LAN defaults, label '', optional AES key. By
+ * default memberlist runs on a worker thread (MemberlistThread), as in a
+ * viiwork node; MEMBERSHIP_ENGINE=direct runs the bare Memberlist instead.
  *
  * argv: name ip port keyBase64|''
  * stdin (one command a line):  join <ip:port>  |  members
@@ -11,29 +13,28 @@
  *   {"joined":n,"errors":[...]}                    answer to join
  *   {"members":[[name,state],...]}                 answer to members
  */
-import { Memberlist } from '../src/mesh/memberlist/memberlist.ts';
+import { Memberlist, type Member } from '../src/mesh/memberlist/memberlist.ts';
+import { MemberlistThread } from '../src/mesh/thread/memberlist-thread.ts';
 
 const [name, ip, port, keyB64] = process.argv.slice(2);
 const out = (o: object) => process.stdout.write(JSON.stringify(o) + '\n');
 
-const ml = await Memberlist.create(
-  {
-    name,
-    bindAddr: ip,
-    port: Number(port),
-    label: '',
-    keys: keyB64 ? [Buffer.from(keyB64, 'base64')] : [],
-    logger: (level, msg) => {
-      if (level !== 'debug') out({ log: level, msg });
-    },
-  },
-  {
-    nodeMeta: () => Buffer.from(JSON.stringify({ v: 2, api: 8086, ver: 'bench', role: 'node' })),
-    notifyMsg: () => {},
-    localState: () => Buffer.from([0x80]),
-    mergeRemoteState: () => {},
-  },
-);
+const config = { name, bindAddr: ip, port: Number(port), label: '', keys: keyB64 ? [Buffer.from(keyB64, 'base64')] : [] };
+const logger = (level: string, msg: string) => {
+  if (level !== 'debug') out({ log: level, msg });
+};
+const nodeMeta = () => Buffer.from(JSON.stringify({ v: 2, api: 8086, ver: 'bench', role: 'node' }));
+/** What this child uses, the same on both engines. */
+interface Engine {
+  members(): Member[];
+  join(addrs: string[]): Promise<{ joined: number; errors: Error[] }>;
+  on(ev: 'join' | 'update' | 'leave', fn: (m: Member) => void): unknown;
+}
+// MEMBERSHIP_ENGINE=thread (default): memberlist on its own thread, as a viiwork node runs it; direct: the bare Memberlist on the main thread.
+const ml: Engine =
+  process.env.MEMBERSHIP_ENGINE === 'direct'
+    ? await Memberlist.create({ ...config, logger }, { nodeMeta, notifyMsg: () => {}, localState: () => Buffer.from([0x80]), mergeRemoteState: () => {} })
+    : await MemberlistThread.start({ config, nodeMeta, localState: Buffer.from([0x80]), logger, logLevels: ['info', 'warn', 'error'] });
 for (const ev of ['join', 'update', 'leave'] as const) ml.on(ev, (m) => out({ ev, n: m.name, s: m.state }));
 
 let buf = '';

@@ -6,14 +6,14 @@
 import { decode, encodeChange, encodeTable } from '../aliases/codec.ts';
 import type { AliasTable } from '../aliases/table.ts';
 import type { Config } from '../config/schema.ts';
-import type { Log } from '../log.ts';
+import { debugEnabled, type Log } from '../log.ts';
 import { MdnsFeeder, defaultRouteAddress } from './discovery/mdns.ts';
 import type { Feeder } from './discovery/feeder.ts';
 import { RejoinLoop } from './discovery/rejoin.ts';
 import { SeedFeeder } from './discovery/seeds.ts';
 import { TailnetFeeder, tailnetSelfAddress, tailscaledAnswers } from './discovery/tailnet.ts';
-import { TransmitLimitedQueue } from './memberlist/broadcast-queue.ts';
-import { Memberlist } from './memberlist/memberlist.ts';
+import type { Logger } from './memberlist/state.ts';
+import { MemberlistThread } from './thread/memberlist-thread.ts';
 import type { MemberTable } from './members.ts';
 import { encodeMeta } from './meta.ts';
 import type { MeshMode } from '../security/secret.ts';
@@ -52,22 +52,45 @@ export async function resolveAdvertise(config: Config): Promise<{ advertise: str
   return { advertise: ip, network: 'lan' };
 }
 
+/**
+ * memberlist's log lines as operator lines. memberlist rate-limits its
+ * warnings (one per kind and peer host a minute) and names the peer in
+ * `from`; everything else is a debug line.
+ */
+function meshLogger(deps: MembershipDeps): Logger {
+  const { log } = deps;
+  return (level, msg, fields) => {
+    const kind = level === 'warn' ? fields?.kind : undefined;
+    const from = String(fields?.from ?? '').replace(/:\d+$/, '') || 'a peer';
+    if (kind === 'mode') {
+      log.warn(
+        deps.mode.mode === 'secured'
+          ? `mesh mode mismatch: plaintext gossip from ${from}, but this node is secured (VIIWORK_MESH_SECRET); set the same secret there, or mesh.open on both`
+          : `mesh mode mismatch: encrypted gossip from ${from}, but this node is open (mesh.open); give it the mesh's VIIWORK_MESH_SECRET instead`,
+      );
+    } else if (kind === 'encryption') {
+      log.warn(`gossip from ${from} could not be decrypted: it uses another VIIWORK_MESH_SECRET (or VIIWORK_MESH_SECRET_PREV)`);
+    } else if (kind === 'label') {
+      log.warn(`mesh label mismatch (mesh.label): ${msg}`);
+    } else if (kind) {
+      log.warn(`gossip from ${from} refused: ${msg}`);
+    } else log.debug(`memberlist ${level}: ${msg}`, fields);
+  };
+}
+
 export class Membership {
-  readonly #broadcasts: TransmitLimitedQueue;
   #rejoin: RejoinLoop | undefined;
   #mdns: MdnsFeeder | undefined;
   #feeders: Feeder[] = [];
   #unsubscribe: (() => void) | undefined;
 
   private constructor(
-    readonly ml: Memberlist,
+    /** memberlist, on its own thread (src/mesh/thread/): members(), join(), updateMeta(), … */
+    readonly ml: MemberlistThread,
     readonly advertise: string,
     readonly network: 'tailnet' | 'lan',
     private readonly deps: MembershipDeps,
-    queue: TransmitLimitedQueue,
-  ) {
-    this.#broadcasts = queue;
-  }
+  ) {}
 
   get gossipAddress(): string {
     const m = this.ml.localMember();
@@ -77,49 +100,31 @@ export class Membership {
   static async start(deps: MembershipDeps): Promise<Membership> {
     const { config, log } = deps;
     const { advertise, network } = await resolveAdvertise(config);
-    let ml!: Memberlist;
-    const queue = new TransmitLimitedQueue(4, () => (ml ? ml.numAlive() : 1));
-    ml = await Memberlist.create(
-      {
+    const ml = await MemberlistThread.start({
+      config: {
         name: deps.name,
         bindAddr: advertise,
         port: config.mesh.port,
         label: config.mesh.label,
         keys: deps.mode.mode === 'secured' ? deps.mode.keys : undefined,
-        // memberlist rate-limits its warnings (one per kind and peer host a minute) and names the peer in `from`
-        logger: (level, msg, fields) => {
-          const kind = level === 'warn' ? fields?.kind : undefined;
-          const from = String(fields?.from ?? '').replace(/:\d+$/, '') || 'a peer';
-          if (kind === 'mode') {
-            log.warn(
-              deps.mode.mode === 'secured'
-                ? `mesh mode mismatch: plaintext gossip from ${from}, but this node is secured (VIIWORK_MESH_SECRET); set the same secret there, or mesh.open on both`
-                : `mesh mode mismatch: encrypted gossip from ${from}, but this node is open (mesh.open); give it the mesh's VIIWORK_MESH_SECRET instead`,
-            );
-          } else if (kind === 'encryption') {
-            log.warn(`gossip from ${from} could not be decrypted: it uses another VIIWORK_MESH_SECRET (or VIIWORK_MESH_SECRET_PREV)`);
-          } else if (kind === 'label') {
-            log.warn(`mesh label mismatch (mesh.label): ${msg}`);
-          } else if (kind) {
-            log.warn(`gossip from ${from} refused: ${msg}`);
-          } else log.debug(`memberlist ${level}: ${msg}`, fields);
-        },
       },
-      {
-        nodeMeta: () => encodeMeta({ api: deps.apiPort(), ver: deps.version, role: deps.role() }),
-        notifyMsg: (buf) => {
-          const d = decode(buf);
-          if (d?.kind === 'change') deps.aliases.merge([d.entry]);
-        },
-        getBroadcasts: (overhead, limit) => queue.getBroadcasts(overhead, limit),
-        localState: () => encodeTable(deps.aliases.snapshot()),
-        mergeRemoteState: (buf) => {
-          const d = decode(buf);
-          if (d?.kind === 'table') deps.aliases.merge(d.entries);
-        },
+      // Read here, on the node's thread, at start and on every updateMeta() (role changes on SIGHUP).
+      nodeMeta: () => encodeMeta({ api: deps.apiPort(), ver: deps.version, role: deps.role() }),
+      localState: encodeTable(deps.aliases.snapshot()),
+      logger: meshLogger(deps),
+      // Only warnings and errors reach the operator unless VIIWORK_DEBUG=1: the engine need not send the rest.
+      logLevels: debugEnabled() ? ['debug', 'info', 'warn', 'error'] : ['warn', 'error'],
+      notifyMsg: (buf) => {
+        const d = decode(buf);
+        if (d?.kind === 'change') deps.aliases.merge([d.entry]);
       },
-    );
-    const m = new Membership(ml, advertise, network, deps, queue);
+      mergeRemoteState: (buf) => {
+        const d = decode(buf);
+        if (d?.kind === 'table') deps.aliases.merge(d.entries);
+      },
+      inline: process.env.VIIWORK_GOSSIP_INLINE === '1',
+    });
+    const m = new Membership(ml, advertise, network, deps);
     m.#wire();
     log.info(`gossip on ${m.gossipAddress} (${network}, ${deps.mode.mode} mesh${config.mesh.label ? `, label ${config.mesh.label}` : ''})`);
     await m.#startDiscovery();
@@ -140,11 +145,17 @@ export class Membership {
       if (info.duringJoin) deps.onFatal(msg);
       else deps.log.error(msg);
     });
+    ml.on('failed', (err) => deps.onFatal(`gossip stopped: ${err.message}`));
+    ml.on('unhandled', (err) => deps.log.error(`unhandled rejection in the gossip thread (a bug; please report it): ${err.stack ?? err.message}`));
     deps.members.update(ml.members());
     // Every change to the alias table travels as a gossip user message; merged changes are passed on too, and stop once nothing changes.
+    // The engine answers push-pulls with the table it was last given, so it gets the whole table on every change too.
     this.#unsubscribe = deps.aliases.onChange((changed) => {
-      for (const e of changed) this.#broadcasts.queueBroadcast({ name: `alias:${e.name}`, msg: encodeChange(e) });
+      for (const e of changed) ml.queueBroadcast(`alias:${e.name}`, encodeChange(e));
+      ml.setLocalState(encodeTable(deps.aliases.snapshot()));
     });
+    // A change made while the engine started (the API already answers) is in the table, if not in gossip.
+    ml.setLocalState(encodeTable(deps.aliases.snapshot()));
   }
 
   async #startDiscovery(): Promise<void> {
