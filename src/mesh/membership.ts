@@ -71,7 +71,7 @@ function meshLogger(deps: MembershipDeps): Logger {
     } else if (kind === 'encryption') {
       log.warn(`gossip from ${from} could not be decrypted: it uses another VIIWORK_MESH_SECRET (or VIIWORK_MESH_SECRET_PREV)`);
     } else if (kind === 'label') {
-      log.warn(`mesh label mismatch (mesh.label): ${msg}`);
+      log.warn(`mesh.label differs: ${msg.replace(/^label mismatch:?\s*/, '')}; set the same mesh.label on both`);
     } else if (kind) {
       log.warn(`gossip from ${from} refused: ${msg}`);
     } else log.debug(`memberlist ${level}: ${msg}`, fields);

@@ -56,8 +56,8 @@ describe('a join refused for a mismatch is a warning on the joining node', () =>
   it('another label: the joiner names the seed that closed the stream, the seed names the joiner and both labels', async () => {
     const j = await startMeshNode({ name: 'other-label', ip: '127.0.43.4', env: { VIIWORK_MESH_SECRET: meshSecret }, seeds: [seed.gossip], mesh: { ...once, label: 'not-viiwork' } });
     joiners.push(j);
-    warnedBeforeReady(j, /mesh label mismatch \(mesh\.label\): 127\.0\.43\.1:7946 closed the stream without answering: it probably uses another label \(this node's label: "not-viiwork"\)/);
-    await waitFor(() => /mesh label mismatch \(mesh\.label\): label mismatch: a stream from 127\.0\.43\.4:\d+ has label "not-viiwork", this node's is "viiwork-v2"/.test(seed.logs()), {
+    warnedBeforeReady(j, /mesh\.label differs: 127\.0\.43\.1:7946 closed the stream without answering: it probably uses another label \(this node's label: "not-viiwork"\)/);
+    await waitFor(() => /mesh\.label differs: a stream from 127\.0\.43\.4:\d+ has label "not-viiwork", this node's is "viiwork-v2"/.test(seed.logs()), {
       what: 'the seed warns about the joiner',
     });
     assert.deepEqual(await members(j), ['other-label']);
