@@ -6,17 +6,23 @@
  *   engine   the zero-delay engine itself (bench/fakes/zero-engine.mjs)
  *   bare     a ~30-line node:http + undici stream() pass-through (bench/fakes/bare-proxy.mjs)
  *   nginx    nginx, one worker, keep-alive upstream, proxy_buffering off
+ *   haproxy  haproxy, one thread, HTTP mode, keep-alive and connection reuse
+ *   portkey  the Portkey AI gateway (@portkey-ai/gateway, installed from npm on first use),
+ *            provider openai with the engine as custom host; a request of
+ *            each body is probed first, and a body it cannot serve is
+ *            skipped with the reason
  *   node     one viiwork node (engine: openai) in front of the engine
- *   entry+executor  a gateway node without models (127.0.0.2) joined to the
- *            executor node (127.0.0.1); the request enters the gateway
+ *   entry+executor  a gateway node without models (127.0.55.12) joined to the
+ *            executor node (127.0.55.11); the request enters the gateway
  *   entry+executor-secured  the same in a secured mesh (signed forwards),
- *            on 127.0.0.5 → 127.0.0.4; only when named in OVERHEAD_ARMS
+ *            on 127.0.55.14 → 127.0.55.13; only when named in OVERHEAD_ARMS
  *
  * For a tiny chat JSON answer and a 16-chunk SSE stream, at 16 connections
  * and at 1: requests/s, p50/p90/p99, and the CPU milliseconds per request
  * of every process on the path (utime+stime from /proc, before and after).
  * Rounds are interleaved (round 1 of every arm, then round 2, ...) and the
- * medians reported, so a disturbance hits all arms alike.
+ * medians reported, so a disturbance hits all arms alike. Everything listens
+ * on 127.0.55.x. Writes bench/results/overhead.svg (req/s ÷ bare by arm).
  *
  * Env: OVERHEAD_SECONDS (5 per measurement), OVERHEAD_ROUNDS (3),
  * OVERHEAD_WARMUP (2 s per arm and body before the first round),
@@ -36,21 +42,26 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { request } from 'undici';
 import { summariseProfile, type ProfileSummary } from './lib/cpuprofile.ts';
+import { startHaproxy } from './lib/haproxy.ts';
 import { startNginx } from './lib/nginx.ts';
+import { ensurePortkey, portkeyHeaders, probePortkey, startPortkey } from './lib/portkey.ts';
 import { groupCpuMs, machineBusyMs, machineInfo, scratchDir, startProc, stopAllProcs, until, waitQuiet, which, type Proc } from './lib/procs.ts';
 import { startViiwork, waitConverged, waitFleet, type BenchNode } from './lib/viiwork.ts';
+import { barChart } from './lib/svg.ts';
 import { postScript, runWrk, type WrkResult } from './lib/wrk.ts';
 
 const HERE = path.dirname(new URL(import.meta.url).pathname);
-const ARMS = ['engine', 'bare', 'nginx', 'node', 'entry+executor', 'entry+executor-secured'] as const;
-/** The five arms of issue 8; the secured pair (signed forwards) only when named in OVERHEAD_ARMS. */
-const DEFAULT_ARMS = ['engine', 'bare', 'nginx', 'node', 'entry+executor'];
+const ARMS = ['engine', 'bare', 'nginx', 'haproxy', 'portkey', 'node', 'entry+executor', 'entry+executor-secured'] as const;
+/** Issue 8's five arms and issue 11's peers (haproxy, Portkey); the secured pair (signed forwards) only when named in OVERHEAD_ARMS. */
+const DEFAULT_ARMS = ['engine', 'bare', 'nginx', 'haproxy', 'portkey', 'node', 'entry+executor'];
 type Arm = (typeof ARMS)[number];
 type Body = 'json' | 'sse';
 
-const ENGINE = '127.0.0.1:18700';
-const BARE = '127.0.0.1:18701';
-const NGINX = '127.0.0.1:18702';
+const ENGINE = '127.0.55.1:18700';
+const BARE = '127.0.55.2:18701';
+const NGINX = '127.0.55.3:18702';
+const HAPROXY = '127.0.55.4:18703';
+const PORTKEY = '127.0.55.5:18704';
 const API_PORT = 18710;
 const GOSSIP_PORT = 18711;
 
@@ -61,6 +72,10 @@ export interface ArmSetup {
   path: string[];
   /** viiwork nodes on the path (for "added p50 per node") */
   nodes: number;
+  /** request headers it needs (Portkey's provider and custom host) */
+  headers?: Record<string, string>;
+  /** the bodies it serves (default both) */
+  bodies?: Body[];
 }
 
 export interface OverheadRow {
@@ -115,7 +130,7 @@ export async function benchOverhead(): Promise<Record<string, unknown>> {
   const maxForeign = Number(process.env.OVERHEAD_MAX_FOREIGN ?? 0.3);
   if (process.env.OVERHEAD_FROM) return fromStored(process.env.OVERHEAD_FROM.split(','), maxForeign);
   const machine = machineInfo();
-  const skipped: { arm: string; reason: string }[] = [];
+  const skipped: { arm: string; body?: Body; reason: string }[] = [];
   const settings = { max_foreign_share: maxForeign, seconds, rounds, warmup_s: warmup, connections: conns, wrk_threads: 1, nginx_workers: 1, quiet_wait_ms: quietBudget };
 
   if (!which('wrk')) {
@@ -128,6 +143,10 @@ export async function benchOverhead(): Promise<Record<string, unknown>> {
   const procs = new Map<string, Proc>();
   const setups: ArmSetup[] = [];
   const runs: Record<string, unknown>[] = [];
+  const bodies: Record<Body, string> = {
+    json: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hello' }] }),
+    sse: JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hello' }] }),
+  };
   try {
     // The engine every arm ends at.
     const [eh, ep] = ENGINE.split(':');
@@ -161,11 +180,50 @@ export async function benchOverhead(): Promise<Record<string, unknown>> {
       }
     }
 
+    if (wanted.has('haproxy')) {
+      if (!which('haproxy')) skipped.push({ arm: 'haproxy', reason: 'haproxy is not installed (apt-get install haproxy)' });
+      else {
+        try {
+          const hdir = path.join(dir, 'haproxy');
+          fs.mkdirSync(hdir);
+          procs.set('haproxy', await startHaproxy('haproxy', { dir: hdir, listen: HAPROXY, upstreams: [{ name: 'engine', addr: ENGINE }], balance: 'roundrobin' }));
+          await untilHttp(`http://${HAPROXY}/health`, 'haproxy');
+          setups.push({ arm: 'haproxy', url: `http://${HAPROXY}/v1/chat/completions`, path: ['haproxy', 'engine'], nodes: 0 });
+        } catch (err) {
+          skipped.push({ arm: 'haproxy', reason: String((err as Error).message).slice(0, 500) });
+        }
+      }
+    }
+
+    if (wanted.has('portkey')) {
+      const missing = ensurePortkey();
+      if (missing) skipped.push({ arm: 'portkey', reason: missing });
+      else {
+        try {
+          const pdir = path.join(dir, 'portkey');
+          fs.mkdirSync(pdir);
+          const proc = await startPortkey('portkey', { dir: pdir, listen: PORTKEY, engine: ENGINE });
+          procs.set('portkey', proc);
+          const headers = portkeyHeaders(ENGINE);
+          const url = `http://${PORTKEY}/v1/chat/completions`;
+          const bodiesOk: Body[] = [];
+          for (const body of ['json', 'sse'] as Body[]) {
+            const why = await probePortkey(url, headers, bodies[body], proc);
+            if (why === undefined) bodiesOk.push(body);
+            else skipped.push({ arm: 'portkey', body, reason: `${body === 'sse' ? 'streaming' : 'a JSON answer'} through the gateway fails on Node ${process.version}: ${why}` });
+          }
+          if (bodiesOk.length) setups.push({ arm: 'portkey', url, path: ['portkey', 'engine'], nodes: 0, headers, bodies: bodiesOk });
+        } catch (err) {
+          skipped.push({ arm: 'portkey', reason: String((err as Error).message).slice(0, 800) });
+        }
+      }
+    }
+
     const model = { name: 'm', engine: 'openai', url: `http://${ENGINE}`, parallel: 256 };
     const routing = { queue_max: 1024 };
     if (wanted.has('node')) {
       try {
-        const solo = await startViiwork({ name: 'solo', ip: '127.0.0.3', apiPort: API_PORT, gossipPort: GOSSIP_PORT, models: [model], routing, nodeArgs: profArgs('node') }, dir);
+        const solo = await startViiwork({ name: 'solo', ip: '127.0.55.10', apiPort: API_PORT, gossipPort: GOSSIP_PORT, models: [model], routing, nodeArgs: profArgs('node') }, dir);
         procs.set('node', solo.proc);
         await waitFleet(solo, 'm', ['solo']);
         setups.push({ arm: 'node', url: `${solo.url}/v1/chat/completions`, path: ['node', 'engine'], nodes: 1 });
@@ -177,8 +235,8 @@ export async function benchOverhead(): Promise<Record<string, unknown>> {
     for (const secured of [false, true]) {
       const arm: Arm = secured ? 'entry+executor-secured' : 'entry+executor';
       if (!wanted.has(arm)) continue;
-      // Open pair on 127.0.0.1 (executor) and .2 (gateway); the secured pair on .4 and .5.
-      const [xi, gi, sfx] = secured ? ['127.0.0.4', '127.0.0.5', '-s'] : ['127.0.0.1', '127.0.0.2', ''];
+      // Open pair on 127.0.55.11 (executor) and .12 (gateway); the secured pair on .13 and .14.
+      const [xi, gi, sfx] = secured ? ['127.0.55.13', '127.0.55.14', '-s'] : ['127.0.55.11', '127.0.55.12', ''];
       const secret = secured ? randomBytes(32).toString('base64') : undefined;
       try {
         const exec: BenchNode = await startViiwork({ name: `executor${sfx}`, ip: xi, apiPort: API_PORT, gossipPort: GOSSIP_PORT, models: [model], routing, secret, nodeArgs: profArgs(`executor${sfx}`) }, dir);
@@ -197,11 +255,8 @@ export async function benchOverhead(): Promise<Record<string, unknown>> {
       }
     }
 
-    const bodies: Record<Body, string> = {
-      json: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hello' }] }),
-      sse: JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hello' }] }),
-    };
     const scripts: Record<Body, string> = { json: postScript(dir, 'json', bodies.json), sse: postScript(dir, 'sse', bodies.sse) };
+    const scriptFor = (s: ArmSetup, body: Body) => (s.headers ? postScript(dir, `${s.arm}-${body}`, bodies[body], s.headers) : scripts[body]);
 
     const leaders = () => [...procs.entries()].map(([name, p]) => ({ name, pid: p.pid }));
     const measure = async (s: ArmSetup, body: Body, c: number, secs: number) => {
@@ -209,7 +264,7 @@ export async function benchOverhead(): Promise<Record<string, unknown>> {
       const quietBefore = await waitQuiet(ls.map((l) => l.pid), 0.15, quietBudget);
       const busy0 = machineBusyMs();
       const before = groupCpuMs(ls.map((l) => l.pid));
-      const w: WrkResult = await runWrk({ url: s.url, script: scripts[body], connections: c, seconds: secs });
+      const w: WrkResult = await runWrk({ url: s.url, script: scriptFor(s, body), connections: c, seconds: secs });
       const after = groupCpuMs(ls.map((l) => l.pid));
       const busy1 = machineBusyMs();
       const cpu: Record<string, number> = {};
@@ -225,13 +280,14 @@ export async function benchOverhead(): Promise<Record<string, unknown>> {
 
     // Warm up every arm (JIT, connection pools), not measured.
     if (warmup > 0) {
-      for (const s of setups) for (const body of ['json', 'sse'] as Body[]) await measure(s, body, 16, warmup).catch(() => undefined);
+      for (const s of setups) for (const body of s.bodies ?? (['json', 'sse'] as Body[])) await measure(s, body, 16, warmup).catch(() => undefined);
     }
 
     for (let round = 1; round <= rounds; round++) {
       for (const c of conns) {
         for (const body of ['json', 'sse'] as Body[]) {
           for (const s of setups) {
+            if (s.bodies && !s.bodies.includes(body)) continue;
             try {
               const { w, cpu, foreign_cpu_share, foreign_share_before } = await measure(s, body, c, seconds);
               runs.push({ round, arm: s.arm, body, connections: c, ...w, cpu_ms: cpu, foreign_cpu_share, foreign_share_before });
@@ -359,6 +415,8 @@ function setupOf(arm: Arm): ArmSetup {
     engine: [['engine'], 0],
     bare: [['bare', 'engine'], 0],
     nginx: [['nginx', 'engine'], 0],
+    haproxy: [['haproxy', 'engine'], 0],
+    portkey: [['portkey', 'engine'], 0],
     node: [['node', 'engine'], 1],
     'entry+executor': [['gateway', 'executor', 'engine'], 2],
     'entry+executor-secured': [['gateway-s', 'executor-s', 'engine'], 2],
@@ -404,7 +462,7 @@ async function untilHttp(url: string, what: string): Promise<void> {
 }
 
 export function printOverhead(doc: Record<string, any>): void {
-  for (const s of doc.skipped ?? []) console.log(`skipped ${s.arm}: ${s.reason}`);
+  for (const s of doc.skipped ?? []) console.log(`skipped ${s.arm}${s.body ? ` (${s.body})` : ''}: ${s.reason}`);
   const rows = (doc.rows as OverheadRow[]).map((r) => ({
     arm: r.arm,
     body: r.body,
@@ -433,4 +491,26 @@ export function printOverhead(doc: Record<string, any>): void {
   }
   for (const t of doc.targets ?? []) console.log(`${t.met === null ? 'n/a ' : t.met ? 'MET ' : 'MISS'}  ${t.target}: ${t.measured} median, ${t.best_round} best round (target ${t.goal})`);
   console.log(`machine: ${doc.cpus} × ${doc.cpu_model}, ${doc.node}, commit ${String(doc.git_commit).slice(0, 10)}${doc.git_src_dirty ? ' (+uncommitted src changes)' : ''}, load at start ${doc.loadavg_at_start}`);
+}
+
+/** The chart of the overhead results: requests/s ÷ the bare pass-through's, by arm, for each body and connection count (medians of the rounds). */
+export function overheadChart(doc: Record<string, any>): string {
+  const rows = (doc.rows ?? []) as OverheadRow[];
+  const arms = ARMS.filter((a) => a !== 'engine' && a !== 'bare' && rows.some((r) => r.arm === a));
+  const conns = [...new Set(rows.map((r) => r.connections))].sort((a, b) => b - a);
+  const groups = conns.flatMap((c) =>
+    (['json', 'sse'] as Body[]).map((body) => ({
+      label: `${body === 'json' ? 'JSON' : 'SSE'}, ${c} conn${c === 1 ? '' : 's'}`,
+      values: arms.map((a) => rows.find((r) => r.arm === a && r.body === body && r.connections === c)?.rps_vs_bare ?? null),
+      notes: arms.map((a) => ((doc.skipped ?? []) as { arm: string; body?: string }[]).some((s) => s.arm === a && (s.body === undefined || s.body === body)) ? 'skipped' : undefined),
+    })),
+  );
+  return barChart({
+    title: 'Throughput of each hop ÷ a bare Node pass-through',
+    subtitle: `zero-delay engine, wrk, median of ${doc.settings?.rounds ?? '?'} rounds; 1 = the ~30-line node:http + undici proxy; ${String(doc.git_commit ?? '').slice(0, 10)} ${String(doc.at ?? '').slice(0, 10)}`,
+    yLabel: 'req/s ÷ bare (higher is cheaper)',
+    series: arms,
+    groups,
+    refs: [{ y: 1, label: 'bare = 1' }],
+  });
 }

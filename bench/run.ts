@@ -2,14 +2,15 @@
  * `npm run bench -- NAME…`: run the named benchmarks (all when none is
  * named), print their tables and write bench/results/NAME.json.
  *
- *   overhead    the hop's cost: engine, bare pass-through, nginx, one node, entry+executor (wrk)
- *   routing     TTFT under Poisson load on three nodes vs nginx least_conn, an oracle and round robin; queue drain through a gateway
+ *   overhead    the hop's cost: engine, bare pass-through, nginx, haproxy, Portkey, one node, entry+executor (wrk)
+ *   routing     TTFT under open-loop load with prompt caches on three sim nodes vs an oracle, prefix affinity off, round robin, nginx and haproxy; queue drain through a gateway
  *   membership  our memberlist vs Serf (needs serf)
+ *   polling     what capacity polling and gossip cost one node at 10, 30, 100 members; 300+ simulated
  */
 import fs from 'node:fs';
 import path from 'node:path';
 
-const ALL = ['overhead', 'routing', 'membership'];
+const ALL = ['overhead', 'routing', 'membership', 'polling'];
 const args = process.argv.slice(2);
 const unknown = args.filter((a) => !ALL.includes(a));
 if (unknown.length) {
@@ -25,20 +26,27 @@ let failed = false;
 for (const name of which) {
   try {
     if (name === 'overhead') {
-      const { benchOverhead, printOverhead } = await import('./overhead.ts');
+      const { benchOverhead, printOverhead, overheadChart } = await import('./overhead.ts');
       const doc = await benchOverhead();
       write(name, doc);
+      fs.writeFileSync(path.join(outDir, 'overhead.svg'), overheadChart(doc));
       printOverhead(doc);
     } else if (name === 'routing') {
-      const { benchRouting, printRouting } = await import('./routing.ts');
+      const { benchRouting, printRouting, routingChart } = await import('./routing.ts');
       const doc = await benchRouting();
       write(name, doc);
+      fs.writeFileSync(path.join(outDir, 'routing.svg'), routingChart(doc));
       printRouting(doc);
     } else if (name === 'membership') {
       const { benchMembership } = await import('./membership.ts');
       const results = await benchMembership();
       write(name, { at: new Date().toISOString(), results });
       console.table(results);
+    } else if (name === 'polling') {
+      const { benchPolling, printPolling } = await import('./polling.ts');
+      const doc = await benchPolling();
+      write(name, doc);
+      printPolling(doc);
     }
   } catch (err) {
     failed = true;

@@ -11,6 +11,8 @@ export interface NginxOptions {
   /** e.g. 'least_conn;' (empty: nginx's default round robin) */
   balance?: string;
   workers?: number;
+  /** Name the upstream that answered (its address) in an X-Upstream response header. */
+  upstreamHeader?: boolean;
 }
 
 export function nginxConfig(o: NginxOptions): string {
@@ -47,7 +49,7 @@ ${o.upstreams.map((u) => `    server ${u} max_fails=0;`).join('\n')}
       proxy_buffering off;
       proxy_request_buffering off;
       proxy_read_timeout 300s;
-      proxy_next_upstream off;
+      proxy_next_upstream off;${o.upstreamHeader ? '\n      add_header X-Upstream $upstream_addr always;' : ''}
     }
   }
 }

@@ -160,7 +160,18 @@ export function machineInfo(): Record<string, unknown> {
     loadavg_at_start: os.loadavg().map((x) => Number(x.toFixed(2))),
     wrk: toolVersion('wrk', ['--version'], /wrk ([^\s]+)/),
     nginx: toolVersion('nginx', ['-v'], /nginx\/([^\s]+)/),
+    haproxy: toolVersion('haproxy', ['-v'], /HAProxy version ([^\s]+)/),
+    portkey_gateway: packageVersion('@portkey-ai/gateway'),
   };
+}
+
+/** The version of an installed npm package, or null. */
+function packageVersion(name: string): string | null {
+  try {
+    return (JSON.parse(fs.readFileSync(path.resolve('node_modules', name, 'package.json'), 'utf8')) as { version?: string }).version ?? null;
+  } catch {
+    return null;
+  }
 }
 
 function toolVersion(cmd: string, args: string[], re: RegExp): string | null {

@@ -30,7 +30,8 @@ export interface BenchNode {
   proc: Proc;
 }
 
-export async function startViiwork(spec: BenchNodeSpec, dir: string): Promise<BenchNode> {
+/** `opts.check`: run on the written config file before the node starts (say, `viiwork check`); its error stops the start. */
+export async function startViiwork(spec: BenchNodeSpec, dir: string, opts: { check?: (file: string) => Promise<void> } = {}): Promise<BenchNode> {
   const nodeDir = path.join(dir, spec.name);
   fs.mkdirSync(nodeDir, { recursive: true });
   const doc = {
@@ -42,6 +43,7 @@ export async function startViiwork(spec: BenchNodeSpec, dir: string): Promise<Be
   };
   const file = path.join(nodeDir, 'viiwork.yaml');
   fs.writeFileSync(file, stringify(doc));
+  if (opts.check) await opts.check(file);
   const env = { ...process.env };
   delete env.VIIWORK_MESH_SECRET;
   delete env.VIIWORK_MESH_SECRET_PREV;

@@ -23,15 +23,18 @@ export interface WrkResult {
   wrk_cpu_ms?: number;
 }
 
-/** Write a Lua script that POSTs `body` as JSON; returns its path. */
-export function postScript(dir: string, name: string, body: string): string {
-  const file = path.join(dir, `${name}.lua`);
+/** Write a Lua script that POSTs `body` as JSON, with `headers` too; returns its path. */
+export function postScript(dir: string, name: string, body: string, headers: Record<string, string> = {}): string {
+  const file = path.join(dir, `${name.replace(/[^A-Za-z0-9._-]/g, '_')}.lua`);
+  const extra = Object.entries(headers)
+    .map(([k, v]) => `wrk.headers[${JSON.stringify(k)}] = ${JSON.stringify(v)}\n`)
+    .join('');
   // A Lua long string keeps the JSON byte for byte (it has no "]==]").
   fs.writeFileSync(
     file,
     `wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
-wrk.body = [==[${body}]==]
+${extra}wrk.body = [==[${body}]==]
 done = function(summary, latency, requests)
   local e = summary.errors
   io.write(string.format('WRKJSON {"requests":%d,"duration_us":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d,"p50":%d,"p90":%d,"p99":%d,"mean":%.1f}\\n',

@@ -146,18 +146,43 @@ const embeddedModel = z.strictObject({
     .default({ threads: 1, gpu: false }),
 });
 
-const simModel = z.strictObject({
-  ...modelCommon,
-  engine: z.literal('sim'),
-  sim: z
-    .strictObject({
-      ttft_ms: nonNegativeInt.default(80),
-      prefill_ms_per_1k: nonNegativeInt.default(40),
-      tokens_per_s: z.number().positive('expected a positive number').default(60),
-      output_tokens: positiveInt.default(32),
-    })
-    .default({ ttft_ms: 80, prefill_ms_per_1k: 40, tokens_per_s: 60, output_tokens: 32 }),
-});
+/** A loopback IP literal: the sim engine has no keys, so it never listens where the network reaches it. */
+const loopbackIp = z.union([z.ipv4(), z.ipv6()], { error: 'expected a loopback address (127.x.x.x or ::1)' }).refine(
+  (ip) => /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(ip) || ip === '::1',
+  'expected a loopback address (127.x.x.x or ::1): the sim engine answers anyone who reaches it',
+);
+
+const simModel = z
+  .strictObject({
+    ...modelCommon,
+    engine: z.literal('sim'),
+    sim: z
+      .strictObject({
+        ttft_ms: nonNegativeInt.default(80),
+        prefill_ms_per_1k: nonNegativeInt.default(40),
+        tokens_per_s: z.number().positive('expected a positive number').default(60),
+        output_tokens: positiveInt.default(32),
+        /*
+         * The keys below model the engine, not the node: left out, the sim
+         * behaves as llama-server does by default (cache on, similarity 0.5,
+         * see src/engines/prompt-cache.ts) and listens on 127.0.0.1, any port.
+         * They stay optional so settings built in code need not spell them.
+         */
+        /** The prompt cache (llama-server's `cache_prompt`): off, every request prefills its whole prompt. */
+        cache: z.boolean().optional(),
+        /** llama-server's `--slot-prompt-similarity`: a free slot is preferred for its cached prefix only above this share of the prompt. */
+        slot_prompt_similarity: z.number({ error: 'expected a number from 0 to 1' }).min(0, 'expected a number from 0 to 1').max(1, 'expected a number from 0 to 1').optional(),
+        /** Where the engine listens (loopback only), so a benchmark's other arms can reach the same engine. */
+        host: loopbackIp.optional(),
+        /** Its port; 0 or left out: any free port. */
+        port: port.optional(),
+      })
+      .default({ ttft_ms: 80, prefill_ms_per_1k: 40, tokens_per_s: 60, output_tokens: 32 }),
+  })
+  .superRefine((m, ctx) => {
+    if ((m.sim.port ?? 0) !== 0 && m.replicas > 1)
+      ctx.addIssue({ code: 'custom', path: ['sim', 'port'], message: `a fixed port takes one backend, and replicas is ${m.replicas}: leave the port out (any free port) or use one entry per port` });
+  });
 
 const ENGINE_SCHEMAS = { openai: openaiModel, llamacpp: llamacppModel, embedded: embeddedModel, sim: simModel } as const;
 
@@ -241,6 +266,15 @@ export const configSchema = z.strictObject({
       tailnet_socket: z.string().default('/var/run/tailscale/tailscaled.sock'),
       rejoin_interval: duration.default(60_000),
       capacity_poll: duration.default(1000),
+      /**
+       * Members this node does not route to are polled this often (never more
+       * often than capacity_poll). The default, equal to capacity_poll, polls
+       * every member every capacity_poll as SPEC section 7 says; 15s is the
+       * setting proposed for large meshes (docs/benchmarks.md).
+       */
+      capacity_background: duration.default(1000),
+      /** A model asked for at this node keeps its hosts polled every capacity_poll this long after its last request. */
+      capacity_interest: duration.default(600_000),
       label: z
         .string()
         .refine((l) => Buffer.byteLength(l) <= 255, 'expected at most 255 bytes')

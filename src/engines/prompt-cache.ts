@@ -230,6 +230,19 @@ export class SlotPool {
     };
   }
 
+  /**
+   * Forget what slot `id` holds (llama-server's `POST /slots/{id}?action=erase`):
+   * the tokens it held, or undefined when there is no such slot or it is
+   * processing a request.
+   */
+  erase(id: number): number | undefined {
+    const slot = this.slots[id];
+    if (!slot || slot.busy) return undefined;
+    const n = slot.text.length ? tokenCount(slot.text) : 0;
+    slot.text = '';
+    return n;
+  }
+
   #drain(): void {
     while (this.#waiting.length > 0) {
       const head = this.#waiting[0];

@@ -9,6 +9,10 @@
  * only the prompt tokens past what the chosen slot already holds, the cached
  * count is reported as `usage.prompt_tokens_details.cached_tokens`, and a
  * request that finds every slot busy waits for one in arrival order.
+ * `sim.host`/`sim.port` fix where it listens (loopback only; default
+ * 127.0.0.1, any port), so a benchmark can reach the same engine without
+ * the node; `POST /slots/{id}?action=erase` empties a slot's cache as
+ * llama-server's does.
  */
 import crypto from 'node:crypto';
 import http from 'node:http';
@@ -60,15 +64,6 @@ function sendJson(res: http.ServerResponse, status: number, body: unknown, heade
   res.end(text);
 }
 
-/**
- * Settings the sim reads beyond the schema's timings, when the config has
- * them: `cache` (default true) switches the prompt cache; with it off, slots
- * still queue but every request prefills its whole prompt.
- * `slot_prompt_similarity` (default 0.5, llama-server's) is the share of a
- * prompt a slot's cached prefix must exceed for that slot to be preferred.
- */
-type SimCacheSettings = { cache?: boolean; slot_prompt_similarity?: number };
-
 /** Header naming the slot a chat or completion ran in (also `id_slot` in whole answers and the usage chunk). */
 export const SIM_SLOT_HEADER = 'x-sim-slot';
 
@@ -86,8 +81,9 @@ export class SimBackend extends Backend {
     log: Logger,
   ) {
     super(info, descriptor, log);
-    const extra = sim as SimSettings & SimCacheSettings;
-    this.slots = new SlotPool(info.parallel, { cache: extra.cache !== false, similarity: extra.slot_prompt_similarity });
+    // `cache` (default on) switches the prompt cache: off, slots still queue but every request prefills its whole prompt.
+    // `slot_prompt_similarity` (default 0.5, llama-server's): the share of a prompt a slot's cached prefix must exceed for that slot to be preferred.
+    this.slots = new SlotPool(info.parallel, { cache: sim.cache !== false, similarity: sim.slot_prompt_similarity });
   }
 
   get url(): string | undefined {
@@ -99,10 +95,11 @@ export class SimBackend extends Backend {
     server.keepAliveTimeout = 65_000;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(0, '127.0.0.1', () => resolve());
+      server.listen(this.sim.port ?? 0, this.sim.host ?? '127.0.0.1', () => resolve());
     });
     this.#server = server;
-    this.#url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const addr = server.address() as AddressInfo;
+    this.#url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
     this.setState('healthy', 'simulated engine ready');
   }
 
@@ -130,6 +127,14 @@ export class SimBackend extends Backend {
         200,
         this.slots.slots.map((s) => ({ id: s.id, is_processing: s.busy, cached_tokens: s.text.length ? tokenCount(s.text) : 0, last_used: s.lastUsed })),
       );
+    const erase = /^\/slots\/(\d+)$/.exec(path);
+    if (req.method === 'POST' && erase && new URLSearchParams((req.url ?? '').split('?')[1] ?? '').get('action') === 'erase') {
+      // llama-server's POST /slots/{id}?action=erase: forget what the slot holds (benchmarks start their arms on cold caches).
+      const id = Number(erase[1]);
+      const n = this.slots.erase(id);
+      if (n === undefined) return sendJson(res, id < this.slots.slots.length ? 409 : 404, { error: { message: id < this.slots.slots.length ? `slot ${id} is processing` : `no slot ${id}`, type: 'invalid_request_error', code: null } });
+      return sendJson(res, 200, { id_slot: id, n_erased: n });
+    }
     if (req.method !== 'POST') return sendJson(res, 404, { error: { message: 'not found', type: 'invalid_request_error', code: 'not_found' } });
 
     const chunks: Buffer[] = [];

@@ -1,0 +1,178 @@
+/**
+ * The routing benchmark's oracle: a client-side router that knows every
+ * engine exactly (its clocks, its slots, what it has queued and what each
+ * slot's prompt cache holds) because it sends them all their requests and
+ * mirrors the sim engine's own slot choice (prompt-cache.ts, the function
+ * the engine runs). For each request it replays each engine's queue from
+ * that state and predicts when the request would get a slot (wait) and how
+ * long its prefill would take there (the cache included), then sends it to
+ * the engine with the least `waitWeight × wait + prefill`.
+ *
+ * The mirror follows the real engine by what the client sees: a request
+ * arrives when sent, its slot's end is re-timed when its first token comes
+ * (then its slot is the one the engine names), and the slot frees, holding
+ * prompt + answer, when its stream ends.
+ */
+import { chooseSlot, type SlotState } from '../../src/engines/prompt-cache.ts';
+import { decodeMs, prefillMs, type EngineSpec } from './chat-trace.ts';
+
+interface MSlot extends SlotState {
+  /** request in it (when busy) */
+  req?: number;
+  /** its prompt (when busy): the slot holds prompt + answer once it frees */
+  prompt: string;
+  /** predicted end of the request in it */
+  freeAt: number;
+}
+
+interface MReq {
+  id: number;
+  prompt: string;
+  tokens: number;
+}
+
+export interface Prediction {
+  wait: number;
+  prefill: number;
+  cached: number;
+}
+
+export class EngineMirror {
+  readonly slots: MSlot[];
+  #waiting: MReq[] = [];
+  #clock = 0;
+  #where = new Map<number, number>();
+
+  constructor(
+    readonly e: EngineSpec,
+    readonly answer: string,
+    readonly similarity = 0.5,
+  ) {
+    this.slots = Array.from({ length: e.slots }, (_, id) => ({ id, busy: false, text: '', lastUsed: 0, prompt: '', freeAt: 0 }));
+  }
+
+  /** The request was sent to this engine now. */
+  arrive(q: MReq, now: number): void {
+    if (this.#waiting.length === 0 && this.#take(q, now)) return;
+    this.#waiting.push(q);
+  }
+
+  #take(q: MReq, now: number, slotId?: number): boolean {
+    const c = slotId !== undefined ? { slot: slotId, cachedTokens: 0 } : chooseSlot(this.slots, q.prompt, { similarity: this.similarity });
+    if (!c) return false;
+    const s = this.slots[c.slot];
+    s.busy = true;
+    s.lastUsed = ++this.#clock;
+    s.text = q.prompt;
+    s.prompt = q.prompt;
+    s.req = q.id;
+    s.freeAt = now + prefillMs(this.e, q.tokens, c.cachedTokens) + decodeMs(this.e);
+    this.#where.set(q.id, c.slot);
+    return true;
+  }
+
+  /** Its first token came at `at`, from slot `slot` when the engine named it. */
+  first(id: number, at: number, slot?: number): void {
+    let k = this.#where.get(id);
+    if (k === undefined) {
+      // The engine started it before the mirror expected: take it out of the mirror's queue.
+      const w = this.#waiting.findIndex((q) => q.id === id);
+      if (w < 0) return;
+      const [q] = this.#waiting.splice(w, 1);
+      const free = slot !== undefined && !this.slots[slot]?.busy ? slot : this.slots.find((s) => !s.busy)?.id;
+      if (free === undefined) return;
+      this.#take(q, at, free);
+      k = free;
+    } else if (slot !== undefined && slot !== k && this.slots[slot] && !this.slots[slot].busy) {
+      // The engine chose another (free) slot than the mirror did: follow it.
+      const from = this.slots[k];
+      const to = this.slots[slot];
+      const [heldText, heldUsed] = [to.text, to.lastUsed];
+      [to.busy, to.text, to.prompt, to.req, to.lastUsed] = [true, from.text, from.prompt, from.req, from.lastUsed];
+      [from.busy, from.req, from.text, from.lastUsed] = [false, undefined, heldText, heldUsed];
+      this.#where.set(id, slot);
+      k = slot;
+    }
+    this.slots[k].freeAt = at + decodeMs(this.e);
+  }
+
+  /** Its stream ended (or it failed) at `at`. */
+  finish(id: number, at: number): void {
+    const k = this.#where.get(id);
+    this.#where.delete(id);
+    if (k === undefined) {
+      const w = this.#waiting.findIndex((q) => q.id === id);
+      if (w >= 0) this.#waiting.splice(w, 1);
+      return;
+    }
+    const s = this.slots[k];
+    if (s.req !== id) return;
+    s.busy = false;
+    s.req = undefined;
+    s.text = s.prompt + this.answer;
+    while (this.#waiting.length && this.#take(this.#waiting[0], at)) this.#waiting.shift();
+  }
+
+  /** When `q`, sent now, would get a slot here, and its prefill there. */
+  predict(q: MReq, now: number): Prediction {
+    const slots: MSlot[] = this.slots.map((s) => ({ ...s, freeAt: s.busy ? Math.max(s.freeAt, now) : now }));
+    const queue = [...this.#waiting, q];
+    let t = now;
+    let clock = this.#clock;
+    for (let guard = 0; guard < 10_000; guard++) {
+      while (queue.length) {
+        const c = chooseSlot(slots, queue[0].prompt, { similarity: this.similarity });
+        if (!c) break;
+        const head = queue.shift()!;
+        const prefill = prefillMs(this.e, head.tokens, c.cachedTokens);
+        if (head === q) return { wait: t - now, prefill, cached: c.cachedTokens };
+        const s = slots[c.slot];
+        s.busy = true;
+        s.lastUsed = ++clock;
+        s.prompt = head.prompt;
+        s.text = head.prompt;
+        s.freeAt = t + prefill + decodeMs(this.e);
+      }
+      const next = Math.min(...slots.filter((s) => s.busy).map((s) => s.freeAt));
+      t = Math.max(t, next);
+      for (const s of slots) {
+        if (s.busy && s.freeAt <= t) {
+          s.busy = false;
+          s.text = s.prompt + this.answer;
+        }
+      }
+    }
+    return { wait: Infinity, prefill: Infinity, cached: 0 };
+  }
+}
+
+export class Oracle {
+  readonly mirrors: EngineMirror[];
+  constructor(
+    engines: EngineSpec[],
+    answer: string,
+    readonly waitWeight: number,
+    similarity = 0.5,
+  ) {
+    this.mirrors = engines.map((e) => new EngineMirror(e, answer, similarity));
+  }
+
+  /** The engine for request `id` sent now; records it there. */
+  pick(id: number, prompt: string, tokens: number, now: number): { engine: number; predicted: Prediction } {
+    const q = { id, prompt, tokens };
+    let best = 0;
+    let bestScore = Infinity;
+    let bestP: Prediction = { wait: 0, prefill: 0, cached: 0 };
+    this.mirrors.forEach((m, k) => {
+      const p = m.predict(q, now);
+      const score = this.waitWeight * p.wait + p.prefill;
+      if (score < bestScore) {
+        bestScore = score;
+        best = k;
+        bestP = p;
+      }
+    });
+    this.mirrors[best].arrive(q, now);
+    return { engine: best, predicted: bestP };
+  }
+}
