@@ -1,14 +1,14 @@
 /**
  * Issue 9, acceptance 2: a 30 MiB chat or embeddings body of any shape
- * stalls no node's event loop for 200 ms or more, whether it is forwarded
- * (entry scans, hashes and signs it; the executor verifies it) or run
- * locally, and no peer ever suspects a node while it handles one.
+ * stalls no node's event loop for 200 ms or more — the entry scans, hashes
+ * and signs it, the executor verifies and scans it and runs it locally —
+ * and no peer ever suspects a node while it handles one.
  *
  * The stall is read from the node itself: `viiwork_event_loop_delay_max_seconds`
  * in /metrics is the longest event-loop delay since the previous scrape. On
  * a loaded 2-core machine every process sees scheduling delays of its own,
- * so an idle node D is the control: a node's stall is what it saw beyond
- * what D saw over the same request.
+ * so the nodes a request does not touch are the control: a node's stall is
+ * what it saw beyond the longest delay they saw over the same request.
  */
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
@@ -85,7 +85,7 @@ describe('30 MiB bodies: no stall, no suspicion', () => {
     engC?.proc.kill();
   });
 
-  it('forwarded and local, every shape is answered and no loop stalls 200 ms; no peer suspects anyone', async () => {
+  it('every shape is answered; neither the entry (scan, hash, sign) nor the executor (verify, scan, run) stalls 200 ms; no peer suspects anyone', async () => {
     const nodes = [a, b, c, d];
     // Every node's view of every other, sampled throughout: any state but alive is a suspicion.
     const suspicions: string[] = [];
@@ -101,23 +101,22 @@ describe('30 MiB bodies: no stall, no suspicion', () => {
     })();
 
     try {
-      for (const [entry, label, query] of [[a, 'forwarded', ''], [b, 'local', '?host=B']] as const) {
-        for (const s of shapes('big', 30 * MiB)) {
-          assert.ok(s.body.length > 29 * MiB && s.body.length < 32 * MiB, `${s.kind}: ${s.body.length} bytes`);
-          for (const n of nodes) await loopStall(n);
-          const r = await request(`${entry.url}${s.path}${query}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: s.body });
-          const text = await r.body.text();
-          assert.equal(r.statusCode, 200, `${label} ${s.kind}: ${r.statusCode} ${text.slice(0, 300)}`);
-          const executor = String(r.headers['x-viiwork-node']);
-          assert.ok(label === 'local' ? executor === 'B' : executor === 'B' || executor === 'C', `${label} ${s.kind} ran on ${executor}`);
-          const stalls = new Map<MeshNode, number>();
-          for (const n of nodes) stalls.set(n, await loopStall(n));
-          const machine = stalls.get(d)!;
-          for (const n of [a, b, c]) {
-            const own = stalls.get(n)! - machine;
-            if (process.env.SHOW_STALLS) console.log(`${label} ${s.kind}: ${n.name} ${(stalls.get(n)! * 1000).toFixed(0)} ms, idle D ${(machine * 1000).toFixed(0)} ms`);
-            assert.ok(own < STALL_BOUND_S, `${label} ${s.kind}: ${n.name}'s event loop stalled ${(stalls.get(n)! * 1000).toFixed(0)} ms, the idle node's ${(machine * 1000).toFixed(0)} ms`);
-          }
+      for (const s of shapes('big', 30 * MiB)) {
+        assert.ok(s.body.length > 29 * MiB && s.body.length < 32 * MiB, `${s.kind}: ${s.body.length} bytes`);
+        for (const n of nodes) await loopStall(n);
+        const r = await request(`${a.url}${s.path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: s.body });
+        const text = await r.body.text();
+        assert.equal(r.statusCode, 200, `${s.kind}: ${r.statusCode} ${text.slice(0, 300)}`);
+        const executor = r.headers['x-viiwork-node'] === 'B' ? b : r.headers['x-viiwork-node'] === 'C' ? c : undefined;
+        assert.ok(executor, `${s.kind} ran on ${String(r.headers['x-viiwork-node'])}`);
+        const stalls = new Map<MeshNode, number>();
+        for (const n of nodes) stalls.set(n, await loopStall(n));
+        // The nodes that did nothing for this request measure the machine: the longest delay any of them saw.
+        const machine = Math.max(...nodes.filter((n) => n !== a && n !== executor).map((n) => stalls.get(n)!));
+        for (const n of [a, executor]) {
+          const own = stalls.get(n)!;
+          if (process.env.SHOW_STALLS) console.log(`${s.kind}: ${n.name} ${(own * 1000).toFixed(0)} ms, idle nodes up to ${(machine * 1000).toFixed(0)} ms`);
+          assert.ok(own - machine < STALL_BOUND_S, `${s.kind}: ${n.name}'s event loop stalled ${(own * 1000).toFixed(0)} ms, the idle nodes' at most ${(machine * 1000).toFixed(0)} ms`);
         }
       }
     } finally {

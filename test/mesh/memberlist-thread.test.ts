@@ -70,6 +70,8 @@ describe('MemberlistThread', () => {
     a.t.setLocalState(Buffer.from('state-pa-2'));
     assert.equal((await b.t.join(['127.0.44.11:7946'])).joined, 1);
     assert.deepEqual(b.remote, [{ state: 'state-pa-2', join: true }]);
+    // a merged b's state on its own thread; the message saying so may still be on its way.
+    await waitFor(() => a.remote.length > 0, { timeoutMs: 10_000, what: "a's merge of b's state" });
     assert.deepEqual(a.remote, [{ state: 'state-pb', join: true }]);
 
     a.t.queueBroadcast('greeting', Buffer.from('hello'));
