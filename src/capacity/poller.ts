@@ -1,12 +1,16 @@
 /**
- * Polls every alive viiwork member's /v1/capacity once per interval (SPEC
- * section 7): never two polls to one member at once, 500 ms to connect and
- * 1 s in all, the report's node name checked, RTT kept as an EWMA, age
- * counted from when the poll was sent. Outgoing connections leave from the
- * advertise address.
+ * Polls alive viiwork members' /v1/capacity (SPEC section 7): never two
+ * polls to one member at once, 500 ms to connect and 1 s in all, the
+ * report's node name checked, RTT kept as an EWMA, age counted from when the
+ * poll was sent. Outgoing connections leave from the advertise address.
+ *
+ * Every member this node routes to is polled once per interval; with
+ * `backgroundMs` above the interval, the others only that often
+ * (schedule.ts decides which is which, and when).
  */
 import { Agent, request } from 'undici';
 import type { CapacityReport, ModelReport } from './report.ts';
+import { duePolls, type MemberPoll } from './schedule.ts';
 
 export interface PeerReport {
   report: CapacityReport;
@@ -75,6 +79,8 @@ export class CapacityPoller {
   readonly #errors = new Map<string, string>();
   /** When the last poll of each member ended, answered or not (this node's clock). */
   readonly #settledAt = new Map<string, number>();
+  /** When the last regular poll of each member was sent (this node's clock). */
+  readonly #sentAt = new Map<string, number>();
   #targets: PollTarget[] = [];
   #timer: NodeJS.Timeout | undefined;
   readonly agent: Agent;
@@ -82,6 +88,10 @@ export class CapacityPoller {
   constructor(
     private readonly opts: {
       intervalMs: number;
+      /** Members this node does not route to are polled this often (mesh.capacity_background); default intervalMs: every member every interval. */
+      backgroundMs?: number;
+      /** Does this node route to the member (poll it every interval)? Default: yes. */
+      routed?: (name: string, r: PeerReport | undefined) => boolean;
       localAddress?: string;
       now?: () => number;
       log?: (msg: string) => void;
@@ -99,6 +109,7 @@ export class CapacityPoller {
     this.#targets = targets;
     const names = new Set(targets.map((t) => t.name));
     for (const name of this.#errors.keys()) if (!names.has(name)) this.#errors.delete(name);
+    for (const name of this.#sentAt.keys()) if (!names.has(name)) this.#sentAt.delete(name);
   }
 
   /** Forget a member's report (it died or left). */
@@ -118,7 +129,7 @@ export class CapacityPoller {
   start(): void {
     if (this.#timer) return;
     this.pollAll();
-    this.#timer = setInterval(() => this.pollAll(), this.opts.intervalMs);
+    this.#timer = setInterval(() => this.#tick(), this.opts.intervalMs);
     this.#timer.unref();
   }
 
@@ -132,7 +143,38 @@ export class CapacityPoller {
     for (const t of this.#targets) if (!this.#inFlight.has(t.name)) void this.poll(t);
   }
 
+  /** Are some members polled less often than every interval? */
+  get #background(): boolean {
+    return (this.opts.backgroundMs ?? 0) > this.opts.intervalMs;
+  }
+
+  /**
+   * Poll now the members whose turn it is: the node calls it when it starts
+   * routing to members it polled slowly (a request for their model), so the
+   * request waits one poll for them, not the rest of a tick. Nothing to do
+   * when every member is polled every interval anyway.
+   */
+  pollDue(): void {
+    if (this.#background) this.#tick();
+  }
+
+  /** One tick: the members whose turn it is (schedule.ts). */
+  #tick(): void {
+    // With no background period longer than the interval, everyone is polled every interval, as SPEC section 7 says.
+    if (!this.#background) return this.pollAll();
+    const routed = this.opts.routed;
+    const members: MemberPoll[] = this.#targets.map((t) => ({
+      name: t.name,
+      routed: routed ? routed(t.name, this.#reports.get(t.name)) : true,
+      lastSentAt: this.#sentAt.get(t.name),
+      inFlight: this.#inFlight.has(t.name),
+    }));
+    const due = new Set(duePolls(members, this.now(), { intervalMs: this.opts.intervalMs, backgroundMs: this.opts.backgroundMs! }));
+    for (const t of this.#targets) if (due.has(t.name)) void this.poll(t);
+  }
+
   async poll(t: PollTarget): Promise<void> {
+    this.#sentAt.set(t.name, this.now());
     this.#inFlight.add(t.name);
     try {
       await this.#fetch(t, '/v1/capacity', 1000, false);

@@ -27,7 +27,8 @@ import { ClientKeys } from '../api/client-keys.ts';
 import { readClientKeys } from '../config/keys.ts';
 import { buildReport, type CapacityReport } from '../capacity/report.ts';
 import { Agent } from 'undici';
-import { CapacityPoller } from '../capacity/poller.ts';
+import { CapacityPoller, type PeerReport } from '../capacity/poller.ts';
+import { Interest, routedMember, unsettled } from '../capacity/schedule.ts';
 import { Membership } from '../mesh/membership.ts';
 import { ForwardBook } from '../forward/book.ts';
 import { MemberTable } from '../mesh/members.ts';
@@ -95,6 +96,7 @@ export class ViiworkNode implements ApiNode {
         void this.stop();
       });
     this.members = new MemberTable(this.name, this.now);
+    this.#interest = new Interest(config.mesh.capacity_interest, this.now);
     this.forwards = new ForwardBook(this.now);
     this.aliases = AliasTable.load(config.node.state_dir, { log: (msg) => this.log.warn(msg), now: this.now });
     this.aliases.seed(config.aliases);
@@ -189,6 +191,33 @@ export class ViiworkNode implements ApiNode {
 
   #releaseWaiters = 0;
 
+  /** Models asked for at this node lately: their hosts are polled every capacity_poll (capacity/schedule.ts). */
+  readonly #interest: Interest;
+  #seenDecision = 0;
+
+  /** Does this node route to the member, so it polls it every capacity_poll (else every capacity_background)? */
+  #routesTo(name: string, r: PeerReport | undefined): boolean {
+    // No report yet (just joined, or never answered): keep asking every capacity_poll, as for any member before.
+    if (!r) return true;
+    const models = r.report.models.map((m) => m.name);
+    const local = this.slots.models();
+    const forwarding = models.some((m) => this.forwards.of(name, m).some((f) => f.endedAt === undefined));
+    return routedMember({ models, unsettled: unsettled(r.report), forwarding }, (m) => local.includes(m) || this.#interest.has(m));
+  }
+
+  /**
+   * Models asked for here since the last look (the decision feed; only
+   * requests that entered here): their hosts stay polled every
+   * capacity_poll. A model newly wanted has its hosts polled at once.
+   */
+  #noteAsked(): void {
+    let newly = false;
+    for (const d of this.decisions.since(this.#seenDecision)) if (d.entry === this.name && d.outcome !== '404') newly = this.#interest.note(d.model) || newly;
+    this.#seenDecision = this.decisions.last;
+    this.#interest.prune();
+    if (newly) this.poller?.pollDue();
+  }
+
   /**
    * While requests wait here, ask every member they could run on but that
    * this node sees full (its report, its refusal) to answer its next report
@@ -200,6 +229,9 @@ export class ViiworkNode implements ApiNode {
     if (!poller) return;
     const waiting = this.queues.entries().filter((q) => q.depth > 0);
     if (waiting.length === 0) return;
+    // A request waiting for a model whose hosts were polled slowly (their reports stale): poll them now, and
+    // every capacity_poll from now on, so it waits one poll for them rather than a background interval.
+    if (waiting.map((q) => this.#interest.note(q.model)).some(Boolean)) poller.pollDue();
     const hosts = this.hostViews();
     for (const q of waiting) {
       for (const c of candidates({ hosts, forwards: this.forwards.of, marks: this.forwards.marks }, q.model, q.workload)) {
@@ -309,6 +341,7 @@ export class ViiworkNode implements ApiNode {
     this.#tick = setInterval(() => {
       this.queues.pumpAll();
       this.#hurry();
+      this.#noteAsked();
     }, 250);
     this.#tick.unref();
     this.#saveTimer = setInterval(() => this.#savePerf(), 30_000);
@@ -366,6 +399,8 @@ export class ViiworkNode implements ApiNode {
     });
     this.poller = new CapacityPoller({
       intervalMs: this.config.mesh.capacity_poll,
+      backgroundMs: this.config.mesh.capacity_background,
+      routed: (name, r) => this.#routesTo(name, r),
       localAddress: membership.advertise,
       now: this.now,
       log: (msg) => this.log.info(msg),
