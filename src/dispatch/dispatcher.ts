@@ -195,7 +195,7 @@ export class Dispatcher {
     const p = this.p;
     let outcome: RunOutcome = { kind: 'aborted' };
     try {
-      const body = (req.forwardBody ??= forwardBody(req));
+      const body = (req.forwardBody ??= await forwardBody(req));
       if (p.peers.signsBody) req.forwardSha256 ??= await sha256HexAsync(body);
       outcome = await sendForward(
         p.peers,
@@ -241,7 +241,7 @@ export class Dispatcher {
     try {
       const base = lease.backend.url;
       if (!base) return { kind: 'engine-failed', host: p.name, text: `backend ${lease.backend.id} has no address` };
-      let { body, stripUsage } = engineBody(req);
+      let { body, stripUsage } = await engineBody(req);
       let path = req.path;
       let translate: AnswerTranslator | undefined;
       const responseHeaders = { ...h.extra, ...mesh(p.name, h.origin, h.route, h.queuedMs) };

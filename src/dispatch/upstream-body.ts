@@ -4,7 +4,7 @@
  * alias resolved, and `stream_options.include_usage` when the node asks a
  * generation stream for usage. Nothing else is re-serialised.
  */
-import { lastSpan, scanJsonObject, setMemberEdits, splice, valueOf, type Edit } from '../http/json-scan.ts';
+import { lastSpan, scanJsonObject, setMemberEdits, spliceAsync, valueOf, type Edit } from '../http/json-scan.ts';
 import { boundaryOf, replaceTextField } from '../http/multipart.ts';
 import { GENERATION_WORKLOADS } from '../workloads/workloads.ts';
 import type { DispatchRequest } from './types.ts';
@@ -18,9 +18,9 @@ function modelEdits(req: DispatchRequest): Edit[] {
 }
 
 /** The body for a member: the resolved model spliced in; the executor adds what its engine needs. */
-export function forwardBody(req: DispatchRequest): Buffer {
+export async function forwardBody(req: DispatchRequest): Promise<Buffer> {
   if (req.alias !== undefined && !req.scan) return multipartModel(req);
-  return splice(req.body, modelEdits(req));
+  return spliceAsync(req.body, modelEdits(req));
 }
 
 /** Does this request get usage asked for on the node's behalf? */
@@ -30,13 +30,13 @@ export function asksUsage(req: DispatchRequest): boolean {
 }
 
 /** The body for a local engine, and whether the usage chunk must be removed from the stream. */
-export function engineBody(req: DispatchRequest): { body: Buffer; stripUsage: boolean } {
+export async function engineBody(req: DispatchRequest): Promise<{ body: Buffer; stripUsage: boolean }> {
   if (!req.scan) return { body: req.alias !== undefined ? multipartModel(req) : req.body, stripUsage: false };
   const edits = modelEdits(req);
-  if (!asksUsage(req)) return { body: splice(req.body, edits), stripUsage: false };
+  if (!asksUsage(req)) return { body: await spliceAsync(req.body, edits), stripUsage: false };
   const usage = usageEdits(req.body, req.scan);
-  if (!usage) return { body: splice(req.body, edits), stripUsage: false };
-  return { body: splice(req.body, [...edits, ...usage]), stripUsage: true };
+  if (!usage) return { body: await spliceAsync(req.body, edits), stripUsage: false };
+  return { body: await spliceAsync(req.body, [...edits, ...usage]), stripUsage: true };
 }
 
 function usageEdits(body: Buffer, scan: NonNullable<DispatchRequest['scan']>): Edit[] | undefined {

@@ -312,6 +312,32 @@ export interface Edit {
 /** Replace byte ranges (non-overlapping) with new text; every other byte stays as it was. */
 export function splice(buf: Buffer, edits: readonly Edit[]): Buffer {
   if (edits.length === 0) return buf;
+  return Buffer.concat(spliceParts(buf, edits));
+}
+
+/** Bytes copied between two turns of the event loop when a large body is spliced. */
+const COPY_SLICE = 1 << 20;
+
+/**
+ * splice() for a body of any size: a large one is assembled a slice per
+ * turn of the event loop, as one copy of a 30 MiB body (and the faulting-in
+ * of its fresh pages) would hold the loop for 100 ms and more.
+ */
+export async function spliceAsync(buf: Buffer, edits: readonly Edit[]): Promise<Buffer> {
+  if (edits.length === 0 || buf.length <= COPY_SLICE) return splice(buf, edits);
+  const parts = spliceParts(buf, edits);
+  const out = Buffer.allocUnsafe(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const part of parts) {
+    for (let i = 0; i < part.length; i += COPY_SLICE) {
+      at += part.copy(out, at, i, Math.min(part.length, i + COPY_SLICE));
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
+  return out;
+}
+
+function spliceParts(buf: Buffer, edits: readonly Edit[]): Buffer[] {
   const sorted = [...edits].sort((a, b) => a.span.start - b.span.start);
   const parts: Buffer[] = [];
   let at = 0;
@@ -320,7 +346,7 @@ export function splice(buf: Buffer, edits: readonly Edit[]): Buffer {
     at = e.span.end;
   }
   parts.push(buf.subarray(at));
-  return Buffer.concat(parts);
+  return parts;
 }
 
 /**

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { JsonObjectScan, scanJsonObject, scanJsonObjectSliced, valueOf } from '../../src/http/json-scan.ts';
+import { JsonObjectScan, lastSpan, scanJsonObject, scanJsonObjectSliced, setMemberEdits, splice, spliceAsync, valueOf } from '../../src/http/json-scan.ts';
 import { engineBody, forwardBody, clientWantsUsage } from '../../src/dispatch/upstream-body.ts';
 import type { DispatchRequest } from '../../src/dispatch/types.ts';
 import { seeded } from '../helpers/random.ts';
@@ -178,7 +178,18 @@ function assertMembers(body: Buffer, expected: [string, string][]) {
 }
 
 describe('what the engine gets', () => {
-  it('is the client’s bytes when nothing must change, streamed or not', () => {
+  it('a large body is spliced a slice at a time to the same bytes as at once', async () => {
+    const body = Buffer.from(`{"model":"a","pad":"${'x\\"'.repeat(1_500_000)}","stream_options":{"y":1}}`);
+    const s = scanJsonObject(body);
+    assert.ok(s.ok);
+    const edits = [...setMemberEdits(s.object, 'model', '"bb"'), { span: lastSpan(s.object, 'stream_options')!, text: '{"include_usage":true}' }];
+    const slow = await spliceAsync(body, edits);
+    assert.ok(body.length > 4 * 1024 * 1024);
+    assert.ok(slow.equals(splice(body, edits)));
+    assert.match(slow.subarray(0, 16).toString(), /^\{"model":"bb"/);
+  });
+
+  it('is the client’s bytes when nothing must change, streamed or not', async () => {
     const r = seeded(83);
     for (let i = 0; i < 500; i++) {
       const usage = r() < 0.5;
@@ -188,15 +199,15 @@ describe('what the engine gets', () => {
         ['stream_options', usage ? '{"include_usage":true}' : '{"include_usage" : true, "x":1.0}'],
       ]);
       const req = request(d.text);
-      assert.equal(engineBody(req).body.toString(), d.text);
-      assert.equal(engineBody(req).stripUsage, false);
-      assert.equal(forwardBody(req).toString(), d.text);
+      assert.equal((await engineBody(req)).body.toString(), d.text);
+      assert.equal((await engineBody(req)).stripUsage, false);
+      assert.equal((await forwardBody(req)).toString(), d.text);
       const plain = request(rawDoc(r, [['model', '"m"']]).text);
-      assert.equal(engineBody(plain).body.toString(), plain.body.toString());
+      assert.equal((await engineBody(plain)).body.toString(), plain.body.toString());
     }
   });
 
-  it('changes only `model` for an alias and only `stream_options` for usage, on 1,000 random bodies', () => {
+  it('changes only `model` for an alias and only `stream_options` for usage, on 1,000 random bodies', async () => {
     const r = seeded(84);
     for (let i = 0; i < 1000; i++) {
       const alias = r() < 0.5;
@@ -210,12 +221,12 @@ describe('what the engine gets', () => {
       const wantModel = alias ? '"real-model"' : '"the-alias"';
       const fwd = d.members.map(([k, v]): [string, string] => [k, k === 'model' ? wantModel : v]);
       // The member always gets the client's body, with only the resolved model: every other member's bytes in place, and nothing else added.
-      const fb = forwardBody(req);
+      const fb = await forwardBody(req);
       assertMembers(fb, fwd);
       assert.equal(fb.length, Buffer.byteLength(d.text) + (alias ? Buffer.byteLength(wantModel) - Buffer.byteLength('"the-alias"') : 0));
-      const got = engineBody(req);
+      const got = await engineBody(req);
       if (!stream) {
-        assert.equal(got.body.toString(), forwardBody(req).toString());
+        assert.equal(got.body.toString(), (await forwardBody(req)).toString());
         continue;
       }
       assert.equal(got.stripUsage, true);
