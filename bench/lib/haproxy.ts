@@ -4,9 +4,8 @@
  * of a streamed answer forwarded at once (option http-no-delay), no logging.
  */
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
-import { startProc, until, type Proc } from './procs.ts';
+import { startProc, untilListening, type Proc } from './procs.ts';
 
 export interface HaproxyOptions {
   dir: string;
@@ -51,18 +50,6 @@ export async function startHaproxy(name: string, o: HaproxyOptions): Promise<Pro
   fs.writeFileSync(conf, haproxyConfig(o));
   // -db: stay in the foreground, no daemon; -W off: no master process.
   const p = startProc(name, 'haproxy', ['-db', '-f', conf], { dir: o.dir });
-  const [host, port] = o.listen.split(':');
-  await until(
-    () =>
-      new Promise<boolean>((resolve) => {
-        if (p.child.exitCode !== null) return resolve(false);
-        const s = net.connect(Number(port), host, () => (s.destroy(), resolve(true)));
-        s.on('error', () => resolve(false));
-      }),
-    `${name} listening on ${o.listen}`,
-    10_000,
-  ).catch((err) => {
-    throw new Error(`${err.message}\n${p.tail()}`);
-  });
+  await untilListening(p, o.listen, name, 10_000);
   return p;
 }

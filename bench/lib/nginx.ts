@@ -1,8 +1,7 @@
 /** nginx as a benchmark arm: a generated config in a scratch dir, loopback only, one worker, keep-alive upstream. */
 import fs from 'node:fs';
 import path from 'node:path';
-import { startProc, until, type Proc } from './procs.ts';
-import net from 'node:net';
+import { startProc, untilListening, type Proc } from './procs.ts';
 
 export interface NginxOptions {
   dir: string;
@@ -60,19 +59,7 @@ export async function startNginx(name: string, o: NginxOptions): Promise<Proc> {
   const conf = path.join(o.dir, 'nginx.conf');
   fs.writeFileSync(conf, nginxConfig(o));
   const p = startProc(name, 'nginx', ['-p', o.dir, '-c', conf, '-e', path.join(o.dir, 'error.log')], { dir: o.dir });
-  const [host, port] = o.listen.split(':');
-  await until(
-    () =>
-      new Promise<boolean>((resolve) => {
-        if (p.child.exitCode !== null) return resolve(false);
-        const s = net.connect(Number(port), host, () => (s.destroy(), resolve(true)));
-        s.on('error', () => resolve(false));
-      }),
-    `${name} listening on ${o.listen}`,
-    10_000,
-  ).catch((err) => {
-    throw new Error(`${err.message}\n${p.tail()}\n${safeRead(path.join(o.dir, 'error.log'))}`);
-  });
+  await untilListening(p, o.listen, name, 10_000, () => safeRead(path.join(o.dir, 'error.log')));
   return p;
 }
 

@@ -9,11 +9,10 @@
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { request } from 'undici';
-import { startProc, until, type Proc } from './procs.ts';
+import { startProc, untilListening, type Proc } from './procs.ts';
 
 const HERE = path.dirname(new URL(import.meta.url).pathname);
 export const PORTKEY_VERSION = '1.15.2';
@@ -41,18 +40,7 @@ export async function startPortkey(name: string, o: { dir: string; listen: strin
   const [host, port] = o.listen.split(':');
   const env = { ...process.env, TRUSTED_CUSTOM_HOSTS: o.engine.split(':')[0], NODE_ENV: 'production' };
   const p = startProc(name, process.execPath, [path.join(HERE, '../fakes/portkey-gateway.mjs'), host, port, PORTKEY_ENTRY], { dir: o.dir, env });
-  await until(
-    () =>
-      new Promise<boolean>((resolve) => {
-        if (p.child.exitCode !== null) return resolve(false);
-        const s = net.connect(Number(port), host, () => (s.destroy(), resolve(true)));
-        s.on('error', () => resolve(false));
-      }),
-    `${name} listening on ${o.listen}`,
-    20_000,
-  ).catch((err) => {
-    throw new Error(`${err.message}\n${p.tail()}`);
-  });
+  await untilListening(p, o.listen, name, 20_000);
   return p;
 }
 

@@ -6,6 +6,7 @@
  */
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -239,4 +240,22 @@ export async function waitQuiet(ours: number[], maxShare = 0.15, budgetMs = 20_0
     const share = Math.max(0, b1 - b0 - (o1 - o0)) / 500;
     if (share <= maxShare || Date.now() > deadline) return share;
   }
+}
+
+/** Wait until `p` accepts TCP connections on `listen` ("host:port"); on failure the error carries its output and `extra`. */
+export async function untilListening(p: Proc, listen: string, name: string, timeoutMs: number, extra = () => ''): Promise<void> {
+  const [host, port] = listen.split(':');
+  await until(
+    () =>
+      new Promise<boolean>((resolve) => {
+        if (p.child.exitCode !== null) return resolve(false);
+        const s = net.connect(Number(port), host, () => (s.destroy(), resolve(true)));
+        s.on('error', () => resolve(false));
+      }),
+    `${name} listening on ${listen}`,
+    timeoutMs,
+  ).catch((err) => {
+    const more = extra();
+    throw new Error(`${err.message}\n${p.tail()}${more ? `\n${more}` : ''}`);
+  });
 }
