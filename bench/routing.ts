@@ -51,16 +51,29 @@
  * engine reports (timings.prompt_ms) is time spent waiting (in an entry
  * node's queue, which X-Viiwork-Queued-Ms tells, or an engine's).
  *
+ * Sessions: for the viiwork arms, how often a request with X-Session-Id ran
+ * on the first host of its rendezvous ranking when that host had a free slot
+ * (the engines' truth, rebuilt from the answers) and was within the speed
+ * class (sessionPlacement).
+ *
+ * Overload: the viiwork arm alone at 600% of raw capacity (past what even
+ * warm caches serve), so entry queues fill and time out: every request must
+ * end as a complete answer or a 429/503 with Retry-After.
+ *
  * Then the drain experiment of issue 8: 40 one-second requests at once over
  * 8 slots of one node, through a gateway node vs straight to the executor.
  *
  * Writes bench/results/routing.svg (mean TTFT by load, per arm).
  *
  * Env: ROUTING_QUICK=1 (a short run: loads of 6-10 s, 4 s warm-up, no
- * drain), ROUTING_LOADS ("0.5:16,0.8:45,0.95:16,1.1:16": load:seconds of
+ * drain), ROUTING_LOADS ("0.5:26,0.8:35,0.95:16,1.1:16": load:seconds of
  * starts), ROUTING_ARMS, ROUTING_SEED (1), ROUTING_WARMUP_S (8),
- * ROUTING_SLO_MS (2000), ROUTING_QUIET_MS (2000), ROUTING_DRAIN (0 to skip),
- * ROUTING_DRAIN_ROUNDS (1), ROUTING_KEEP=1 (keep the scratch dir).
+ * ROUTING_SLO_MS (2000), ROUTING_QUIET_MS (2000), ROUTING_OVERLOAD
+ * ("6:14", load:seconds; 0 to skip), ROUTING_CAPACITY_POLL (the viiwork
+ * arms' mesh.capacity_poll; default theirs, 1 s), ROUTING_DRAIN (0 to skip),
+ * ROUTING_DRAIN_ROUNDS (1), ROUTING_DUMP=DIR (every arm's outcomes as JSON),
+ * ROUTING_KEEP=1 (keep the scratch dir); BENCH_OUT=DIR writes results there
+ * instead of bench/results.
  */
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
@@ -73,6 +86,8 @@ import { startNginx } from './lib/nginx.ts';
 import { Oracle } from './lib/oracle.ts';
 import { groupCpuMs, livePids, machineBusyMs, machineInfo, scratchDir, sleep, startProc, stopAllProcs, stopProc, until, waitQuiet, which, type Proc } from './lib/procs.ts';
 import { lineChart } from './lib/svg.ts';
+import { rendezvousRank } from '../src/route/rendezvous.ts';
+import { BAND } from '../src/route/score.ts';
 import { getJson, startViiwork, VIIWORK_ROOT, waitConverged, waitFleet, type BenchNode } from './lib/viiwork.ts';
 
 const HERE = path.dirname(new URL(import.meta.url).pathname);
@@ -330,6 +345,58 @@ function classStats(outs: Outcome[], trace: TraceRequest[], sloMs: number) {
   };
 }
 
+/**
+ * Sessions (issue 11's third target): for every request that sent
+ * X-Session-Id, was its host the first of the session's rendezvous ranking
+ * over `nodes`, when that host had a free slot and a speed class within the
+ * band of the best free one? Free slots are the engines' own, rebuilt from
+ * the answers (a request holds a slot from its first token minus its
+ * reported prefill to its end); speed classes are what the nodes published.
+ * Also: did it run on the host SPEC section 9 step 6 names (the first in the
+ * ranking that is free and within the class), whatever that host was?
+ */
+export function sessionPlacement(outs: Outcome[], trace: TraceRequest[], nodes: string[], speedClass: Record<string, number>): Record<string, unknown> | undefined {
+  const held = outs
+    .filter((o) => good(o) && o.host && o.ttft !== undefined && o.total !== undefined)
+    .map((o) => ({ i: o.i, host: o.host!, from: o.sentAt + o.ttft! - (o.promptMs ?? 0), to: o.sentAt + o.total! }));
+  const nodeOf = (engine: string) => nodes[ENGINES.findIndex((e) => e.name === engine)];
+  const freeAt = (node: string, at: number, self: number) => {
+    const k = nodes.indexOf(node);
+    const busy = held.filter((h) => h.i !== self && nodeOf(h.host) === node && h.from <= at && at < h.to).length;
+    return ENGINES[k].slots - busy;
+  };
+  let turns = 0;
+  let rankedQualified = 0;
+  let onRanked = 0;
+  let onExpected = 0;
+  for (const o of outs) {
+    const q = trace[o.i];
+    if (!q.session || !good(o) || !o.host) continue;
+    turns++;
+    const ranking = rendezvousRank(q.session, nodes);
+    const free = new Map(nodes.map((n) => [n, freeAt(n, o.sentAt, o.i)]));
+    const freeClasses = nodes.filter((n) => free.get(n)! > 0).map((n) => speedClass[n] ?? 0);
+    const limit = freeClasses.length ? BAND * Math.min(...freeClasses) : Infinity;
+    const qualifies = (n: string) => free.get(n)! > 0 && (speedClass[n] ?? 0) <= limit;
+    const ranAt = nodeOf(o.host);
+    if (qualifies(ranking[0])) {
+      rankedQualified++;
+      if (ranAt === ranking[0]) onRanked++;
+    }
+    const expected = ranking.find(qualifies);
+    if (expected === undefined || ranAt === expected) onExpected++;
+  }
+  if (!turns) return undefined;
+  return {
+    turns,
+    speed_class_ms: speedClass,
+    ranked_host_free_and_in_class: rankedQualified,
+    on_ranked_host_then: onRanked,
+    on_ranked_host_share: rankedQualified ? r3(onRanked / rankedQualified) : null,
+    on_spec_host_share: r3(onExpected / turns),
+  };
+}
+
 function summarise(outcomes: Outcome[], trace: TraceRequest[], seconds: number, sloMs: number) {
   const statuses: Record<string, number> = {};
   for (const o of outcomes) if (o.status !== 200) statuses[String(o.status)] = (statuses[String(o.status)] ?? 0) + 1;
@@ -382,6 +449,16 @@ function summarise(outcomes: Outcome[], trace: TraceRequest[], seconds: number, 
   };
 }
 
+/** Each node's published speed class (SPEC section 9 step 6: its prediction for 1,000 prompt tokens, without RTT), as `from` sees it. */
+async function speedClasses(from: BenchNode): Promise<Record<string, number>> {
+  const f = await getJson<{ models: { name: string; hosts: { node: string; ttft_overhead_ms?: number; prefill_ms_per_1k?: number }[] }[] }>(`${from.url}/v1/fleet/capacity`);
+  const out: Record<string, number> = {};
+  for (const h of f.models.find((m) => m.name === 'm')?.hosts ?? []) {
+    if (h.ttft_overhead_ms !== undefined && h.prefill_ms_per_1k !== undefined) out[h.node] = h.ttft_overhead_ms + h.prefill_ms_per_1k;
+  }
+  return out;
+}
+
 /** Wait until every engine's slots are idle, then empty their caches (llama-server's slot erase). */
 async function resetEngines(urls: string[]): Promise<void> {
   await until(
@@ -428,7 +505,7 @@ function simModel(k: number) {
 
 export async function benchRouting(): Promise<Record<string, unknown>> {
   const quick = process.env.ROUTING_QUICK === '1';
-  const loads = (process.env.ROUTING_LOADS ?? (quick ? '0.5:6,0.8:10,0.95:6,1.1:6' : '0.5:16,0.8:45,0.95:16,1.1:16')).split(',').map((s) => {
+  const loads = (process.env.ROUTING_LOADS ?? (quick ? '0.5:6,0.8:10,0.95:6,1.1:6' : '0.5:26,0.8:35,0.95:16,1.1:16')).split(',').map((s) => {
     const [l, secs] = s.split(':').map(Number);
     return { load: l, seconds: secs };
   });
@@ -438,8 +515,14 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
   const sloMs = Number(process.env.ROUTING_SLO_MS ?? 2000);
   const drainOn = process.env.ROUTING_DRAIN !== undefined ? process.env.ROUTING_DRAIN !== '0' : !quick;
   const drainRounds = Number(process.env.ROUTING_DRAIN_ROUNDS ?? 1);
+  const [overloadLoad, overloadS] = (process.env.ROUTING_OVERLOAD ?? '6:14').split(':').map(Number);
+  const overloadOn = process.env.ROUTING_OVERLOAD !== '0';
+  const overload = { load: overloadLoad, seconds: overloadS };
+  let overloadResult: Record<string, any> | undefined;
   const quietBudget = Number(process.env.ROUTING_QUIET_MS ?? 2000);
   const tailS = 3;
+  // ROUTING_CAPACITY_POLL (say 250ms): both viiwork arms poll capacity at this pace instead of the default 1 s, to see what fresher reports would buy.
+  const meshExtra: Record<string, unknown> = process.env.ROUTING_CAPACITY_POLL ? { capacity_poll: process.env.ROUTING_CAPACITY_POLL } : {};
   const started = performance.now();
   const machine = machineInfo();
   const skipped: { arm: string; reason: string }[] = [];
@@ -460,6 +543,7 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
       apiPort: API_PORT,
       gossipPort: GOSSIP_PORT,
       seeds: k === 0 ? [] : [`${NODE_IP[0]}:${GOSSIP_PORT}`],
+      mesh: meshExtra,
       models: [simModel(k)],
     }));
     const procs: Proc[] = [];
@@ -492,6 +576,7 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
               apiPort: API_PORT,
               gossipPort: GOSSIP_PORT,
               seeds: k === 0 ? [] : [`${NOPREFIX_IP[0]}:${GOSSIP_PORT}`],
+              mesh: meshExtra,
               routing: { prefix_affinity: false },
               models: [{ name: 'm', engine: 'openai', url: engineUrls[k], parallel: ENGINES[k].slots, context: 32768, workloads: ['chat', 'completion'] }],
             },
@@ -564,6 +649,7 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
       oracle_wait_weight: ORACLE_WAIT_WEIGHT,
       viiwork_warmup_s: warmupS,
       slo_ms: sloMs,
+      viiwork_mesh_extra: meshExtra,
       viiwork_config: 'defaults (capacity_poll 1s, stale_after 3s, queue_max 64, queue_timeout 20s); parallel = the engine\'s slots; viiwork-prefix-off: routing.prefix_affinity false, engine openai at the same sims',
       ttft: 'client-side, from the send time to the first content chunk',
       quick,
@@ -591,6 +677,13 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
         const cpu0 = { busy: machineBusyMs(), groups: groupCpuMs(ours.map((p) => p.pid)), self: process.cpuUsage(), at: performance.now() };
         const outcomes = await runArm(arm, trace, ctx, `load ${Math.round(load * 100)}%`);
         const groups1 = groupCpuMs(ours.map((p) => p.pid));
+        if (process.env.ROUTING_DUMP) {
+          fs.mkdirSync(process.env.ROUTING_DUMP, { recursive: true });
+          const rows = outcomes.map((o) => ({ ...o, entry: trace[o.i].entry, session: trace[o.i].session, kind: classOf(trace[o.i]), after: trace[o.i].after }));
+          fs.writeFileSync(path.join(process.env.ROUTING_DUMP, `${arm}-${load}.json`), JSON.stringify(rows));
+        }
+        const meshNodes = arm === 'viiwork' ? ctx.viiwork : arm === 'viiwork-prefix-off' ? ctx.prefixOff : undefined;
+        const sessions = meshNodes ? sessionPlacement(outcomes, trace, meshNodes.map((n) => n.name), await speedClasses(meshNodes[0])) : undefined;
         const selfUs = process.cpuUsage(cpu0.self);
         let oursMs = (selfUs.user + selfUs.system) / 1000;
         const cpu: Record<string, number> = { load_generator: oursMs };
@@ -606,6 +699,7 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
           cpu_ms_per_req: Object.fromEntries(Object.entries(cpu).filter(([, v]) => v > 0).map(([k, v]) => [k, Math.round((v / outcomes.length) * 100) / 100])),
           foreign_cpu_share: Math.round((foreignMs / wallMs) * 100) / 100,
           wall_s: r1(wallMs / 1000),
+          ...(sessions ? { sessions } : {}),
         };
       }
       const ratio = (arm: string, base: string, pick: (a: Record<string, any>) => number | null | undefined = (a) => a.ttft_mean_ms) => {
@@ -618,6 +712,18 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
       console.table(arms.map((a) => ({ arm: a.arm, ok: a.ok, shed: a.shed_with_retry_after, lost: a.lost, 'mean ms': a.ttft_mean_ms, 'p95 ms': a.ttft_p95_ms, cached: a.cached_share, '÷oracle': a.mean_vs_oracle, '÷least_conn': a.mean_vs_least_conn })));
     }
 
+    if (overloadOn && wanted.has('viiwork')) {
+      // Past what the engines can serve even with every cache warm: the entry nodes' queues fill and time out, so
+      // requests must come back 429 (or 503) with Retry-After, and none may be lost.
+      const trace = buildTrace({ startsPerS: (overload.load * cap.reqPerS) / perStart, seconds: overload.seconds, tailS, entries: 3, answer: ctx.answer }, seed * 100 + 99, systems);
+      await resetEngines(engineUrls);
+      await waitQuiet(livePids().map((p) => p.pid), 0.3, quietBudget);
+      const outcomes = await runArm('viiwork', trace, ctx, `overload ${Math.round(overload.load * 100)}%`);
+      const st = summarise(outcomes, trace, overload.seconds, sloMs);
+      overloadResult = { load: overload.load, seconds: overload.seconds, rate_req_per_s: Math.round(overload.load * cap.reqPerS * 100) / 100, arm: 'viiwork', ...st };
+      console.log(`overload ${Math.round(overload.load * 100)}%: ${st.ok} answered, ${st.shed_with_retry_after} refused with Retry-After ${JSON.stringify(st.statuses)}, ${st.lost} lost`);
+    }
+
     if (drainOn) {
       for (const p of procs) await stopProc(p);
       drain = await drainExperiment(dir, drainRounds).catch((err) => ({ skipped: String((err as Error).message).slice(0, 1500) }));
@@ -625,10 +731,10 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
   } finally {
     await stopAllProcs();
   }
-  const targets = checkTargets(results, drain);
+  const targets = checkTargets(results, drain, overloadResult);
   if (process.env.ROUTING_KEEP === '1') console.log(`kept ${dir}`);
   else fs.rmSync(dir, { recursive: true, force: true });
-  const doc = { ...machine, settings, skipped, results, drain, targets, duration_s: r1((performance.now() - started) / 1000) };
+  const doc = { ...machine, settings, skipped, results, overload: overloadResult, drain, targets, duration_s: r1((performance.now() - started) / 1000) };
   return doc;
 }
 
@@ -710,7 +816,7 @@ async function drainExperiment(dir: string, rounds: number): Promise<Record<stri
 
 type Target = { target: string; measured: unknown; goal: string; met: boolean | null };
 
-export function checkTargets(results: Record<string, any>[], drain: Record<string, any> | undefined): Target[] {
+export function checkTargets(results: Record<string, any>[], drain: Record<string, any> | undefined, overload?: Record<string, any>): Target[] {
   const out: Target[] = [];
   const armAt = (load: number, arm: string) => results.find((r) => r.load === load)?.arms.find((a: any) => a.arm === arm);
   const v = armAt(0.8, 'viiwork');
@@ -727,6 +833,12 @@ export function checkTargets(results: Record<string, any>[], drain: Record<strin
   out.push({ target: 'header-less conversations at 80%: mean TTFT with prefix affinity off ÷ on', measured: gain === null ? null : `${gain} (${a} vs ${b} ms)`, goal: '≥ 2', met: gain === null ? null : gain >= 2 });
   const over = armAt(1.1, 'viiwork');
   out.push({ target: 'viiwork at 110%: nothing lost (every request 200, or 429/503 with Retry-After)', measured: over ? `${over.lost} lost of ${over.requests} (${over.ok} answered, ${over.shed_with_retry_after} refused with Retry-After)` : null, goal: '0 lost', met: over ? over.lost === 0 : null });
+  if (overload) {
+    const pctLoad = Math.round(overload.load * 100);
+    out.push({ target: `viiwork at ${pctLoad}% (past capacity even with warm caches): overload refused with Retry-After, nothing lost`, measured: `${overload.lost} lost of ${overload.requests} (${overload.ok} answered, ${overload.shed_with_retry_after} refused with Retry-After: ${JSON.stringify(overload.statuses)})`, goal: '0 lost, > 0 refused', met: overload.lost === 0 && overload.shed_with_retry_after > 0 });
+  }
+  const s50 = armAt(0.5, 'viiwork')?.sessions;
+  out.push({ target: 'sessions at 50%, three entry nodes: turns on the ranked host whenever it had a free slot and was within the speed class', measured: s50 ? `${s50.on_ranked_host_share} (${s50.on_ranked_host_then} of ${s50.ranked_host_free_and_in_class}; ${s50.turns} session turns in all, ${s50.on_spec_host_share} on the host SPEC 9.6 names)` : null, goal: '≥ 0.95', met: s50?.on_ranked_host_share == null ? null : s50.on_ranked_host_share >= 0.95 });
   out.push({ target: 'drain: 40 × 1 s over 8 remote slots, gateway vs direct', measured: drain?.gateway_vs_direct ?? null, goal: '≤ 1.15', met: drain?.gateway_vs_direct == null ? null : drain.gateway_vs_direct <= 1.15 });
   return out;
 }

@@ -18,7 +18,7 @@ if (unknown.length) {
   process.exit(2);
 }
 const which = args.length ? args : ALL;
-const outDir = path.resolve('bench/results');
+const outDir = path.resolve(process.env.BENCH_OUT ?? 'bench/results');
 fs.mkdirSync(outDir, { recursive: true });
 const write = (name: string, doc: unknown) => fs.writeFileSync(path.join(outDir, `${name}.json`), JSON.stringify(doc, null, 2) + '\n');
 
