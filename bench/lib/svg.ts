@@ -72,6 +72,45 @@ export interface LineChart {
   height?: number;
 }
 
+/** The plot area of a chart, in pixels. */
+interface Frame {
+  left: number;
+  top: number;
+  pw: number;
+  ph: number;
+}
+
+/** The opening of a chart: the svg element, a white background, title and subtitle. */
+function opening(W: number, H: number, left: number, title: string, subtitle?: string): string[] {
+  const out = [`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" ${FONT}>`, `<rect width="${W}" height="${H}" fill="#ffffff"/>`];
+  out.push(`<text x="${left}" y="24" font-size="16" font-weight="bold" fill="#222">${esc(title)}</text>`);
+  if (subtitle) out.push(`<text x="${left}" y="44" font-size="12" fill="#555">${esc(subtitle)}</text>`);
+  return out;
+}
+
+/** Horizontal grid lines with their labels on the y axis. */
+function yGrid(f: Frame, ticks: number[], yPos: (y: number) => number): string[] {
+  return ticks.flatMap((t) => {
+    const y = yPos(t).toFixed(1);
+    return [
+      `<line x1="${f.left}" x2="${f.left + f.pw}" y1="${y}" y2="${y}" stroke="#e5e5e5"/>`,
+      `<text x="${f.left - 6}" y="${(yPos(t) + 4).toFixed(1)}" font-size="11" text-anchor="end" fill="#444">${shortNumber(t)}</text>`,
+    ];
+  });
+}
+
+/** Dashed reference lines (a target), labelled at the left or right end. */
+function refLines(f: Frame, refs: { y: number; label: string }[], yPos: (y: number) => number, labelAt: 'left' | 'right'): string[] {
+  return refs.flatMap((r) => {
+    const y = yPos(r.y);
+    const x = labelAt === 'left' ? `x="${f.left + 4}"` : `x="${f.left + f.pw - 4}" text-anchor="end"`;
+    return [
+      `<line x1="${f.left}" x2="${f.left + f.pw}" y1="${y.toFixed(1)}" y2="${y.toFixed(1)}" stroke="#555" stroke-dasharray="2 3"/>`,
+      `<text ${x} y="${(y - 4).toFixed(1)}" font-size="10" fill="#555">${esc(r.label)}</text>`,
+    ];
+  });
+}
+
 export function lineChart(c: LineChart): string {
   const W = c.width ?? 760;
   const H = c.height ?? 440;
@@ -105,16 +144,9 @@ export function lineChart(c: LineChart): string {
     yPos = (y) => top + ph - (y / hi) * ph;
   }
   const xPos = (x: number) => left + (xMax === xMin ? pw / 2 : ((x - xMin) / (xMax - xMin)) * pw);
-  const out: string[] = [];
-  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" ${FONT}>`);
-  out.push(`<rect width="${W}" height="${H}" fill="#ffffff"/>`);
-  out.push(`<text x="${left}" y="24" font-size="16" font-weight="bold" fill="#222">${esc(c.title)}</text>`);
-  if (c.subtitle) out.push(`<text x="${left}" y="44" font-size="12" fill="#555">${esc(c.subtitle)}</text>`);
-  for (const t of yTicks) {
-    const y = yPos(t);
-    out.push(`<line x1="${left}" x2="${left + pw}" y1="${y.toFixed(1)}" y2="${y.toFixed(1)}" stroke="#e5e5e5"/>`);
-    out.push(`<text x="${left - 6}" y="${(y + 4).toFixed(1)}" font-size="11" text-anchor="end" fill="#444">${shortNumber(t)}</text>`);
-  }
+  const frame: Frame = { left, top, pw, ph };
+  const out = opening(W, H, left, c.title, c.subtitle);
+  out.push(...yGrid(frame, yTicks, yPos));
   for (const t of c.xTicks) {
     const x = xPos(t.value);
     out.push(`<line x1="${x.toFixed(1)}" x2="${x.toFixed(1)}" y1="${top}" y2="${top + ph}" stroke="#f0f0f0"/>`);
@@ -123,11 +155,7 @@ export function lineChart(c: LineChart): string {
   out.push(`<rect x="${left}" y="${top}" width="${pw}" height="${ph}" fill="none" stroke="#999"/>`);
   out.push(`<text x="${left + pw / 2}" y="${H - 12}" font-size="12" text-anchor="middle" fill="#222">${esc(c.xLabel)}</text>`);
   out.push(`<text transform="translate(16 ${top + ph / 2}) rotate(-90)" font-size="12" text-anchor="middle" fill="#222">${esc(c.yLabel)}${c.logY ? ' (log scale)' : ''}</text>`);
-  for (const r of c.refs ?? []) {
-    const y = yPos(r.y);
-    out.push(`<line x1="${left}" x2="${left + pw}" y1="${y.toFixed(1)}" y2="${y.toFixed(1)}" stroke="#555" stroke-dasharray="2 3"/>`);
-    out.push(`<text x="${left + 4}" y="${(y - 4).toFixed(1)}" font-size="10" fill="#555">${esc(r.label)}</text>`);
-  }
+  out.push(...refLines(frame, c.refs ?? [], yPos, 'left'));
   c.series.forEach((s, k) => {
     const color = PALETTE[k % PALETTE.length];
     const pts = s.points.filter((p) => p.y !== null && Number.isFinite(p.y) && (!c.logY || p.y > 0)) as { x: number; y: number }[];
@@ -173,16 +201,9 @@ export function barChart(c: BarChart): string {
   const yPos = (y: number) => top + ph - (y / hi) * ph;
   const gw = pw / c.groups.length;
   const bw = Math.min(28, (gw * 0.8) / c.series.length);
-  const out: string[] = [];
-  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" ${FONT}>`);
-  out.push(`<rect width="${W}" height="${H}" fill="#ffffff"/>`);
-  out.push(`<text x="${left}" y="24" font-size="16" font-weight="bold" fill="#222">${esc(c.title)}</text>`);
-  if (c.subtitle) out.push(`<text x="${left}" y="44" font-size="12" fill="#555">${esc(c.subtitle)}</text>`);
-  for (const t of ticks) {
-    const y = yPos(t);
-    out.push(`<line x1="${left}" x2="${left + pw}" y1="${y.toFixed(1)}" y2="${y.toFixed(1)}" stroke="#e5e5e5"/>`);
-    out.push(`<text x="${left - 6}" y="${(y + 4).toFixed(1)}" font-size="11" text-anchor="end" fill="#444">${shortNumber(t)}</text>`);
-  }
+  const frame: Frame = { left, top, pw, ph };
+  const out = opening(W, H, left, c.title, c.subtitle);
+  out.push(...yGrid(frame, ticks, yPos));
   out.push(`<text transform="translate(16 ${top + ph / 2}) rotate(-90)" font-size="12" text-anchor="middle" fill="#222">${esc(c.yLabel)}</text>`);
   c.groups.forEach((g, gi) => {
     const gx = left + gi * gw + (gw - bw * c.series.length) / 2;
@@ -200,11 +221,7 @@ export function barChart(c: BarChart): string {
     out.push(`<text x="${(left + gi * gw + gw / 2).toFixed(1)}" y="${top + ph + 18}" font-size="11" text-anchor="middle" fill="#222">${esc(g.label)}</text>`);
   });
   out.push(`<rect x="${left}" y="${top}" width="${pw}" height="${ph}" fill="none" stroke="#999"/>`);
-  for (const r of c.refs ?? []) {
-    const y = yPos(r.y);
-    out.push(`<line x1="${left}" x2="${left + pw}" y1="${y.toFixed(1)}" y2="${y.toFixed(1)}" stroke="#555" stroke-dasharray="2 3"/>`);
-    out.push(`<text x="${left + pw - 4}" y="${(y - 4).toFixed(1)}" font-size="10" text-anchor="end" fill="#555">${esc(r.label)}</text>`);
-  }
+  out.push(...refLines(frame, c.refs ?? [], yPos, 'right'));
   c.series.forEach((s, k) => {
     const ly = top + 8 + k * 20;
     out.push(`<rect x="${left + pw + 14}" y="${ly - 6}" width="14" height="12" fill="${PALETTE[k % PALETTE.length]}"/>`);
