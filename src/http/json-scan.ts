@@ -13,6 +13,7 @@
  */
 
 /** Where one top-level member's value lies in the body: bytes [start, end). */
+import { setImmediate as nextTurn } from 'node:timers/promises';
 export interface Span {
   start: number;
   end: number;
@@ -256,7 +257,7 @@ export async function scanJsonObjectSliced(buf: Uint8Array, maxDepth = 64, slice
       const r = scan.run(slice);
       if (r) return r;
     } while (performance.now() < turn);
-    await new Promise((resolve) => setImmediate(resolve));
+    await nextTurn();
   }
 }
 
@@ -331,7 +332,7 @@ export async function spliceAsync(buf: Buffer, edits: readonly Edit[]): Promise<
   for (const part of parts) {
     for (let i = 0; i < part.length; i += COPY_SLICE) {
       at += part.copy(out, at, i, Math.min(part.length, i + COPY_SLICE));
-      await new Promise((resolve) => setImmediate(resolve));
+      await nextTurn();
     }
   }
   return out;

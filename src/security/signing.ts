@@ -33,6 +33,7 @@
  * previous secret (rotation).
  */
 import crypto from 'node:crypto';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Transform, type TransformCallback } from 'node:stream';
 import { NODE_NAME } from '../config/schema.ts';
 import {
@@ -98,7 +99,7 @@ export async function sha256HexAsync(body: Buffer): Promise<string> {
   const h = crypto.createHash('sha256');
   for (let at = 0; at < body.length; at += SLICE) {
     h.update(body.subarray(at, at + SLICE));
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await nextTurn();
   }
   return h.digest('hex');
 }
