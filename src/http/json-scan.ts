@@ -12,8 +12,9 @@
  * stack) and bounded: nesting deeper than `maxDepth` is refused.
  */
 
-/** Where one top-level member's value lies in the body: bytes [start, end). */
 import { setImmediate as nextTurn } from 'node:timers/promises';
+
+/** Where one top-level member's value lies in the body: bytes [start, end). */
 export interface Span {
   start: number;
   end: number;
