@@ -8,6 +8,7 @@
  */
 import type http from 'node:http';
 import type { Dispatcher } from 'undici';
+import { engineFailureDetail } from '../http/errors.ts';
 import { relay, upstreamErrorText, type RelayOptions } from '../http/relay.ts';
 import { RES_REFUSED, refusalMarker } from '../http/viiwork-headers.ts';
 import type { RefusedBy, RunOutcome } from './outcome.ts';
@@ -87,7 +88,7 @@ export async function sendForward(link: PeerLink, call: ForwardCall, res: http.S
       case 'refused': {
         if (r.status === undefined) return { kind: 'refused', by: quiet.signal.aborted ? 'quiet' : 'connection', detail: r.detail };
         const marker = refusalMarker(r.headers?.[RES_REFUSED]);
-        if (marker === 'engine') return { kind: 'engine-failed', host: call.host, text: upstreamErrorText(r.body) ?? r.detail };
+        if (marker === 'engine') return { kind: 'engine-failed', host: call.host, text: engineFailureDetail(upstreamErrorText(r.body) ?? r.detail) };
         return { kind: 'refused', by: (marker ?? 'full') as RefusedBy, detail: `${r.detail}${marker ? ` (${marker})` : ''}` };
       }
     }

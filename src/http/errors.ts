@@ -26,6 +26,17 @@ export class ApiError extends Error {
 
 const invalid = (status: number, message: string, code: string | null) => new ApiError(status, message, 'invalid_request_error', code);
 
+const ENGINE_FAILED = 'the engine failed before answering: ';
+
+/**
+ * The engine's own text in an executor's marked 502: its message without the
+ * words engineFailed put in front, so the entry node, which adds them again,
+ * does not say them twice.
+ */
+export function engineFailureDetail(message: string): string {
+  return message.startsWith(ENGINE_FAILED) ? message.slice(ENGINE_FAILED.length) : message;
+}
+
 export const errors = {
   malformedJson: (detail: string) => invalid(400, `the request body is not valid JSON (${detail}); send a JSON object`, 'invalid_json'),
   notAnObject: () => invalid(400, 'the request body must be a JSON object', 'invalid_json'),
@@ -72,7 +83,7 @@ export const errors = {
   aliasUnserved: (alias: string) => new ApiError(503, `alias "${alias}": none of its targets is served now`, 'server_error', 'alias_unserved', 5),
   /** The engine failed before its first byte and no route is left; `forward`: this node is the executor of a forward (marked, so the entry retries elsewhere). */
   engineFailed: (detail: string, forward = false) =>
-    new ApiError(502, `the engine failed before answering: ${detail}`, 'server_error', 'engine_failed', undefined, forward ? { [RES_REFUSED]: 'engine' } : {}),
+    new ApiError(502, `${ENGINE_FAILED}${detail}`, 'server_error', 'engine_failed', undefined, forward ? { [RES_REFUSED]: 'engine' } : {}),
   modelNameTooLong: (limit: number) => invalid(400, `"model" is longer than ${limit} bytes (api.max_model_name); name one of the models listed by GET /v1/models`, 'invalid_model'),
   tooDeep: (limit: number) => invalid(400, `the request body nests deeper than ${limit} levels (api.max_json_depth)`, 'invalid_json'),
   starting: () => new ApiError(503, 'the node is starting or stopping', 'server_error', 'unavailable', 1),

@@ -68,6 +68,8 @@ export interface MultipartPart {
 
 export declare function fakePiece(i: number): string;
 export declare function fakeEmbedding(text: string, dim?: number): number[];
+/** `vector` as little-endian float32s in base64 (OpenAI's `encoding_format: "base64"`). */
+export declare function fakeEmbeddingBase64(vector: number[]): string;
 export declare function fakeRelevance(query: string, doc: string): number;
 export declare function parseMultipart(body: Buffer, contentType: string | undefined): MultipartPart[] | undefined;
 

@@ -40,6 +40,13 @@ export function fakeEmbedding(text, dim = 8) {
   return out.map((v) => v / norm);
 }
 
+/** A vector as OpenAI's `encoding_format: "base64"` sends it: little-endian float32s, base64. */
+export function fakeEmbeddingBase64(vector) {
+  const buf = Buffer.alloc(vector.length * 4);
+  vector.forEach((v, i) => buf.writeFloatLE(v, i * 4));
+  return buf.toString('base64');
+}
+
 /** A deterministic relevance score in [0, 1): word overlap with the query, a hash for ties. */
 export function fakeRelevance(query, doc) {
   const q = new Set(String(query).toLowerCase().split(/\W+/).filter(Boolean));
@@ -371,10 +378,12 @@ export class FakeEngine extends EventEmitter {
         }
         case '/v1/embeddings': {
           const inputs = Array.isArray(json.input) ? json.input : [json.input ?? ''];
+          // encoding_format "base64" (what the openai SDK asks for by default) as OpenAI answers it; anything else: floats.
+          const encode = json.encoding_format === 'base64' ? fakeEmbeddingBase64 : (v) => v;
           return sendJson(res, 200, {
             object: 'list',
             model: json.model ?? this.opts.model,
-            data: inputs.map((inp, index) => ({ object: 'embedding', index, embedding: fakeEmbedding(typeof inp === 'string' ? inp : JSON.stringify(inp), this.opts.embeddingDim) })),
+            data: inputs.map((inp, index) => ({ object: 'embedding', index, embedding: encode(fakeEmbedding(typeof inp === 'string' ? inp : JSON.stringify(inp), this.opts.embeddingDim)) })),
             usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
           });
         }

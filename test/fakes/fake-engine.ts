@@ -12,7 +12,8 @@
  *   chunks, then `data: [DONE]`; with `stream_options.include_usage` a last
  *   chunk with `usage` and empty `choices`) or not. The text is
  *   deterministic: `outputTokens` pieces (fakePiece(i)), capped by `max_tokens`.
- * - POST /v1/embeddings: one deterministic unit vector per input (fakeEmbedding).
+ * - POST /v1/embeddings: one deterministic unit vector per input (fakeEmbedding); with
+ *   `encoding_format: "base64"` each as little-endian float32s in base64 (fakeEmbeddingBase64).
  * - POST /v1/rerank and /rerank: `{results: [{index, relevance_score}]}`, best first, `top_n` honoured.
  * - POST /v1/audio/transcriptions, /v1/audio/translations: multipart; answers
  *   `{text, sha256_of_file, bytes, filename, model, fields}` for the `file` part.
@@ -37,7 +38,7 @@
  */
 import { FakeEngine, type FakeEngineOptions } from './fake-engine-core.mjs';
 
-export { FakeEngine, fakeEmbedding, fakePiece, fakeRelevance, parseMultipart } from './fake-engine-core.mjs';
+export { FakeEngine, fakeEmbedding, fakeEmbeddingBase64, fakePiece, fakeRelevance, parseMultipart } from './fake-engine-core.mjs';
 export type { FakeEngineOptions, MultipartPart, ReceivedRequest } from './fake-engine-core.mjs';
 
 /** Create and start a FakeEngine. */
