@@ -160,7 +160,7 @@ export class Dispatcher {
   }
 
   #candidates(req: DispatchRequest, hosts: readonly HostView[] = this.p.snapshot()): Candidate[] {
-    return candidates({ hosts, forwards: this.p.forwards.of, marks: this.p.forwards.marks }, req.model, req.workload);
+    return candidates({ hosts, forwards: this.p.forwards.tally, marks: this.p.forwards.marks }, req.model, req.workload);
   }
 
   /** Nothing capable is healthy, and something is still loading. */

@@ -11,7 +11,8 @@
  * - A refusal marks (member, model, workload) full until a report polled
  *   after it, or until one of this node's forwards to that member ends.
  */
-import type { ForwardRecord, RefusalMark } from '../route/types.ts';
+import { freesSlotOf, tallyOf } from '../route/eligibility.ts';
+import type { ForwardRecord, ForwardTally, RefusalMark } from '../route/types.ts';
 
 /** Ended forwards kept at most this long without a newer report (a member that stops reporting is stale anyway). */
 const ENDED_KEEP_MS = 60_000;
@@ -20,13 +21,25 @@ const MAX_RECORDS = 20_000;
 
 export type ForwardEnd = 'served' | 'refused';
 
-const NONE: readonly ForwardRecord[] = [];
+/**
+ * One (member, model): forwards in flight (few: at most this node's
+ * concurrency) and those ended since the member's last report (at a high
+ * rate, thousands). The freed count of the ended ones is kept for the poll
+ * time routing last asked about and updated as forwards end, so routing a
+ * request reads the in-flight ones only, not every forward of the last
+ * second.
+ */
+interface Bucket {
+  inflight: Set<ForwardRecord>;
+  ended: Set<ForwardRecord>;
+  freed?: { polledAt: number; byTarget: Map<string, number> };
+}
 
 const keyOf = (host: string, model: string) => `${host}\0${model}`;
 
 export class ForwardBook {
   /** Forwards by (host, model), so routing reads only those of the hosts it prices. */
-  readonly #byKey = new Map<string, Set<ForwardRecord>>();
+  readonly #byKey = new Map<string, Bucket>();
   #size = 0;
   #marks: RefusalMark[] = [];
 
@@ -36,17 +49,23 @@ export class ForwardBook {
   start(host: string, model: string, workload: string, target: string): (end: ForwardEnd) => void {
     const f: ForwardRecord = { host, model, workload, target, startedAt: this.now() };
     if (this.#size >= MAX_RECORDS) this.#trim();
-    this.#add(f);
+    this.#bucket(host, model, true)!.inflight.add(f);
+    this.#size++;
     let ended = false;
     return (end) => {
       if (ended) return;
       ended = true;
+      const b = this.#bucket(host, model, true)!;
+      b.inflight.delete(f);
       if (end === 'refused') {
         // It never held a slot there: nothing to add back.
-        this.#delete(f);
+        this.#size--;
+        this.#dropIfEmpty(host, model, b);
         return;
       }
       f.endedAt = this.now();
+      b.ended.add(f);
+      this.#count(b, f, 1);
       // The member just freed a slot of this model: whatever it refused before is worth trying again.
       this.#marks = this.#marks.filter((m) => !(m.host === host && m.model === model));
     };
@@ -64,51 +83,72 @@ export class ForwardBook {
       const p = polledAt(m.host);
       return p === undefined || p <= m.at;
     });
-    for (const f of this.#all()) {
-      if (f.endedAt === undefined) continue;
-      const p = polledAt(f.host);
-      if ((p !== undefined && p > f.endedAt) || now - f.endedAt > ENDED_KEEP_MS) this.#delete(f);
+    for (const [k, b] of this.#byKey) {
+      for (const f of b.ended) {
+        const p = polledAt(f.host);
+        if ((p !== undefined && p > f.endedAt!) || now - f.endedAt! > ENDED_KEEP_MS) this.#forget(b, f);
+      }
+      if (b.inflight.size === 0 && b.ended.size === 0) this.#byKey.delete(k);
     }
   }
 
-  #trim(): void {
-    const ended = [...this.#all()].filter((f) => f.endedAt !== undefined).sort((a, b) => a.endedAt! - b.endedAt!);
-    for (const f of ended.slice(0, Math.ceil(ended.length / 2) || 0)) this.#delete(f);
-  }
-
-  *#all(): Generator<ForwardRecord> {
-    for (const set of this.#byKey.values()) yield* set;
-  }
-
-  #add(f: ForwardRecord): void {
-    this.#size++;
-    const k = keyOf(f.host, f.model);
-    let set = this.#byKey.get(k);
-    if (!set) this.#byKey.set(k, (set = new Set()));
-    set.add(f);
-  }
-
-  #delete(f: ForwardRecord): void {
-    const k = keyOf(f.host, f.model);
-    const set = this.#byKey.get(k);
-    if (!set?.delete(f)) return;
-    this.#size--;
-    if (set.size === 0) this.#byKey.delete(k);
-  }
-
-  /** This node's forwards to `host` for `model`, in flight and recently ended. */
-  readonly of = (host: string, model: string): readonly ForwardRecord[] => {
-    const set = this.#byKey.get(keyOf(host, model));
-    return set ? [...set] : NONE;
+  /** This node's forwards to (host, model) for `target`, against a report polled at `polledAt`. */
+  readonly tally = (host: string, model: string, target: string, polledAt: number): ForwardTally => {
+    const b = this.#byKey.get(keyOf(host, model));
+    if (!b) return { deducted: 0, freed: 0 };
+    const { deducted } = tallyOf(b.inflight, target, polledAt);
+    if (b.freed?.polledAt !== polledAt) {
+      // A newer report: count the ended forwards once for it; later ends and deletions keep the count.
+      const byTarget = new Map<string, number>();
+      for (const f of b.ended) if (freesSlotOf(f, polledAt)) byTarget.set(f.target, (byTarget.get(f.target) ?? 0) + 1);
+      b.freed = { polledAt, byTarget };
+    }
+    return { deducted, freed: b.freed.byTarget.get(target) ?? 0 };
   };
+
+  /** Has this node a forward in flight to `host` for `model`? */
+  inFlight(host: string, model: string): boolean {
+    return (this.#byKey.get(keyOf(host, model))?.inflight.size ?? 0) > 0;
+  }
 
   get inFlightCount(): number {
     let n = 0;
-    for (const f of this.#all()) if (f.endedAt === undefined) n++;
+    for (const b of this.#byKey.values()) n += b.inflight.size;
     return n;
   }
 
   get marks(): readonly RefusalMark[] {
     return this.#marks;
+  }
+
+  #bucket(host: string, model: string, create: boolean): Bucket | undefined {
+    const k = keyOf(host, model);
+    let b = this.#byKey.get(k);
+    if (!b && create) this.#byKey.set(k, (b = { inflight: new Set(), ended: new Set() }));
+    return b;
+  }
+
+  #dropIfEmpty(host: string, model: string, b: Bucket): void {
+    if (b.inflight.size === 0 && b.ended.size === 0) this.#byKey.delete(keyOf(host, model));
+  }
+
+  /** Keep the freed count of the poll time last asked about in step with the ended forwards. */
+  #count(b: Bucket, f: ForwardRecord, delta: 1 | -1): void {
+    if (!b.freed || !freesSlotOf(f, b.freed.polledAt)) return;
+    b.freed.byTarget.set(f.target, (b.freed.byTarget.get(f.target) ?? 0) + delta);
+  }
+
+  #forget(b: Bucket, f: ForwardRecord): void {
+    if (!b.ended.delete(f)) return;
+    this.#count(b, f, -1);
+    this.#size--;
+  }
+
+  #trim(): void {
+    const ended: { b: Bucket; f: ForwardRecord }[] = [];
+    for (const b of this.#byKey.values()) for (const f of b.ended) ended.push({ b, f });
+    ended.sort((x, y) => x.f.endedAt! - y.f.endedAt!);
+    for (const { b, f } of ended.slice(0, Math.ceil(ended.length / 2))) this.#forget(b, f);
+    for (const [k, b] of this.#byKey) if (b.inflight.size === 0 && b.ended.size === 0) this.#byKey.delete(k);
   }
 }

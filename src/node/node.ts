@@ -201,7 +201,7 @@ export class ViiworkNode implements ApiNode {
     if (!r) return true;
     const models = r.report.models.map((m) => m.name);
     const local = this.slots.models();
-    const forwarding = models.some((m) => this.forwards.of(name, m).some((f) => f.endedAt === undefined));
+    const forwarding = models.some((m) => this.forwards.inFlight(name, m));
     return routedMember({ models, unsettled: unsettled(r.report), forwarding }, (m) => local.includes(m) || this.#interest.has(m));
   }
 
@@ -234,7 +234,7 @@ export class ViiworkNode implements ApiNode {
     if (waiting.map((q) => this.#interest.note(q.model)).some(Boolean)) poller.pollDue();
     const hosts = this.hostViews();
     for (const q of waiting) {
-      for (const c of candidates({ hosts, forwards: this.forwards.of, marks: this.forwards.marks }, q.model, q.workload)) {
+      for (const c of candidates({ hosts, forwards: this.forwards.tally, marks: this.forwards.marks }, q.model, q.workload)) {
         if (c.local || !c.fresh || !c.healthy || c.free > 0) continue;
         const api = this.members.get(c.host)?.api;
         if (api) poller.waitForSlot({ name: c.host, api }, q.model, SLOT_WAIT_MS);

@@ -6,7 +6,7 @@
  * mark newer than the report stands.
  */
 import { LEGACY_DESCRIPTOR, descriptorDoes, descriptorKey, isKnownWorkload, type Descriptor } from '../workloads/workloads.ts';
-import type { Candidate, ForwardRecord, HostModelView, HostView, RefusalMark, TargetView } from './types.ts';
+import type { Candidate, ForwardRecord, ForwardTally, HostModelView, HostView, RefusalMark, TargetView } from './types.ts';
 
 /** The targets of a host's model that do this workload (an older node's model counts as one chat/completion target). */
 export function eligibleTargets(m: HostModelView, workload: string): TargetView[] {
@@ -22,8 +22,8 @@ export function hostDoes(m: HostModelView, workload: string): boolean {
 
 export interface CandidateInputs {
   hosts: readonly HostView[];
-  /** This node's forwards to `host` for `model`, in flight and recently ended. */
-  forwards: (host: string, model: string) => readonly ForwardRecord[];
+  /** What this node's forwards to `host` for `model` change in a report of its target `target` polled at `polledAt`. */
+  forwards: (host: string, model: string, target: string, polledAt: number) => ForwardTally;
   marks: readonly RefusalMark[];
 }
 
@@ -46,7 +46,7 @@ export function candidates(inputs: CandidateInputs, model: string, workload: str
     let best = keyed[0].key;
     let bestFree = -1;
     for (const { t, key } of keyed) {
-      const tf = h.local ? Math.max(0, t.slots - t.busy) : remoteFree(t, inputs.forwards, h, model, key);
+      const tf = h.local ? Math.max(0, t.slots - t.busy) : remoteFree(t, inputs.forwards(h.name, model, key, h.polledAt));
       free += tf;
       if (tf > bestFree) {
         bestFree = tf;
@@ -76,21 +76,29 @@ export function candidates(inputs: CandidateInputs, model: string, workload: str
  * started before it (so the report shows them busy) and have ended since —
  * never more than the report showed busy.
  */
-function remoteFree(t: TargetView, forwards: CandidateInputs['forwards'], h: HostView, model: string, key: string): number {
-  let deducted = 0;
-  let freed = 0;
-  for (const f of forwards(h.name, model)) {
-    if (f.target !== key) continue;
-    if (f.endedAt === undefined) {
-      if (f.startedAt >= h.polledAt) deducted++;
-    } else if (f.startedAt < h.polledAt && f.endedAt >= h.polledAt) freed++;
-  }
+function remoteFree(t: TargetView, { deducted, freed }: ForwardTally): number {
   return Math.max(0, t.slots - t.busy - deducted + Math.min(freed, t.busy));
 }
 
-/** A lookup over a plain list of forwards (tests, and callers without a book). */
+/** Does an ended forward free a slot that a report polled at `polledAt` shows busy? */
+export const freesSlotOf = (f: ForwardRecord, polledAt: number): boolean => f.endedAt !== undefined && f.startedAt < polledAt && f.endedAt >= polledAt;
+
+/** The tally of `records` for one target against a report polled at `polledAt`, counted one by one. */
+export function tallyOf(records: Iterable<ForwardRecord>, target: string, polledAt: number): ForwardTally {
+  let deducted = 0;
+  let freed = 0;
+  for (const f of records) {
+    if (f.target !== target) continue;
+    if (f.endedAt === undefined) {
+      if (f.startedAt >= polledAt) deducted++;
+    } else if (freesSlotOf(f, polledAt)) freed++;
+  }
+  return { deducted, freed };
+}
+
+/** Tallies over a plain list of forwards (tests, and callers without a book). */
 export function forwardsIn(list: readonly ForwardRecord[]): CandidateInputs['forwards'] {
-  return (host, model) => list.filter((f) => f.host === host && f.model === model);
+  return (host, model, target, polledAt) => tallyOf(list.filter((f) => f.host === host && f.model === model), target, polledAt);
 }
 
 /** The union of known workloads over a model's targets on the given hosts, sorted (for /v1/models). */

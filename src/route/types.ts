@@ -50,6 +50,14 @@ export interface HostView {
  * A forward of this node, in flight or recently ended: counted against (or,
  * once ended, added back to) the target it went to.
  */
+/** What this node's forwards change in a report of one target of a member (see remoteFree in eligibility.ts). */
+export interface ForwardTally {
+  /** In flight, started at or after the report's poll: the report cannot know of them. */
+  deducted: number;
+  /** Started before the poll (the report shows them busy) and ended since. */
+  freed: number;
+}
+
 export interface ForwardRecord {
   host: string;
   model: string;
