@@ -54,6 +54,11 @@ describe('forwarding across the mesh', () => {
   });
 
   it('lists the whole mesh’s models on every node, identically', async () => {
+    // Each node lists a member's models once it has that member's first report (B and C poll each other on their own).
+    for (const n of [b, c]) {
+      await waitModelOn(n, 'only-c', ['C']);
+      await waitModelOn(n, 'shared', ['B', 'C']);
+    }
     const docs = await Promise.all([a, b, c].map((n) => getJson(`${n.url}/v1/models`)));
     const strip = (d: any) => JSON.stringify(d.data.map((m: any) => ({ ...m, hosts: undefined })));
     assert.equal(strip(docs[0]), strip(docs[1]));
