@@ -7,6 +7,7 @@ import type http from 'node:http';
 import type { Workload } from '../workloads/workloads.ts';
 import { judgeForward } from '../forward/verify.ts';
 import { readBody } from '../http/body.ts';
+import { errors } from '../http/errors.ts';
 import { parseInference } from './request.ts';
 import type { ApiNode } from './ports.ts';
 
@@ -18,7 +19,11 @@ export async function handleInference(node: ApiNode, req: http.IncomingMessage, 
   const body = await readBody(req, node.config.api.max_body, node.config.api.body_idle_timeout);
   const sender = await judgeForward(req, body, node.meshMode, node.members, (reason) => node.metrics.authRejected.inc({ reason: authReason(reason) }), node.name);
   const ir = await parseInference(req, url, workload, body, node.requestLimits);
-  if (sender.kind === 'forward') return node.dispatcher.serveForward(ir, sender.from, res, abort.signal);
+  if (sender.kind === 'forward') {
+    // A stopping node takes no new work: its slots are as good as full for the mesh.
+    if (node.phase !== 'running') throw errors.forwardNoSlot();
+    return node.dispatcher.serveForward(ir, sender.from, res, abort.signal);
+  }
   return node.dispatcher.serveClient(ir, res, abort.signal);
 }
 

@@ -153,7 +153,9 @@ async function handle(
     }
     // While the node starts, a request waits for it (SPEC section 4) rather than being refused.
     if (node.phase === 'starting' && node.warming) await node.warming;
-    if (node.phase !== 'running') throw errors.starting();
+    // A client is told the node is stopping; a forward is refused in inference.ts, marked, so its entry node
+    // retries it elsewhere (a rolling restart loses nothing).
+    if (node.phase !== 'running' && !isMeshForward(req)) throw errors.starting();
     return handleInference(node, req, res, url, workload);
   }
   if (url.pathname === '/v1/aliases' || url.pathname.startsWith('/v1/aliases/')) {
