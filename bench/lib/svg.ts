@@ -80,6 +80,12 @@ interface Frame {
   ph: number;
 }
 
+/** The plot area of a W × H chart with these margins (the top one leaves room for a subtitle when there is one). */
+function frameOf(W: number, H: number, left: number, right: number, bottom: number, subtitle?: string): Frame {
+  const top = subtitle ? 62 : 46;
+  return { left, top, pw: W - left - right, ph: H - top - bottom };
+}
+
 /** The opening of a chart: the svg element, a white background, title and subtitle. */
 function opening(W: number, H: number, left: number, title: string, subtitle?: string): string[] {
   const out = [`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" ${FONT}>`, `<rect width="${W}" height="${H}" fill="#ffffff"/>`];
@@ -114,12 +120,8 @@ function refLines(f: Frame, refs: { y: number; label: string }[], yPos: (y: numb
 export function lineChart(c: LineChart): string {
   const W = c.width ?? 760;
   const H = c.height ?? 440;
-  const left = 70;
-  const right = 190;
-  const top = c.subtitle ? 62 : 46;
-  const bottom = 56;
-  const pw = W - left - right;
-  const ph = H - top - bottom;
+  const frame = frameOf(W, H, 70, 190, 56, c.subtitle);
+  const { left, top, pw, ph } = frame;
   const ys = c.series.flatMap((s) => s.points.map((p) => p.y)).filter((y): y is number => y !== null && Number.isFinite(y) && (!c.logY || y > 0));
   const xs = c.xTicks.map((t) => t.value);
   const xMin = Math.min(...xs);
@@ -144,7 +146,6 @@ export function lineChart(c: LineChart): string {
     yPos = (y) => top + ph - (y / hi) * ph;
   }
   const xPos = (x: number) => left + (xMax === xMin ? pw / 2 : ((x - xMin) / (xMax - xMin)) * pw);
-  const frame: Frame = { left, top, pw, ph };
   const out = opening(W, H, left, c.title, c.subtitle);
   out.push(...yGrid(frame, yTicks, yPos));
   for (const t of c.xTicks) {
@@ -188,12 +189,8 @@ export interface BarChart {
 export function barChart(c: BarChart): string {
   const W = c.width ?? 760;
   const H = c.height ?? 420;
-  const left = 64;
-  const right = 170;
-  const top = c.subtitle ? 62 : 46;
-  const bottom = 60;
-  const pw = W - left - right;
-  const ph = H - top - bottom;
+  const frame = frameOf(W, H, 64, 170, 60, c.subtitle);
+  const { left, top, pw, ph } = frame;
   const vals = c.groups.flatMap((g) => g.values).filter((v): v is number => v !== null && Number.isFinite(v));
   const yMax = Math.max(...vals, ...(c.refs ?? []).map((r) => r.y), 0.001);
   const ticks = linearTicks(0, yMax * 1.1);
@@ -201,7 +198,6 @@ export function barChart(c: BarChart): string {
   const yPos = (y: number) => top + ph - (y / hi) * ph;
   const gw = pw / c.groups.length;
   const bw = Math.min(28, (gw * 0.8) / c.series.length);
-  const frame: Frame = { left, top, pw, ph };
   const out = opening(W, H, left, c.title, c.subtitle);
   out.push(...yGrid(frame, ticks, yPos));
   out.push(`<text transform="translate(16 ${top + ph / 2}) rotate(-90)" font-size="12" text-anchor="middle" fill="#222">${esc(c.yLabel)}</text>`);
