@@ -49,23 +49,27 @@ export class ForwardBook {
   start(host: string, model: string, workload: string, target: string): (end: ForwardEnd) => void {
     const f: ForwardRecord = { host, model, workload, target, startedAt: this.now() };
     if (this.#size >= MAX_RECORDS) this.#trim();
-    this.#bucket(host, model, true)!.inflight.add(f);
+    const k = keyOf(host, model);
+    let b = this.#byKey.get(k);
+    if (!b) this.#byKey.set(k, (b = { inflight: new Set(), ended: new Set() }));
+    // The bucket stays while `f` is in flight in it (only empty buckets are dropped).
+    const bucket = b;
+    bucket.inflight.add(f);
     this.#size++;
     let ended = false;
     return (end) => {
       if (ended) return;
       ended = true;
-      const b = this.#bucket(host, model, true)!;
-      b.inflight.delete(f);
+      bucket.inflight.delete(f);
       if (end === 'refused') {
         // It never held a slot there: nothing to add back.
         this.#size--;
-        this.#dropIfEmpty(host, model, b);
+        this.#dropIfEmpty(k, bucket);
         return;
       }
       f.endedAt = this.now();
-      b.ended.add(f);
-      this.#count(b, f, 1);
+      bucket.ended.add(f);
+      this.#count(bucket, f, 1);
       // The member just freed a slot of this model: whatever it refused before is worth trying again.
       this.#marks = this.#marks.filter((m) => !(m.host === host && m.model === model));
     };
@@ -88,7 +92,7 @@ export class ForwardBook {
         const p = polledAt(f.host);
         if ((p !== undefined && p > f.endedAt!) || now - f.endedAt! > ENDED_KEEP_MS) this.#forget(b, f);
       }
-      if (b.inflight.size === 0 && b.ended.size === 0) this.#byKey.delete(k);
+      this.#dropIfEmpty(k, b);
     }
   }
 
@@ -121,15 +125,8 @@ export class ForwardBook {
     return this.#marks;
   }
 
-  #bucket(host: string, model: string, create: boolean): Bucket | undefined {
-    const k = keyOf(host, model);
-    let b = this.#byKey.get(k);
-    if (!b && create) this.#byKey.set(k, (b = { inflight: new Set(), ended: new Set() }));
-    return b;
-  }
-
-  #dropIfEmpty(host: string, model: string, b: Bucket): void {
-    if (b.inflight.size === 0 && b.ended.size === 0) this.#byKey.delete(keyOf(host, model));
+  #dropIfEmpty(k: string, b: Bucket): void {
+    if (b.inflight.size === 0 && b.ended.size === 0) this.#byKey.delete(k);
   }
 
   /** Keep the freed count of the poll time last asked about in step with the ended forwards. */
@@ -149,6 +146,6 @@ export class ForwardBook {
     for (const b of this.#byKey.values()) for (const f of b.ended) ended.push({ b, f });
     ended.sort((x, y) => x.f.endedAt! - y.f.endedAt!);
     for (const { b, f } of ended.slice(0, Math.ceil(ended.length / 2))) this.#forget(b, f);
-    for (const [k, b] of this.#byKey) if (b.inflight.size === 0 && b.ended.size === 0) this.#byKey.delete(k);
+    for (const [k, b] of this.#byKey) this.#dropIfEmpty(k, b);
   }
 }
