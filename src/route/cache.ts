@@ -1,0 +1,42 @@
+/**
+ * What routing knows of prompt caches (SPEC sections 7 and 9, step 6): a
+ * request's prefix chain, and a target's cache digest, the hashes of chain
+ * links its engines are believed to hold. The two meet in `heldTokens`: the
+ * tokens at the start of a prompt that a host already holds.
+ *
+ * Pure: no I/O. The chain itself is computed in `prefix-chain.ts`, one
+ * definition used by the entry node's router, the executor's digests and the
+ * sim engine's cache model alike.
+ */
+
+/**
+ * One boundary of a prompt: the hash of everything up to and including it,
+ * chained to the link before (so a link found in a digest means the whole
+ * prefix up to it is held), and the prompt tokens up to it.
+ */
+export interface ChainLink {
+  /** 16 lowercase hex digits (64 bits of SHA-256 over the chained canonical text). */
+  readonly hash: string;
+  /** Prompt tokens from the start of the prompt to this boundary (cumulative, non-decreasing). */
+  readonly tokens: number;
+}
+
+/** A prompt's boundaries in order, first (tools and system) to last. */
+export type PrefixChain = readonly ChainLink[];
+
+/** What one target's engines are believed to hold: chain hash → tokens up to that link. */
+export interface CacheDigest {
+  /** Bumped by the executor on every change; an unchanged digest is not resent. */
+  readonly version: number;
+  readonly held: ReadonlyMap<string, number>;
+}
+
+/**
+ * Tokens of the prompt whose chain is `chain` that a holder of `held`
+ * already has: those of the deepest link it holds (chained hashes make the
+ * deepest match the longest common prefix), 0 when it holds none.
+ */
+export function heldTokens(chain: PrefixChain, held: ReadonlyMap<string, number> | ReadonlySet<string>): number {
+  for (let i = chain.length - 1; i >= 0; i--) if (held.has(chain[i].hash)) return chain[i].tokens;
+  return 0;
+}
