@@ -83,8 +83,8 @@ describe('prefix affinity in routing', () => {
     assert.equal((decide(hosts, req({ prefer: ['c'] }), opts) as { reason: string }).reason, 'preferred');
     assert.equal((decide(hosts, req({ sessionKey: 's1' }), opts) as { reason: string }).reason, 'session');
   });
-  it('never sends a conversation to a host slower than the speed class allows', () => {
-    const winner = (decide(hosts, req(), opts) as { host: string }).host;
+  it('breaks ties among equally priced hosts by the key, and yields to a clearly cheaper host', () => {
+    const winner = (decide(hosts.map((c) => ({ ...c, overheadMs: 100 })), req(), opts) as { host: string }).host;
     const slowWinner = hosts.map((c) => (c.host === winner ? { ...c, overheadMs: 1000, ratePer1k: 10 } : { ...c, overheadMs: 100, ratePer1k: 10 }));
     const d = decide(slowWinner, req(), opts) as { host: string; reason: string };
     assert.notEqual(d.host, winner);
