@@ -36,6 +36,10 @@
  *                       queue and prompt cache (bench/lib/oracle.ts) and
  *                       sends each request where 3 × wait + prefill is least
  *   greedy              the same, wait weight 1 (only when named in ROUTING_ARMS)
+ *   sticky              the simplest cache rule, client-side (bench/lib/sticky.ts):
+ *                       a conversation's turn goes to the engine of its previous
+ *                       turn while that engine has a free slot, else (and every
+ *                       other request) to the engine with the fewest in flight
  *   round_robin         the client cycles through the engines
  *   least_conn          nginx least_conn in front of the engines
  *   haproxy             haproxy balance leastconn in front of the engines
@@ -84,6 +88,7 @@ import { buildTrace, capacity, MIX, requestsPerStart, systemPrompts, type Engine
 import { startHaproxy } from './lib/haproxy.ts';
 import { startNginx } from './lib/nginx.ts';
 import { Oracle } from './lib/oracle.ts';
+import { Sticky } from './lib/sticky.ts';
 import { groupCpuMs, livePids, machineBusyMs, machineInfo, scratchDir, sleep, startProc, stopAllProcs, stopProc, until, waitQuiet, which, type Proc } from './lib/procs.ts';
 import { lineChart } from './lib/svg.ts';
 import { rendezvousRank } from '../src/route/rendezvous.ts';
@@ -109,8 +114,8 @@ const REQUEST_DEADLINE_MS = 60_000;
 /** A conversation's next turn leaves at least this long after the previous answer ended. */
 const TURN_GAP_MS = 50;
 
-const ARMS = ['viiwork', 'viiwork-prefix-off', 'oracle', 'greedy', 'round_robin', 'least_conn', 'haproxy'] as const;
-const DEFAULT_ARMS = ['viiwork', 'viiwork-prefix-off', 'oracle', 'round_robin', 'least_conn', 'haproxy'];
+const ARMS = ['viiwork', 'viiwork-prefix-off', 'oracle', 'greedy', 'sticky', 'round_robin', 'least_conn', 'haproxy'] as const;
+const DEFAULT_ARMS = ['viiwork', 'viiwork-prefix-off', 'oracle', 'sticky', 'round_robin', 'least_conn', 'haproxy'];
 type Arm = (typeof ARMS)[number];
 /** The oracle counts a wait for a slot this many times over (issue 8's simulation: a queued request also delays those after it). */
 const ORACLE_WAIT_WEIGHT = 3;
@@ -232,6 +237,7 @@ interface ArmContext {
 /** Replay `trace` against one arm; resolves when every request has ended. */
 async function runArm(arm: Arm, trace: TraceRequest[], ctx: ArmContext, label: string): Promise<Outcome[]> {
   const oracle = arm === 'oracle' || arm === 'greedy' ? new Oracle(ENGINES, ctx.answer, arm === 'oracle' ? ORACLE_WAIT_WEIGHT : 1) : undefined;
+  const sticky = arm === 'sticky' ? new Sticky(ENGINES.map((e) => e.slots)) : undefined;
   let rr = 0;
   const outcomes: Outcome[] = [];
   const ended: { promise: Promise<number>; resolve: (at: number) => void }[] = trace.map(() => {
@@ -251,7 +257,7 @@ async function runArm(arm: Arm, trace: TraceRequest[], ctx: ArmContext, label: s
     else if (arm === 'least_conn') url = `http://${ctx.nginx}/v1/chat/completions`;
     else if (arm === 'haproxy') url = `http://${ctx.haproxy}/v1/chat/completions`;
     else {
-      engine = oracle ? oracle.pick(q.i, q.prompt, q.promptTokens, now).engine : rr++ % ENGINES.length;
+      engine = oracle ? oracle.pick(q.i, q.prompt, q.promptTokens, now).engine : sticky ? sticky.pick(q.conv) : rr++ % ENGINES.length;
       url = `${ctx.engineUrls[engine]}/v1/chat/completions`;
     }
     const body = JSON.stringify({ model: 'm', stream: true, stream_options: { include_usage: true }, max_tokens: ENGINES[0].outputTokens, messages: q.messages });
@@ -259,6 +265,7 @@ async function runArm(arm: Arm, trace: TraceRequest[], ctx: ArmContext, label: s
     const o = await send(url, body, headers, now, oracle && engine !== undefined ? (at, slot) => oracle.mirrors[engine!].first(q.i, at, slot) : undefined);
     const end = performance.now();
     if (oracle && engine !== undefined) oracle.mirrors[engine].finish(q.i, end);
+    if (sticky && engine !== undefined) sticky.done(engine);
     outcomes.push({ i: q.i, lagMs, sentAt: now - t0, ...o, host: o.host ?? (engine !== undefined ? ENGINES[engine].name : undefined) });
     ended[q.i].resolve(end);
   };
@@ -707,9 +714,15 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
         const y = byArm[base] && pick(byArm[base]);
         return x && y ? Math.round((x / y) * 100) / 100 : null;
       };
-      const arms: Record<string, any>[] = Object.entries(byArm).map(([arm, st]) => ({ arm, ...st, mean_vs_oracle: ratio(arm, 'oracle'), mean_vs_least_conn: ratio(arm, 'least_conn') }));
+      const arms: Record<string, any>[] = Object.entries(byArm).map(([arm, st]) => ({
+        arm,
+        ...st,
+        mean_vs_oracle: ratio(arm, 'oracle'),
+        mean_vs_least_conn: ratio(arm, 'least_conn'),
+        mean_vs_sticky: ratio(arm, 'sticky'),
+      }));
       results.push({ load, seconds, rate_req_per_s: Math.round(load * cap.reqPerS * 100) / 100, requests: trace.length, conversations: new Set(trace.filter((q) => q.conv !== undefined).map((q) => q.conv)).size, arms });
-      console.table(arms.map((a) => ({ arm: a.arm, ok: a.ok, shed: a.shed_with_retry_after, lost: a.lost, 'mean ms': a.ttft_mean_ms, 'p95 ms': a.ttft_p95_ms, cached: a.cached_share, '÷oracle': a.mean_vs_oracle, '÷least_conn': a.mean_vs_least_conn })));
+      console.table(arms.map((a) => ({ arm: a.arm, ok: a.ok, shed: a.shed_with_retry_after, lost: a.lost, 'mean ms': a.ttft_mean_ms, 'p95 ms': a.ttft_p95_ms, cached: a.cached_share, '÷oracle': a.mean_vs_oracle, '÷least_conn': a.mean_vs_least_conn, '÷sticky': a.mean_vs_sticky })));
     }
 
     if (overloadOn && wanted.has('viiwork')) {
@@ -839,6 +852,16 @@ export function checkTargets(results: Record<string, any>[], drain: Record<strin
   }
   const s50 = armAt(0.5, 'viiwork')?.sessions;
   out.push({ target: 'sessions at 50%, three entry nodes: turns on the ranked host whenever it had a free slot and was within the speed class', measured: s50 ? `${s50.on_ranked_host_share} (${s50.on_ranked_host_then} of ${s50.ranked_host_free_and_in_class}; ${s50.turns} session turns in all, ${s50.on_spec_host_share} on the host SPEC 9.6 names)` : null, goal: '≥ 0.95', met: s50?.on_ranked_host_share == null ? null : s50.on_ranked_host_share >= 0.95 });
+  // Issue 17: routing is cache placement.
+  for (const load of [0.5, 0.8, 0.95]) {
+    const x = armAt(load, 'viiwork');
+    const pctLoad = Math.round(load * 100);
+    out.push({ target: `issue 17, viiwork at ${pctLoad}%: mean TTFT vs the oracle`, measured: x?.mean_vs_oracle ?? null, goal: '≤ 1.10', met: x?.mean_vs_oracle == null ? null : x.mean_vs_oracle <= 1.1 });
+    if (load >= 0.8) out.push({ target: `issue 17, viiwork at ${pctLoad}%: mean TTFT vs nginx least_conn`, measured: x?.mean_vs_least_conn ?? null, goal: '≤ 0.80', met: x?.mean_vs_least_conn == null ? null : x.mean_vs_least_conn <= 0.8 });
+    out.push({ target: `issue 17, viiwork at ${pctLoad}%: mean TTFT vs the sticky reference`, measured: x?.mean_vs_sticky ?? null, goal: '≤ 1.00', met: x?.mean_vs_sticky == null ? null : x.mean_vs_sticky <= 1 });
+  }
+  const stayed = v?.classes?.conv_noheader?.stayed_on_host_share;
+  out.push({ target: "issue 17, viiwork at 80%: header-less conversations' later turns on the previous turn's engine", measured: stayed ?? null, goal: '≥ 0.70', met: stayed == null ? null : stayed >= 0.7 });
   out.push({ target: 'drain: 40 × 1 s over 8 remote slots, gateway vs direct', measured: drain?.gateway_vs_direct ?? null, goal: '≤ 1.15', met: drain?.gateway_vs_direct == null ? null : drain.gateway_vs_direct <= 1.15 });
   return out;
 }
@@ -865,6 +888,7 @@ export function printRouting(doc: Record<string, any>): void {
         stayed: a.classes?.conv_noheader?.stayed_on_host_share,
         '÷oracle': a.mean_vs_oracle,
         '÷lc': a.mean_vs_least_conn,
+        '÷sticky': a.mean_vs_sticky,
         foreign: a.foreign_cpu_share,
       });
     }
