@@ -62,25 +62,25 @@ describe('pricing by the prefill a host would really do', () => {
     {
       name: 'a full warm home is waited for when it pays',
       cands: [cand('home', { free: 0, releaseMs: 100, cached: 3900 }), cand('cold')],
-      tokens: 4000, // home: 110 + 2 × 100 = 310; cold: 500
+      tokens: 4000, // home: 110 + 3 × 100 = 410; cold: 500
       want: 'wait:home',
     },
     {
       name: 'and not when its wait costs more than it saves',
       cands: [cand('home', { free: 0, releaseMs: 300, cached: 3900 }), cand('cold')],
-      tokens: 4000, // home: 110 + 2 × 300 = 710
+      tokens: 4000, // home: 110 + 3 × 300 = 1010
       want: 'cold/scored',
     },
     {
       name: 'nor when this node already sent or holds others for it',
       cands: [cand('home', { free: 0, releaseMs: 100, cached: 3900, ahead: 1 }), cand('cold')],
-      tokens: 4000, // wait 200: 110 + 400 = 510
+      tokens: 4000, // wait 200: 110 + 600 = 710
       want: 'cold/scored',
     },
     {
       name: 'nor when the saving is within the tie band',
       cands: [cand('home', { free: 0, releaseMs: 10, cached: 4000 }), cand('cold', { cached: 3800 })],
-      tokens: 4000, // home: 100 + 20 = 120; cold: 120
+      tokens: 4000, // home: 100 + 3 × 10 = 130; cold: 120
       want: 'cold/scored',
     },
   ];
@@ -91,15 +91,16 @@ describe('pricing by the prefill a host would really do', () => {
     const d = decide(cands, req(), opts());
     assert.deepEqual(d, { kind: 'wait', host: 'home', holdMs: (500 - 110) / WAIT_WEIGHT });
     const at = (now: number, s = NO_HOLD) => holdStep(s, (x) => decide(cands, req(x), opts()), now);
+    const until = 1000 + (500 - 110) / WAIT_WEIGHT;
     const s1 = at(1000);
-    assert.deepEqual(s1.state.hold, { host: 'home', until: 1195 });
-    assert.equal(s1.wakeAt, 1195);
-    // Still waiting at 1100: the deadline set when the wait began stands.
+    assert.deepEqual(s1.state.hold, { host: 'home', until });
+    assert.equal(s1.wakeAt, until);
+    // Still waiting a little later: the deadline set when the wait began stands.
     const s2 = at(1100, s1.state);
     assert.equal(s2.decision.kind, 'wait');
-    assert.deepEqual(s2.state.hold, { host: 'home', until: 1195 });
+    assert.deepEqual(s2.state.hold, { host: 'home', until });
     // At the deadline it runs on the best free host and is never held for home again.
-    const s3 = at(1195, s2.state);
+    const s3 = at(until, s2.state);
     assert.equal(where(s3.decision), 'cold/scored');
     assert.deepEqual(s3.state, { passed: ['home'] });
     // With no free host at all it waits for home without a deadline (any freed slot reprices it).
