@@ -4,6 +4,7 @@
  * passed in.
  */
 import type { Descriptor } from '../workloads/workloads.ts';
+import type { CacheDigest } from './cache.ts';
 
 export type RouteReason = 'local' | 'scored' | 'session' | 'prefix' | 'pinned' | 'preferred' | 'explore' | 'most-free' | 'queued';
 
@@ -15,6 +16,10 @@ export interface TargetView {
   busy: number;
   /** Backends still loading (undefined: not reported). */
   loading?: number;
+  /** What its engines are believed to hold (SPEC section 7); this node's own: its exact record. undefined: unknown. */
+  digest?: CacheDigest;
+  /** With no free slot: the executor's estimate of ms until one frees. undefined: a slot is free, or unknown. */
+  releaseMs?: number;
 }
 
 /** One model on one host, as this node sees it (local: now; remote: from its last report). */
