@@ -23,6 +23,8 @@ import type { DispatchPorts } from './ports.ts';
 import type { DispatchRequest, Placement, RunOutcome } from './types.ts';
 import { engineBody, forwardBody } from './upstream-body.ts';
 import { sha256HexAsync } from '../security/signing.ts';
+import type { CacheRun } from '../engines/cache-book.ts';
+import { usageOfBody } from '../http/engine-usage.ts';
 import { planResponses, RESPONSES_PATH } from './responses.ts';
 
 /** What the decision feed and metrics learn of one request, filled in as it goes. */
@@ -35,6 +37,12 @@ interface Trace {
   outcome: string;
   /** The model is one some member serves (so it may be a metric label). */
   known: boolean;
+  /** Prompt tokens the entry's pricing (or, run here unpriced, this executor's cache model) expected the host to hold. */
+  predictedCached?: number;
+  /** The engine's own count of prompt tokens served from its cache. */
+  cachedTokens?: number;
+  /** The engine's prompt tokens (this node's own executions). */
+  promptTokens?: number;
 }
 
 export class Dispatcher {
@@ -180,14 +188,17 @@ export class Dispatcher {
     if (failed.length) cands = cands.filter((c) => !failed.includes(c.host));
     const d = decide(cands, req, { performance: p.rules.performance, random: p.random, roundRobin: p.nextRoundRobin() });
     if (d.kind === 'wait') return undefined;
+    const predictedCached = predictedOf(d);
     if (d.local) {
       const lease = p.slots.tryLease(req.model, req.workload, req.sessionKey ?? req.prefixKey);
-      return lease ? { kind: 'local', lease, reason: d.reason } : undefined;
+      return lease ? { kind: 'local', lease, reason: d.reason, predictedCached } : undefined;
     }
-    return { kind: 'remote', host: d.host, reason: d.reason, end: p.forwards.start(d.host, req.model, req.workload, d.target) };
+    return { kind: 'remote', host: d.host, reason: d.reason, end: p.forwards.start(d.host, req.model, req.workload, d.target), predictedCached };
   }
 
   async #run(req: DispatchRequest, where: Placement, res: http.ServerResponse, signal: AbortSignal, h: ResponseMeta, trace: Trace): Promise<RunOutcome> {
+    trace.predictedCached = where.predictedCached;
+    trace.cachedTokens = undefined;
     if (where.kind === 'local') {
       trace.executor = this.p.name;
       return this.#runLocal(req, where.lease, res, signal, h, trace);
@@ -227,6 +238,7 @@ export class Dispatcher {
       trace.executor = where.host;
       if (outcome.kind === 'answered') {
         trace.firstContentAt = outcome.firstContentAt;
+        trace.cachedTokens = outcome.cachedTokens;
         trace.outcome = outcome.status ? String(outcome.status) : 'broken';
       } else trace.outcome = 'aborted';
       p.metrics.forwards.inc({ outcome: outcome.kind === 'answered' ? (outcome.status ? 'done' : 'broken') : 'aborted' });
@@ -238,10 +250,16 @@ export class Dispatcher {
   /** Run on a local backend; an engine failure before its first byte is reported back, not answered. */
   async #runLocal(req: DispatchRequest, lease: Lease, res: http.ServerResponse, signal: AbortSignal, h: ResponseMeta, trace: Trace): Promise<RunOutcome> {
     const p = this.p;
+    let run: CacheRun | undefined;
     try {
       const base = lease.backend.url;
       if (!base) return { kind: 'engine-failed', host: p.name, text: `backend ${lease.backend.id} has no address` };
-      let { body, stripUsage } = await engineBody(req);
+      // What this request asks of the engine's cache, in the executor's record (issue 17): where it runs, what it reuses.
+      const generation = isScoredWorkload(req.workload);
+      const chain = generation && req.scan && p.cache ? p.chainOf?.(req) : undefined;
+      run = chain && chain.length ? p.cache!.begin(lease.backend, chain) : undefined;
+      if (run && trace.predictedCached === undefined) trace.predictedCached = run.predicted;
+      let { body, stripUsage } = await engineBody(req, run?.idSlot);
       let path = req.path;
       let translate: AnswerTranslator | undefined;
       const responseHeaders = { ...h.extra, ...mesh(p.name, h.origin, h.route, h.queuedMs) };
@@ -255,7 +273,6 @@ export class Dispatcher {
         }
         if (plan.kind === 'translate') ({ path, body, translate } = plan);
       }
-      const generation = isScoredWorkload(req.workload);
       const headers: Record<string, string> = {
         'content-type': req.scan ? 'application/json' : req.contentType,
         accept: req.stream ? 'text/event-stream' : 'application/json',
@@ -268,6 +285,7 @@ export class Dispatcher {
         streamStallMs: p.rules.streamStallMs,
         writeStallMs: p.rules.writeStallMs,
         translate,
+        cachedOut: generation,
       });
       p.log.debug('request', { model: req.model, workload: req.workload, backend: lease.backend.id, route: h.route, result: result.kind });
       switch (result.kind) {
@@ -282,19 +300,34 @@ export class Dispatcher {
         case 'broken':
           trace.outcome = 'broken';
           return { kind: 'answered', status: 0 };
-        case 'done':
+        case 'done': {
           trace.firstContentAt = result.firstContentAt;
           trace.outcome = String(result.status);
+          trace.cachedTokens = result.cachedTokens;
+          trace.promptTokens = result.promptTokens ?? (result.body ? usageOfBody(result.body).promptTokens : undefined);
+          run?.finish({ processed: true, promptTokens: trace.promptTokens, cachedTokens: result.cachedTokens });
+          if (generation && trace.promptTokens !== undefined) {
+            const cached = Math.min(trace.promptTokens, result.cachedTokens ?? trace.predictedCached ?? 0);
+            p.metrics.promptTokens.inc({ model: req.model, host: p.name, cache: 'cached' }, cached);
+            p.metrics.promptTokens.inc({ model: req.model, host: p.name, cache: 'uncached' }, trace.promptTokens - cached);
+          }
           if (generation && result.status < 300) {
-            const m = measure(lease.grantedAt, result);
+            // Score measurement subtracts the tokens the engine served from its cache; when it gives no count, the prediction.
+            const m = measure(lease.grantedAt, result, trace.predictedCached);
             if (m) {
               p.recordScore(req.model, m.promptTokens, m.ttftMs);
               p.metrics.ttft.observe({ model: req.model }, m.ttftMs / 1000);
             }
           }
           return { kind: 'answered', status: result.status, firstContentAt: result.firstContentAt };
+        }
       }
+      // Every kind of result returned above.
+      const none: never = result;
+      return none;
     } finally {
+      // Not answered (refused, aborted, broken): the slot keeps at most what the prediction said it reused.
+      run?.finish({ processed: false });
       lease.release();
     }
   }
@@ -315,8 +348,23 @@ export class Dispatcher {
       ttft_ms: trace.firstContentAt === undefined ? null : Math.round(trace.firstContentAt - trace.startedAt),
       outcome: trace.outcome,
       ...(req.alias !== undefined ? { alias: clientModel.slice(0, FEED_NAME_MAX) } : {}),
+      predicted_cached: trace.predictedCached ?? null,
+      cached_tokens: trace.cachedTokens ?? null,
     });
+    if (trace.executor !== null && trace.predictedCached !== undefined && trace.cachedTokens !== undefined && trace.known) {
+      // How well routing knows the caches: the entry's prediction against the engine's count.
+      const labels = { model: req.model, host: trace.executor };
+      p.metrics.cachePredictionError.observe(labels, Math.abs(trace.predictedCached - trace.cachedTokens));
+      p.metrics.cachedTokens.inc({ ...labels, source: 'predicted' }, trace.predictedCached);
+      p.metrics.cachedTokens.inc({ ...labels, source: 'engine' }, trace.cachedTokens);
+    }
   }
+}
+
+/** The cached tokens the entry's pricing predicted for its choice, when the decision carries them (issue 17, part B). */
+function predictedOf(d: object): number | undefined {
+  const v = (d as { predictedCached?: unknown }).predictedCached;
+  return typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined;
 }
 
 /** The metric label and feed entry of a request for a model no member serves. */

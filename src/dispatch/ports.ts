@@ -3,6 +3,9 @@
  * node (node/node.ts) implements this; table tests implement it with fakes.
  */
 import type { AliasLookup } from '../aliases/resolve.ts';
+import type { Backend } from '../engines/backend.ts';
+import type { CacheRun } from '../engines/cache-book.ts';
+import type { PrefixChain } from '../route/cache.ts';
 import type { Lease } from '../engines/targets.ts';
 import type { ForwardBook } from '../forward/book.ts';
 import type { PeerLink } from '../forward/send.ts';
@@ -12,7 +15,7 @@ import type { QueueSet } from '../queue/fifo.ts';
 import type { HostView } from '../route/types.ts';
 import type { Workload } from '../workloads/workloads.ts';
 import type { DecisionFeed } from './decisions.ts';
-import type { Placement } from './types.ts';
+import type { DispatchRequest, Placement } from './types.ts';
 
 export interface DispatchRules {
   /** routing.queue_max */
@@ -60,4 +63,8 @@ export interface DispatchPorts {
   readonly metrics: Metrics;
   readonly decisions: DecisionFeed;
   readonly log: Log;
+  /** The executor's record of its engines' caches (engines/cache-book.ts); absent: none kept. */
+  readonly cache?: { begin(backend: Backend, chain: PrefixChain): CacheRun };
+  /** A request's prefix chain (route/prefix-chain.ts), for what the executor sends its engines; undefined: none. */
+  chainOf?(req: DispatchRequest): PrefixChain | undefined;
 }

@@ -36,8 +36,9 @@ export interface DispatchRequest {
 }
 
 /** Where a request will run, holding what it reserved there. */
+/** `predictedCached`: the tokens the entry's pricing expects the host to hold (issue 17), when it priced them. */
 export type Placement =
-  | { kind: 'local'; lease: Lease; reason: RouteReason }
-  | { kind: 'remote'; host: string; reason: RouteReason; end: (how: 'served' | 'refused') => void };
+  | { kind: 'local'; lease: Lease; reason: RouteReason; predictedCached?: number }
+  | { kind: 'remote'; host: string; reason: RouteReason; end: (how: 'served' | 'refused') => void; predictedCached?: number };
 
 export type { RefusedBy, RunOutcome } from '../forward/outcome.ts';
