@@ -13,10 +13,14 @@ import { relay, upstreamErrorText, type AnswerTranslator } from '../http/relay.t
 import { RES_ALIAS, RES_MODEL, RES_NODE, RES_ORIGIN, RES_QUEUED_MS, RES_ROUTE } from '../http/viiwork-headers.ts';
 import { candidates } from '../route/eligibility.ts';
 import { decide } from '../route/decide.ts';
+import { holdStep, NO_HOLD, type HoldState } from '../route/hold.ts';
+import { prefixChain, walkPrompt } from '../route/prefix-chain.ts';
 import type { Candidate, HostView, RouteReason } from '../route/types.ts';
+import { warmCandidates } from '../route/warmth.ts';
 import { isScoredWorkload } from '../workloads/workloads.ts';
 import { resolveModelName } from './alias.ts';
-import { prefixKey } from './prefix.ts';
+import { prefixKeyOf } from './prefix.ts';
+import { RecentRoutes } from './recent-routes.ts';
 import { measure } from './measure.ts';
 import { INITIAL, step, type Failure, type PlacementAction, type PlacementEvent, type PlacementState } from './placement.ts';
 import type { DispatchPorts } from './ports.ts';
@@ -45,8 +49,20 @@ interface Trace {
   promptTokens?: number;
 }
 
+/** One request's wait for a warm host (route/hold.ts), shared by its attempts. */
+interface HoldCell {
+  state: HoldState;
+}
+
 export class Dispatcher {
-  constructor(private readonly p: DispatchPorts) {}
+  /** What this node routed where lately: a host's cache until its next digest (SPEC 9.6). */
+  readonly #routes: RecentRoutes;
+  /** model \0 host → requests of this node waiting for that host's warm slot. */
+  readonly #holding = new Map<string, number>();
+
+  constructor(private readonly p: DispatchPorts) {
+    this.#routes = new RecentRoutes(() => p.now());
+  }
 
   /** A client's request entering at this node. */
   async serveClient(req: DispatchRequest, res: http.ServerResponse, signal: AbortSignal): Promise<void> {
@@ -61,7 +77,13 @@ export class Dispatcher {
         await warming;
         hosts = this.p.snapshot();
       }
-      if (req.sessionKey === undefined && req.scan && this.p.rules.prefixAffinity) req.prefixKey = prefixKey(req.body, req.scan, req.path);
+      if (req.scan && isScoredWorkload(req.workload)) {
+        // One bounded walk gives the chain pricing uses and the prefix key.
+        const walk = walkPrompt(req.body, req.scan, req.path);
+        req.chain = walk.chain;
+        if (walk.complete) req.pricedTokens = walk.chain[walk.chain.length - 1].tokens;
+        if (req.sessionKey === undefined && this.p.rules.prefixAffinity) req.prefixKey = prefixKeyOf(walk);
+      }
       const resolved = resolveModelName(this.p.aliases, req.model, req.workload, hosts);
       if (resolved !== undefined) {
         req.alias = req.model;
@@ -112,47 +134,54 @@ export class Dispatcher {
     let state: PlacementState = INITIAL;
     let placement: Placement | undefined;
     let event: PlacementEvent = { kind: 'arrived', queueDepth: queue.depth };
-    for (;;) {
-      let action: PlacementAction;
-      [state, action] = step(state, event, rules);
-      switch (action.kind) {
-        case 'try': {
-          const failed = state.failed;
-          placement = this.#attempt(req, failed, first);
-          first = undefined;
-          event = { kind: 'tried', placed: placement !== undefined, routeLeft: placement !== undefined || this.#routeLeft(req, failed) };
-          break;
-        }
-        case 'wait': {
-          const failed = state.failed;
-          const out = queue.enqueue(() => this.#attempt(req, failed), { signal, deadline, front: action.front });
-          p.waiting();
-          const outcome = await out;
-          if (outcome.ok) {
-            placement = outcome.value;
-            p.metrics.queueWait.observe(outcome.queuedMs / 1000);
+    const hold: HoldCell = { state: NO_HOLD };
+    try {
+      for (;;) {
+        let action: PlacementAction;
+        [state, action] = step(state, event, rules);
+        switch (action.kind) {
+          case 'try': {
+            const failed = state.failed;
+            placement = this.#attempt(req, failed, hold, undefined, first && { cands: first, hosts });
+            first = undefined;
+            event = { kind: 'tried', placed: placement !== undefined, routeLeft: placement !== undefined || this.#routeLeft(req, failed) };
+            break;
           }
-          event = { kind: 'waited', how: outcome.ok ? 'placed' : outcome.reason };
-          break;
+          case 'wait': {
+            const failed = state.failed;
+            const out = queue.enqueue((wake) => this.#attempt(req, failed, hold, wake), { signal, deadline, front: action.front });
+            p.waiting();
+            const outcome = await out;
+            if (outcome.ok) {
+              placement = outcome.value;
+              p.metrics.queueWait.observe(outcome.queuedMs / 1000);
+            }
+            event = { kind: 'waited', how: outcome.ok ? 'placed' : outcome.reason };
+            break;
+          }
+          case 'run': {
+            const where = placement!;
+            placement = undefined;
+            const queuedMs = state.queued ? Math.max(1, p.now() - arrived) : 0;
+            const route: RouteReason = state.queued ? 'queued' : where.reason;
+            trace.queuedMs = queuedMs;
+            trace.route = route;
+            trace.predictedCached = where.predictedCached;
+            const outcome = await this.#run(req, where, res, signal, { origin: p.name, route, queuedMs, extra }, trace);
+            event = { kind: 'ran', outcome };
+            break;
+          }
+          case 'end':
+            if (trace.outcome === 'ok' && signal.aborted) trace.outcome = 'aborted';
+            return;
+          case 'fail':
+            if (action.failure === 'queue-timeout' && this.#onlyLoading(req)) throw errors.modelLoading(req.model, p.rules.queueTimeoutMs);
+            throw failureError(action.failure, req.model, p.rules.queueTimeoutMs, state.engineError);
         }
-        case 'run': {
-          const where = placement!;
-          placement = undefined;
-          const queuedMs = state.queued ? Math.max(1, p.now() - arrived) : 0;
-          const route: RouteReason = state.queued ? 'queued' : where.reason;
-          trace.queuedMs = queuedMs;
-          trace.route = route;
-          const outcome = await this.#run(req, where, res, signal, { origin: p.name, route, queuedMs, extra }, trace);
-          event = { kind: 'ran', outcome };
-          break;
-        }
-        case 'end':
-          if (trace.outcome === 'ok' && signal.aborted) trace.outcome = 'aborted';
-          return;
-        case 'fail':
-          if (action.failure === 'queue-timeout' && this.#onlyLoading(req)) throw errors.modelLoading(req.model, p.rules.queueTimeoutMs);
-          throw failureError(action.failure, req.model, p.rules.queueTimeoutMs, state.engineError);
       }
+    } finally {
+      // However it ends, it waits for no host any more.
+      this.#setHold(req.model, hold, NO_HOLD);
     }
   }
 
@@ -182,18 +211,67 @@ export class Dispatcher {
     return this.#candidates(req).some((c) => c.healthy && !failed.includes(c.host) && (c.fresh || c.local));
   }
 
-  /** One routing attempt: decide and reserve (a local lease, or a forward counted in the book). */
-  #attempt(req: DispatchRequest, failed: readonly string[], cands: Candidate[] = this.#candidates(req)): Placement | undefined {
+  /**
+   * One routing attempt: price, decide and reserve (a local lease, or a
+   * forward counted in the book), or wait — for a warm full host while that
+   * pays (`hold`; `wake` tries again when its time is up), else for any slot.
+   */
+  #attempt(
+    req: DispatchRequest,
+    failed: readonly string[],
+    hold: HoldCell,
+    wake?: (at: number) => void,
+    known?: { cands: Candidate[]; hosts: readonly HostView[] },
+  ): Placement | undefined {
     const p = this.p;
+    const hosts = known?.hosts ?? p.snapshot();
+    let cands = known?.cands ?? this.#candidates(req, hosts);
     if (failed.length) cands = cands.filter((c) => !failed.includes(c.host));
-    const d = decide(cands, req, { performance: p.rules.performance, random: p.random, roundRobin: p.nextRoundRobin() });
+    if (req.chain || this.#holding.size > 0) {
+      const own = hold.state.hold?.host;
+      cands = warmCandidates(cands, {
+        hosts,
+        model: req.model,
+        workload: req.workload,
+        chain: req.chain ?? [],
+        memory: this.#routes,
+        holding: (host) => (this.#holding.get(`${req.model}\0${host}`) ?? 0) - (host === own ? 1 : 0),
+      });
+    }
+    const opts = { performance: p.rules.performance, random: p.random, roundRobin: p.nextRoundRobin() };
+    // Without a queue nothing can wait for a warm host: it runs on the best free one.
+    const never = p.rules.queueMax === 0 ? cands.map((c) => c.host) : [];
+    const step = holdStep(hold.state, (extra) => decide(cands, { ...req, noWait: [...(extra.noWait ?? []), ...never] }, opts), p.now());
+    this.#setHold(req.model, hold, step.state);
+    if (step.wakeAt !== undefined) wake?.(step.wakeAt);
+    const d = step.decision;
     if (d.kind === 'wait') return undefined;
-    const predictedCached = predictedOf(d);
     if (d.local) {
       const lease = p.slots.tryLease(req.model, req.workload, req.sessionKey ?? req.prefixKey);
-      return lease ? { kind: 'local', lease, reason: d.reason, predictedCached } : undefined;
+      if (!lease) return undefined;
+      if (req.chain) this.#routes.record(d.host, req.model, req.chain);
+      return { kind: 'local', lease, reason: d.reason, predictedCached: d.predictedCached };
     }
-    return { kind: 'remote', host: d.host, reason: d.reason, end: p.forwards.start(d.host, req.model, req.workload, d.target), predictedCached };
+    if (req.chain) this.#routes.record(d.host, req.model, req.chain);
+    return { kind: 'remote', host: d.host, reason: d.reason, end: p.forwards.start(d.host, req.model, req.workload, d.target), predictedCached: d.predictedCached };
+  }
+
+  /** Move a request's hold, keeping the count of requests waiting for each host. */
+  #setHold(model: string, cell: HoldCell, next: HoldState): void {
+    const before = cell.state.hold?.host;
+    const after = next.hold?.host;
+    cell.state = next;
+    if (before === after) return;
+    if (before !== undefined) {
+      const k = `${model}\0${before}`;
+      const n = (this.#holding.get(k) ?? 1) - 1;
+      if (n > 0) this.#holding.set(k, n);
+      else this.#holding.delete(k);
+    }
+    if (after !== undefined) {
+      const k = `${model}\0${after}`;
+      this.#holding.set(k, (this.#holding.get(k) ?? 0) + 1);
+    }
   }
 
   async #run(req: DispatchRequest, where: Placement, res: http.ServerResponse, signal: AbortSignal, h: ResponseMeta, trace: Trace): Promise<RunOutcome> {
@@ -256,7 +334,8 @@ export class Dispatcher {
       if (!base) return { kind: 'engine-failed', host: p.name, text: `backend ${lease.backend.id} has no address` };
       // What this request asks of the engine's cache, in the executor's record (issue 17): where it runs, what it reuses.
       const generation = isScoredWorkload(req.workload);
-      const chain = generation && req.scan && p.cache ? p.chainOf?.(req) : undefined;
+      // The entry computed the chain for pricing; a forward's executor computes the same chain from the body it received.
+      const chain = generation && req.scan && p.cache ? (req.chain ??= prefixChain(req.body, req.scan, req.path)) : undefined;
       run = chain && chain.length ? p.cache!.begin(lease.backend, chain) : undefined;
       if (run && trace.predictedCached === undefined) trace.predictedCached = run.predicted;
       let { body, stripUsage } = await engineBody(req, run?.idSlot);
@@ -359,12 +438,6 @@ export class Dispatcher {
       p.metrics.cachedTokens.inc({ ...labels, source: 'engine' }, trace.cachedTokens);
     }
   }
-}
-
-/** The cached tokens the entry's pricing predicted for its choice, when the decision carries them (issue 17, part B). */
-function predictedOf(d: object): number | undefined {
-  const v = (d as { predictedCached?: unknown }).predictedCached;
-  return typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined;
 }
 
 /** The metric label and feed entry of a request for a model no member serves. */

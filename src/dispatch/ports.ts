@@ -15,7 +15,7 @@ import type { QueueSet } from '../queue/fifo.ts';
 import type { HostView } from '../route/types.ts';
 import type { Workload } from '../workloads/workloads.ts';
 import type { DecisionFeed } from './decisions.ts';
-import type { DispatchRequest, Placement } from './types.ts';
+import type { Placement } from './types.ts';
 
 export interface DispatchRules {
   /** routing.queue_max */
@@ -65,6 +65,4 @@ export interface DispatchPorts {
   readonly log: Log;
   /** The executor's record of its engines' caches (engines/cache-book.ts); absent: none kept. */
   readonly cache?: { begin(backend: Backend, chain: PrefixChain): CacheRun };
-  /** A request's prefix chain (route/prefix-chain.ts), for what the executor sends its engines; undefined: none. */
-  chainOf?(req: DispatchRequest): PrefixChain | undefined;
 }

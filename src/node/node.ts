@@ -175,6 +175,7 @@ export class ViiworkNode implements ApiNode {
       metrics: this.metrics,
       decisions: this.decisions,
       log: this.log,
+      cache: this.cacheBook,
     };
   }
 
