@@ -17,7 +17,7 @@
  * Pure: no I/O, no clock (recency is a counter the caller passes in), so
  * table tests drive it. Hashes are what route/cache.ts calls chain links.
  */
-import { heldTokens, type ChainLink, type PrefixChain } from '../route/cache.ts';
+import type { ChainLink, PrefixChain } from '../route/cache.ts';
 
 export type CacheModelKind = 'llama' | 'chosen' | 'lifo' | 'blocks';
 
@@ -131,6 +131,12 @@ export function heldOf(chain: PrefixChain, held: ReadonlyMap<string, number>): n
   return 0;
 }
 
+/** The same in the chain's own tokens (bytes ÷ 4): the similarity share compares like with like. */
+function chainTokensHeld(chain: PrefixChain, held: ReadonlyMap<string, number>): number {
+  for (let i = chain.length - 1; i >= 0; i--) if (held.has(chain[i].hash)) return chain[i].tokens;
+  return 0;
+}
+
 function holding(links: PrefixChain): Map<string, number> {
   return new Map(links.map((l) => [l.hash, l.tokens]));
 }
@@ -161,7 +167,7 @@ class SlotCache implements CacheModel {
     let best: Slot | undefined;
     let bestTokens = 0;
     for (const s of free) {
-      const shared = heldTokens(chain, s.hashes);
+      const shared = chainTokensHeld(chain, s.hashes);
       if (shared === 0 || total === 0 || shared / total <= this.similarity) continue;
       if (!best || shared > bestTokens || (shared === bestTokens && s.taken < best.taken)) {
         best = s;
