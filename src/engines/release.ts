@@ -11,13 +11,14 @@ export const BUSY_ALPHA = 0.2;
 
 /**
  * The expected milliseconds until the first of the running requests ends:
- * for each, the mean busy time less its elapsed time (at least
- * OVERDUE_SHARE of the mean); undefined with no mean yet or nothing running.
+ * for each, the mean busy time less its elapsed time, or OVERDUE_SHARE of
+ * the mean once it has run longer than the mean; undefined with no mean yet
+ * or nothing running.
  */
 export function releaseEstimate(elapsedMs: readonly number[], meanBusyMs: number | undefined): number | undefined {
   if (meanBusyMs === undefined || !(meanBusyMs > 0) || elapsedMs.length === 0) return undefined;
   let best = Infinity;
-  for (const e of elapsedMs) best = Math.min(best, Math.max(meanBusyMs - e, meanBusyMs * OVERDUE_SHARE));
+  for (const e of elapsedMs) best = Math.min(best, e < meanBusyMs ? meanBusyMs - e : meanBusyMs * OVERDUE_SHARE);
   return Math.round(best);
 }
 
