@@ -95,7 +95,7 @@ import { StickyRouter } from './lib/sticky.ts';
 import { groupCpuMs, livePids, machineBusyMs, machineInfo, scratchDir, sleep, startProc, stopAllProcs, stopProc, until, waitQuiet, which, type Proc } from './lib/procs.ts';
 import { lineChart } from './lib/svg.ts';
 import { rendezvousRank } from '../src/route/rendezvous.ts';
-import { BAND } from '../src/route/score.ts';
+import { BAND } from '../src/route/price.ts';
 import { getJson, startViiwork, VIIWORK_ROOT, waitConverged, waitFleet, type BenchNode } from './lib/viiwork.ts';
 
 const HERE = path.dirname(new URL(import.meta.url).pathname);

@@ -4,6 +4,7 @@
  */
 import type { AliasTable } from '../aliases/table.ts';
 import type { CapacityPoller } from '../capacity/poller.ts';
+import type { HeldDigests } from '../capacity/digest.ts';
 import type { CapacityReport } from '../capacity/report.ts';
 import type { Config } from '../config/schema.ts';
 import type { DecisionFeed } from '../dispatch/decisions.ts';
@@ -49,7 +50,8 @@ export interface ApiNode {
   /** The routing snapshot of this moment. */
   hostViews(): HostView[];
   /** This node's own /v1/capacity document. */
-  capacityReport(): CapacityReport;
+  /** `held`: the digest version the poller holds (`?digests=`); unchanged digests are then not resent. */
+  capacityReport(held?: HeldDigests): CapacityReport;
   /**
    * Resolves when a slot of `model` is released here, at once when one is
    * free now (or the model is not served), or after `ms`. Bounded: past a

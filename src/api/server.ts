@@ -7,6 +7,7 @@ import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { ApiNode } from './ports.ts';
 import { workloadForPath } from '../workloads/workloads.ts';
+import { parseHeld } from '../capacity/digest.ts';
 import { classifyForwardHeaders } from '../security/headers.ts';
 import { protectionOf } from './client-keys.ts';
 import { fleetCapacity, meshDocument, modelsDocument } from './fleet.ts';
@@ -213,7 +214,7 @@ async function capacity(node: ApiNode, _req: http.IncomingMessage, res: http.Ser
   const model = url.searchParams.get('wait');
   const ms = Math.min(CAPACITY_WAIT_MAX_MS, Math.max(0, Number(url.searchParams.get('ms')) || 0));
   if (model && ms > 0) await node.slotReleased(model, ms);
-  if (!res.destroyed) sendJson(res, 200, node.capacityReport());
+  if (!res.destroyed) sendJson(res, 200, node.capacityReport(parseHeld(url.searchParams.get('digests'))));
 }
 
 function health(node: ApiNode, _req: http.IncomingMessage, res: http.ServerResponse): void {

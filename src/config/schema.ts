@@ -268,11 +268,10 @@ export const configSchema = z.strictObject({
       capacity_poll: duration.default(1000),
       /**
        * Members this node does not route to are polled this often (never more
-       * often than capacity_poll). The default, equal to capacity_poll, polls
-       * every member every capacity_poll as SPEC section 7 says; 15s is the
-       * setting proposed for large meshes (docs/benchmarks.md).
+       * often than capacity_poll; SPEC section 7: 10s by default). The first
+       * request for one of their models polls them at once before it is placed.
        */
-      capacity_background: duration.default(1000),
+      capacity_background: duration.default(10_000),
       /** A model asked for at this node keeps its hosts polled every capacity_poll this long after its last request. */
       capacity_interest: duration.default(600_000),
       label: z

@@ -13,6 +13,10 @@ export interface DecisionRecord {
   ttft_ms: number | null;
   outcome: string;
   alias?: string;
+  /** Prompt tokens the entry predicted the executor's engine holds (null: not priced). */
+  predicted_cached?: number | null;
+  /** The engine's own count of prompt tokens it served from its cache (null: it did not say). */
+  cached_tokens?: number | null;
 }
 
 export class DecisionFeed {

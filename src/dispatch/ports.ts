@@ -3,6 +3,9 @@
  * node (node/node.ts) implements this; table tests implement it with fakes.
  */
 import type { AliasLookup } from '../aliases/resolve.ts';
+import type { Backend } from '../engines/backend.ts';
+import type { CacheRun } from '../engines/cache-book.ts';
+import type { PrefixChain } from '../route/cache.ts';
 import type { Lease } from '../engines/targets.ts';
 import type { ForwardBook } from '../forward/book.ts';
 import type { PeerLink } from '../forward/send.ts';
@@ -60,4 +63,6 @@ export interface DispatchPorts {
   readonly metrics: Metrics;
   readonly decisions: DecisionFeed;
   readonly log: Log;
+  /** The executor's record of its engines' caches (engines/cache-book.ts); absent: none kept. */
+  readonly cache?: { begin(backend: Backend, chain: PrefixChain): CacheRun };
 }

@@ -59,6 +59,25 @@ export class Metrics {
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
+  readonly promptTokens = new Counter({
+    name: 'viiwork_prompt_tokens_total',
+    help: 'Prompt tokens of this node’s own executions by model, host and whether the engine served them from its cache (cache="cached") or processed them ("uncached")',
+    labelNames: ['model', 'host', 'cache'] as const,
+    registers: [this.registry],
+  });
+  readonly cachedTokens = new Counter({
+    name: 'viiwork_cached_tokens_total',
+    help: 'Cached prompt tokens of requests that entered here, by model and executing host: as the entry predicted (source="predicted") and as the engine counted (source="engine")',
+    labelNames: ['model', 'host', 'source'] as const,
+    registers: [this.registry],
+  });
+  readonly cachePredictionError = new Histogram({
+    name: 'viiwork_cache_prediction_error_tokens',
+    help: 'Absolute difference between the cached tokens the entry predicted and the engine’s own count, per request, by model and executing host',
+    labelNames: ['model', 'host'] as const,
+    buckets: [0, 16, 64, 256, 1024, 4096, 16384, 65536],
+    registers: [this.registry],
+  });
   /** Sampled every 10 ms; each scrape reads the longest delay since the previous one, then starts afresh. */
   readonly #loopDelay = monitorEventLoopDelay({ resolution: 10 });
   readonly loopStall = (() => {

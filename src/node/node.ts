@@ -25,7 +25,9 @@ import type { ApiNode, NodePhase } from '../api/ports.ts';
 import type { RequestLimits } from '../api/request.ts';
 import { ClientKeys } from '../api/client-keys.ts';
 import { readClientKeys } from '../config/keys.ts';
+import type { HeldDigests } from '../capacity/digest.ts';
 import { buildReport, type CapacityReport } from '../capacity/report.ts';
+import { CacheBook } from '../engines/cache-book.ts';
 import { Agent } from 'undici';
 import { CapacityPoller, type PeerReport } from '../capacity/poller.ts';
 import { Interest, routedMember, unsettled } from '../capacity/schedule.ts';
@@ -55,6 +57,8 @@ export class ViiworkNode implements ApiNode {
   readonly log: Log;
   readonly metrics = new Metrics();
   readonly slots = new SlotTable();
+  /** What this node sent its engines and what their caches are believed to hold (issue 17). */
+  readonly cacheBook = new CacheBook();
   readonly queues: QueueSet<Placement>;
   readonly perf: PerfScores;
   readonly now: () => number;
@@ -171,12 +175,14 @@ export class ViiworkNode implements ApiNode {
       metrics: this.metrics,
       decisions: this.decisions,
       log: this.log,
+      cache: this.cacheBook,
     };
   }
 
-  capacityReport(): CapacityReport {
+  capacityReport(held?: HeldDigests): CapacityReport {
     const node = this;
-    return buildReport({
+    return buildReport(
+      {
       name: this.name,
       version: this.version,
       now: this.now,
@@ -186,7 +192,10 @@ export class ViiworkNode implements ApiNode {
       get aliasVersion() {
         return node.aliases.version;
       },
-    });
+      cache: this.cacheBook,
+    },
+      held,
+    );
   }
 
   #releaseWaiters = 0;
@@ -276,7 +285,7 @@ export class ViiworkNode implements ApiNode {
   /** The routing snapshot: this node now, and every alive or suspect peer from its last report. */
   hostViews(): HostView[] {
     const now = this.now();
-    return [localView(this.name, this.slots, this.perf, now), ...peerViews(this.members.peers(), this.poller, this.config.routing.stale_after, now)];
+    return [localView(this.name, this.slots, this.perf, now, this.cacheBook), ...peerViews(this.members.peers(), this.poller, this.config.routing.stale_after, now)];
   }
 
   nextRoundRobin(): number {

@@ -55,6 +55,8 @@ export async function startMeshNode(spec: MeshNodeSpec, opts: { waitHealthy?: bo
       port: 7946,
       seeds: spec.seeds ?? [],
       capacity_poll: '250ms',
+      // Every member every poll, as these tests were written for (the product's default polls members it does not route to every 10 s).
+      capacity_background: '250ms',
       rejoin_interval: '2s',
       ...(spec.mesh ?? {}),
     },
