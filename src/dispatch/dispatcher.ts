@@ -24,6 +24,10 @@ import type { DispatchRequest, Placement, RunOutcome } from './types.ts';
 import { engineBody, forwardBody } from './upstream-body.ts';
 import { sha256HexAsync } from '../security/signing.ts';
 import { planResponses, RESPONSES_PATH } from './responses.ts';
+import { COUNT_TOKENS_PATH, countTokens, MESSAGES_PATH, planMessages } from './messages.ts';
+import { ToolOrderMemory, type Hygiene } from './tool-order.ts';
+import { RES_OMITTED_TOOLS } from '../http/viiwork-headers.ts';
+import { sendJson } from '../http/errors.ts';
 
 /** What the decision feed and metrics learn of one request, filled in as it goes. */
 interface Trace {
@@ -38,7 +42,12 @@ interface Trace {
 }
 
 export class Dispatcher {
-  constructor(private readonly p: DispatchPorts) {}
+  /** Prompt-cache hygiene of the requests this node executes (api.agent_hygiene; the tool order is per session). */
+  readonly #hygiene: Hygiene;
+
+  constructor(private readonly p: DispatchPorts) {
+    this.#hygiene = { on: p.rules.agentHygiene ?? true, toolOrder: new ToolOrderMemory(() => p.now()) };
+  }
 
   /** A client's request entering at this node. */
   async serveClient(req: DispatchRequest, res: http.ServerResponse, signal: AbortSignal): Promise<void> {
@@ -59,6 +68,7 @@ export class Dispatcher {
         req.alias = req.model;
         req.model = resolved;
       }
+      if (req.path === COUNT_TOKENS_PATH) return await this.#countTokens(req, res, signal, trace, hosts);
       await this.#place(req, res, signal, trace, hosts);
     } catch (err) {
       trace.outcome = err instanceof ApiError ? String(err.status) : 'error';
@@ -74,6 +84,7 @@ export class Dispatcher {
     try {
       if (!this.p.slots.does(req.model, req.workload)) throw errors.forwardLacksModel(req.model, req.workload);
       trace.known = true;
+      if (req.path === COUNT_TOKENS_PATH) return await this.#countTokens(req, res, signal, trace, this.p.snapshot());
       const lease = this.p.slots.tryLease(req.model, req.workload, req.sessionKey);
       if (!lease) throw errors.forwardNoSlot();
       const o = await this.#runLocal(req, lease, res, signal, { origin: from, route: 'local', queuedMs: 0, extra: {} }, trace);
@@ -88,6 +99,15 @@ export class Dispatcher {
     } finally {
       this.#record(req, req.model, from, trace);
     }
+  }
+
+  /** count_tokens: answered here, without a slot or the queue (SPEC section 4). */
+  async #countTokens(req: DispatchRequest, res: http.ServerResponse, signal: AbortSignal, trace: Trace, hosts: readonly HostView[]): Promise<void> {
+    checkServable(req, hosts, this.#candidates(req, hosts));
+    trace.known = true;
+    trace.route = 'local';
+    const counted = await countTokens(req, this.p.tokenizer?.(req.model), signal);
+    if (!res.destroyed) sendJson(res, 200, counted, req.alias !== undefined ? { [RES_ALIAS]: req.alias, [RES_MODEL]: req.model } : {});
   }
 
   async #place(req: DispatchRequest, res: http.ServerResponse, signal: AbortSignal, trace: Trace, hosts: readonly HostView[]): Promise<void> {
@@ -245,15 +265,19 @@ export class Dispatcher {
       let path = req.path;
       let translate: AnswerTranslator | undefined;
       const responseHeaders = { ...h.extra, ...mesh(p.name, h.origin, h.route, h.queuedMs) };
-      if (req.path === RESPONSES_PATH) {
-        const plan = planResponses(req, lease.target.descriptor);
+      if (req.path === RESPONSES_PATH || req.path === MESSAGES_PATH) {
+        const plan =
+          req.path === RESPONSES_PATH ? planResponses(req, lease.target.descriptor, this.#hygiene) : planMessages(req, lease.target.descriptor, lease.backend.info.context, this.#hygiene);
         if (plan.kind === 'refuse') {
           // The executor's own answer about the request itself: unmarked, so it reaches the client once.
           sendError(res, plan.error, responseHeaders);
           trace.outcome = String(plan.error.status);
           return { kind: 'answered', status: plan.error.status };
         }
-        if (plan.kind === 'translate') ({ path, body, translate } = plan);
+        if (plan.kind === 'translate') {
+          ({ path, body, translate } = plan);
+          if (plan.omittedTools.length) responseHeaders[RES_OMITTED_TOOLS] = plan.omittedTools.join(', ').slice(0, 1024);
+        }
       }
       const generation = isScoredWorkload(req.workload);
       const headers: Record<string, string> = {
