@@ -44,19 +44,26 @@ function contentText(content: unknown): string {
 /**
  * The text a model would see, as a chat template renders it: for chat, each
  * message as `<|role|>\ncontent\n` in order (tool calls as JSON after the
- * content) and then the assistant's opening; for completions, the prompt.
+ * content), the tools (`<|tools|>\n` and each tool's JSON) right after a
+ * leading system message or else first, and then the assistant's opening;
+ * for completions, the prompt.
  * undefined when the body has no messages (chat) or prompt (completions).
  */
 export function renderPrompt(chat: boolean, body: Record<string, unknown>): string | undefined {
   if (chat) {
     if (!Array.isArray(body.messages)) return undefined;
     const parts: string[] = [];
-    for (const m of body.messages as unknown[]) {
+    // Tools where chat templates put them: first, with the system prompt (after its text), one JSON each.
+    const tools = Array.isArray(body.tools) ? (body.tools as unknown[]).map((t) => `${turnOpen('tools')}${JSON.stringify(t)}${TURN_CLOSE}`) : [];
+    const leadingSystem = (body.messages as { role?: unknown }[])[0]?.role === 'system';
+    if (!leadingSystem) parts.push(...tools);
+    (body.messages as unknown[]).forEach((m, i) => {
       const msg = (m && typeof m === 'object' ? m : {}) as { role?: unknown; content?: unknown; tool_calls?: unknown };
       parts.push(turnOpen(String(msg.role ?? 'user')), contentText(msg.content));
       if (msg.tool_calls !== undefined) parts.push(JSON.stringify(msg.tool_calls));
       parts.push(TURN_CLOSE);
-    }
+      if (i === 0 && leadingSystem) parts.push(...tools);
+    });
     parts.push(turnOpen('assistant'));
     return parts.join('');
   }
