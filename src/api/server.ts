@@ -11,7 +11,7 @@ import { parseHeld } from '../capacity/digest.ts';
 import { classifyForwardHeaders } from '../security/headers.ts';
 import { protectionOf } from './client-keys.ts';
 import { fleetCapacity, meshDocument, modelsDocument } from './fleet.ts';
-import { ApiError, errors, sendError, sendJson } from '../http/errors.ts';
+import { ApiError, errors, isMessagesPath, sendError, sendJson, useAnthropicErrors } from '../http/errors.ts';
 import { handleInference } from './inference.ts';
 import { createAliasRoutes } from './aliases.ts';
 import { isUiPath, serveUi } from '../ui/serve.ts'; // dashboards
@@ -115,6 +115,8 @@ async function handle(
 ): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://node');
   const method = req.method ?? 'GET';
+  // Clients of Anthropic's SDKs read Anthropic's error shape (SPEC section 4).
+  if (isMessagesPath(url.pathname)) useAnthropicErrors(res);
   const origin = req.headers.origin;
   const foreignHost = rebound(node, req);
   if (foreignHost !== undefined) {
@@ -141,7 +143,7 @@ async function handle(
 
   // Client keys, when configured: at the entry node only (a verified forward is the mesh's business; its
   // headers are judged in inference.ts, and a client cannot claim to be a forward without them).
-  if (node.clientKeys.enabled && method !== 'OPTIONS' && protectionOf(url.pathname, node.config.api.protect_ops) === 'key' && !isMeshForward(req) && !node.clientKeys.admits(req)) {
+  if (node.clientKeys.enabled && method !== 'OPTIONS' && protectionOf(url.pathname, node.config.api.protect_ops) === 'key' && !isMeshForward(req) && !node.clientKeys.admits(req, isMessagesPath(url.pathname))) {
     req.resume();
     throw errors.missingClientKey();
   }

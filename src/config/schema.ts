@@ -90,10 +90,11 @@ function expandHome(p: string): string {
 
 /**
  * Workloads an operator may declare: the ones this node routes (SPEC section
- * 8) and `responses`, which marks an engine that serves the Responses API
- * natively. Anything else in a config is a typo, not a capability.
+ * 8), `responses`, which marks an engine that serves the Responses API
+ * natively, and `messages`, one that serves Anthropic's Messages API natively.
+ * Anything else in a config is a typo, not a capability.
  */
-export const CONFIG_WORKLOADS: readonly string[] = [...new Set<string>([...KNOWN_WORKLOADS, 'responses'])];
+export const CONFIG_WORKLOADS: readonly string[] = [...new Set<string>([...KNOWN_WORKLOADS, 'responses', 'messages'])];
 
 const workloadList = z
   .array(
@@ -253,6 +254,8 @@ export const configSchema = z.strictObject({
       keys_file: z.string().default('').transform(expandHome),
       /** true: /health, /metrics and the dashboards need a client key too. */
       protect_ops: z.boolean().default(false),
+      /** Prompt-cache hygiene for agent clients (docs/api.md lists each rule): on by default. */
+      agent_hygiene: z.boolean().default(true),
     })
     .prefault({}),
   mesh: z

@@ -30,6 +30,10 @@ import { sha256HexAsync } from '../security/signing.ts';
 import type { CacheRun } from '../engines/cache-book.ts';
 import { usageOfBody } from '../http/engine-usage.ts';
 import { planResponses, RESPONSES_PATH } from './responses.ts';
+import { COUNT_TOKENS_PATH, countTokens, MESSAGES_PATH, planMessages } from './messages.ts';
+import { ToolOrderMemory, type Hygiene } from './tool-order.ts';
+import { RES_OMITTED_TOOLS } from '../http/viiwork-headers.ts';
+import { sendJson } from '../http/errors.ts';
 
 /** What the decision feed and metrics learn of one request, filled in as it goes. */
 interface Trace {
@@ -59,9 +63,12 @@ export class Dispatcher {
   readonly #routes: RecentRoutes;
   /** model \0 host → requests of this node waiting for that host's warm slot. */
   readonly #holding = new Map<string, number>();
+  /** Prompt-cache hygiene of the requests this node executes (api.agent_hygiene; the tool order is per session). */
+  readonly #hygiene: Hygiene;
 
   constructor(private readonly p: DispatchPorts) {
     this.#routes = new RecentRoutes(() => p.now());
+    this.#hygiene = { on: p.rules.agentHygiene ?? true, toolOrder: new ToolOrderMemory(() => p.now()) };
   }
 
   /** A client's request entering at this node. */
@@ -79,7 +86,7 @@ export class Dispatcher {
       }
       if (req.scan && isScoredWorkload(req.workload)) {
         // One bounded walk gives the chain pricing uses and the prefix key.
-        const walk = walkPrompt(req.body, req.scan, req.path);
+        const walk = walkPrompt(req.body, req.scan, req.path, { hygiene: this.#hygiene.on });
         req.chain = walk.chain;
         if (walk.complete) req.pricedTokens = walk.chain[walk.chain.length - 1].tokens;
         if (req.sessionKey === undefined && this.p.rules.prefixAffinity) req.prefixKey = prefixKeyOf(walk);
@@ -89,6 +96,7 @@ export class Dispatcher {
         req.alias = req.model;
         req.model = resolved;
       }
+      if (req.path === COUNT_TOKENS_PATH) return await this.#countTokens(req, res, signal, trace, hosts);
       await this.#place(req, res, signal, trace, hosts);
     } catch (err) {
       trace.outcome = err instanceof ApiError ? String(err.status) : 'error';
@@ -104,6 +112,7 @@ export class Dispatcher {
     try {
       if (!this.p.slots.does(req.model, req.workload)) throw errors.forwardLacksModel(req.model, req.workload);
       trace.known = true;
+      if (req.path === COUNT_TOKENS_PATH) return await this.#countTokens(req, res, signal, trace, this.p.snapshot());
       const lease = this.p.slots.tryLease(req.model, req.workload, req.sessionKey);
       if (!lease) throw errors.forwardNoSlot();
       const o = await this.#runLocal(req, lease, res, signal, { origin: from, route: 'local', queuedMs: 0, extra: {} }, trace);
@@ -118,6 +127,15 @@ export class Dispatcher {
     } finally {
       this.#record(req, req.model, from, trace);
     }
+  }
+
+  /** count_tokens: answered here, without a slot or the queue (SPEC section 4). */
+  async #countTokens(req: DispatchRequest, res: http.ServerResponse, signal: AbortSignal, trace: Trace, hosts: readonly HostView[]): Promise<void> {
+    checkServable(req, hosts, this.#candidates(req, hosts));
+    trace.known = true;
+    trace.route = 'local';
+    const counted = await countTokens(req, this.p.tokenizer?.(req.model), signal);
+    if (!res.destroyed) sendJson(res, 200, counted, req.alias !== undefined ? { [RES_ALIAS]: req.alias, [RES_MODEL]: req.model } : {});
   }
 
   async #place(req: DispatchRequest, res: http.ServerResponse, signal: AbortSignal, trace: Trace, hosts: readonly HostView[]): Promise<void> {
@@ -335,22 +353,26 @@ export class Dispatcher {
       // What this request asks of the engine's cache, in the executor's record (issue 17): where it runs, what it reuses.
       const generation = isScoredWorkload(req.workload);
       // The entry computed the chain for pricing; a forward's executor computes the same chain from the body it received.
-      const chain = generation && req.scan && p.cache ? (req.chain ??= prefixChain(req.body, req.scan, req.path)) : undefined;
+      const chain = generation && req.scan && p.cache ? (req.chain ??= prefixChain(req.body, req.scan, req.path, { hygiene: this.#hygiene.on })) : undefined;
       run = chain && chain.length ? p.cache!.begin(lease.backend, chain) : undefined;
       if (run && trace.predictedCached === undefined) trace.predictedCached = run.predicted;
       let { body, stripUsage } = await engineBody(req, run?.idSlot);
       let path = req.path;
       let translate: AnswerTranslator | undefined;
       const responseHeaders = { ...h.extra, ...mesh(p.name, h.origin, h.route, h.queuedMs) };
-      if (req.path === RESPONSES_PATH) {
-        const plan = planResponses(req, lease.target.descriptor);
+      if (req.path === RESPONSES_PATH || req.path === MESSAGES_PATH) {
+        const plan =
+          req.path === RESPONSES_PATH ? planResponses(req, lease.target.descriptor, this.#hygiene) : planMessages(req, lease.target.descriptor, lease.backend.info.context, this.#hygiene);
         if (plan.kind === 'refuse') {
           // The executor's own answer about the request itself: unmarked, so it reaches the client once.
           sendError(res, plan.error, responseHeaders);
           trace.outcome = String(plan.error.status);
           return { kind: 'answered', status: plan.error.status };
         }
-        if (plan.kind === 'translate') ({ path, body, translate } = plan);
+        if (plan.kind === 'translate') {
+          ({ path, body, translate } = plan);
+          if (plan.omittedTools.length) responseHeaders[RES_OMITTED_TOOLS] = plan.omittedTools.join(', ').slice(0, 1024);
+        }
       }
       const headers: Record<string, string> = {
         'content-type': req.scan ? 'application/json' : req.contentType,

@@ -32,6 +32,8 @@ export interface DispatchRules {
   writeStallMs: number;
   /** routing.prefix_affinity */
   prefixAffinity: boolean;
+  /** api.agent_hygiene (prompt-cache hygiene for agent clients; docs/api.md) */
+  agentHygiene?: boolean;
 }
 
 export interface LocalSlots {
@@ -58,6 +60,8 @@ export interface DispatchPorts {
   readonly queues: QueueSet<Placement>;
   readonly aliases: AliasLookup;
   readonly peers: PeerLink;
+  /** A tokenizer of a healthy local engine serving `model` (llama-server's /tokenize, the embedded engine), for count_tokens. */
+  tokenizer?(model: string): ((text: string, signal: AbortSignal) => Promise<number | undefined>) | undefined;
   /** A measured first-token time of this node's own execution. */
   recordScore(model: string, promptTokens: number, ttftMs: number): void;
   readonly metrics: Metrics;

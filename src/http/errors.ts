@@ -47,7 +47,7 @@ export const errors = {
   unsupportedWorkload: (model: string, workload: string, where = 'any live member') =>
     invalid(400, `model "${model}" is not served for ${workload} by ${where}; GET /v1/models lists each model's workloads`, 'unsupported_workload'),
   missingClientKey: () =>
-    new ApiError(401, 'this node needs an API key: send Authorization: Bearer <key> (the keys are in api.keys_env or api.keys_file on the node)', 'authentication_error', 'invalid_api_key', undefined, {
+    new ApiError(401, 'this node needs an API key: send Authorization: Bearer <key> (or x-api-key: <key> on /v1/messages; the keys are in api.keys_env or api.keys_file on the node)', 'authentication_error', 'invalid_api_key', undefined, {
       'www-authenticate': 'Bearer',
     }),
   unauthorized: (why: string) => new ApiError(401, `forward rejected: ${why}`, 'authentication_error', 'unauthorized', undefined, { [RES_REFUSED]: 'auth' }),
@@ -89,12 +89,51 @@ export const errors = {
   starting: () => new ApiError(503, 'the node is starting or stopping', 'server_error', 'unavailable', 1),
 };
 
+/** Answers whose errors take Anthropic's shape (requests on the Messages API paths). */
+const anthropicShaped = new WeakSet<http.ServerResponse>();
+
+/** The Messages API paths (SPEC section 4): their errors have Anthropic's shape. */
+export function isMessagesPath(path: string): boolean {
+  return path === '/v1/messages' || path.startsWith('/v1/messages/');
+}
+
+/** From now on, errors sent on `res` have Anthropic's shape. */
+export function useAnthropicErrors(res: http.ServerResponse): void {
+  anthropicShaped.add(res);
+}
+
+/** Anthropic's error type for a status (the SDKs pick their error class by status; the type says the same in words). */
+export function anthropicErrorType(status: number): string {
+  switch (status) {
+    case 401:
+      return 'authentication_error';
+    case 403:
+      return 'permission_error';
+    case 404:
+      return 'not_found_error';
+    case 413:
+      return 'request_too_large';
+    case 429:
+      return 'rate_limit_error';
+    case 503:
+    case 529:
+      return 'overloaded_error';
+    default:
+      return status >= 500 ? 'api_error' : 'invalid_request_error';
+  }
+}
+
+/** `{"type":"error","error":{"type":…,"message":…}}`, Anthropic's error body. */
+export function anthropicErrorBody(status: number, message: string): { type: 'error'; error: { type: string; message: string } } {
+  return { type: 'error', error: { type: anthropicErrorType(status), message } };
+}
+
 export function sendError(res: http.ServerResponse, err: ApiError, extraHeaders: Record<string, string> = {}): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
-  const text = JSON.stringify(err.body());
+  const text = JSON.stringify(anthropicShaped.has(res) ? anthropicErrorBody(err.status, err.message) : err.body());
   const headers: Record<string, string | number> = {
     ...extraHeaders,
     ...err.headers,

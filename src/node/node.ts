@@ -28,7 +28,8 @@ import { readClientKeys } from '../config/keys.ts';
 import type { HeldDigests } from '../capacity/digest.ts';
 import { buildReport, type CapacityReport } from '../capacity/report.ts';
 import { CacheBook } from '../engines/cache-book.ts';
-import { Agent } from 'undici';
+import { Agent, request as undiciRequest } from 'undici';
+import { engineAgent } from '../http/relay.ts';
 import { CapacityPoller, type PeerReport } from '../capacity/poller.ts';
 import { Interest, routedMember, unsettled } from '../capacity/schedule.ts';
 import { Membership } from '../mesh/membership.ts';
@@ -159,6 +160,7 @@ export class ViiworkNode implements ApiNode {
         streamStallMs: api.stream_stall,
         writeStallMs: api.write_stall,
         prefixAffinity: r.prefix_affinity,
+        agentHygiene: api.agent_hygiene,
       },
       now: this.now,
       random: Math.random,
@@ -172,6 +174,7 @@ export class ViiworkNode implements ApiNode {
       aliases: this.aliases,
       peers,
       recordScore: (model, tokens, ttft) => this.perf.record(model, tokens, ttft),
+      tokenizer: (model) => engineTokenizer(this.backends, model),
       metrics: this.metrics,
       decisions: this.decisions,
       log: this.log,
@@ -560,4 +563,21 @@ function bindProblem(err: NodeJS.ErrnoException): string {
     default:
       return err.message;
   }
+}
+
+/** count_tokens: POST /tokenize on a healthy local llama-server or embedded engine serving `model` (the token count), else undefined. */
+function engineTokenizer(backends: readonly Backend[], model: string): ((text: string, signal: AbortSignal) => Promise<number | undefined>) | undefined {
+  const b = backends.find((x) => x.info.model === model && x.state === 'healthy' && x.url && (x.info.engine === 'llamacpp' || x.info.engine === 'embedded'));
+  if (!b) return undefined;
+  return async (text, signal) => {
+    const r = await undiciRequest(`${b.url}/tokenize`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...b.authHeaders() },
+      body: JSON.stringify({ content: text }),
+      signal: AbortSignal.any([signal, AbortSignal.timeout(10_000)]),
+      dispatcher: engineAgent,
+    });
+    const doc = (await r.body.json().catch(() => undefined)) as { tokens?: unknown } | undefined;
+    return r.statusCode === 200 && Array.isArray(doc?.tokens) ? doc.tokens.length : undefined;
+  };
 }
