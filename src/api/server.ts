@@ -13,6 +13,7 @@ import { fleetCapacity, meshDocument, modelsDocument } from './fleet.ts';
 import { ApiError, errors, sendError, sendJson } from '../http/errors.ts';
 import { handleInference } from './inference.ts';
 import { createAliasRoutes } from './aliases.ts';
+import { handleLifecycle, lifecyclePath } from './lifecycle.ts';
 import { isUiPath, serveUi } from '../ui/serve.ts'; // dashboards
 
 type Handler = (node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL) => Promise<void> | void;
@@ -168,6 +169,8 @@ async function handle(
     throw errors.methodNotAllowed(method, url.pathname, 'GET');
   }
   // --- end dashboards ---
+  const life = url.pathname.startsWith('/v1/models/') ? lifecyclePath(url.pathname) : undefined;
+  if (life) return handleLifecycle(node, req, res, life.model, life.action);
   if (url.pathname.startsWith('/v1/models/') && (method === 'GET' || method === 'HEAD')) return oneModel(node, res, url);
   const get = GET_ROUTES[url.pathname];
   if (get) {

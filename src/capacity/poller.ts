@@ -9,7 +9,7 @@
  * (schedule.ts decides which is which, and when).
  */
 import { Agent, request } from 'undici';
-import type { CapacityReport, ModelReport } from './report.ts';
+import type { CapacityReport, ModelReport, TargetReport } from './report.ts';
 import { duePolls, type MemberPoll } from './schedule.ts';
 
 export interface PeerReport {
@@ -51,7 +51,16 @@ export function parseReport(doc: unknown, expectedNode: string): CapacityReport 
       ? m.targets.flatMap((t) => {
           const x = t as Record<string, unknown>;
           if (!x || !Array.isArray(x.workloads)) return [];
-          return [{ workloads: x.workloads.filter((w): w is string => typeof w === 'string'), audio: x.audio === true, slots: num(x.slots) ?? 0, busy: num(x.busy) ?? 0, loading: num(x.loading) }];
+          return [
+            {
+              workloads: x.workloads.filter((w): w is string => typeof w === 'string'),
+              audio: x.audio === true,
+              slots: num(x.slots) ?? 0,
+              busy: num(x.busy) ?? 0,
+              loading: num(x.loading),
+              ...lifecycleOf(x),
+            },
+          ];
         })
       : undefined;
     models.push({
@@ -69,7 +78,25 @@ export function parseReport(doc: unknown, expectedNode: string): CapacityReport 
       targets,
     });
   }
-  return { node: expectedNode, ver: typeof d.ver === 'string' ? d.ver : undefined, at: num(d.at), alias_version: num(d.alias_version), models };
+  const mem = d.memory as Record<string, unknown> | undefined;
+  const memory =
+    mem && typeof mem === 'object' && num(mem.budget) !== undefined && num(mem.used) !== undefined && num(mem.free) !== undefined
+      ? { budget: num(mem.budget)!, used: num(mem.used)!, free: num(mem.free)! }
+      : undefined;
+  return { node: expectedNode, ver: typeof d.ver === 'string' ? d.ver : undefined, at: num(d.at), alias_version: num(d.alias_version), models, ...(memory ? { memory } : {}) };
+}
+
+const LIFE_STATES = new Set(['unloaded', 'fetching', 'loading', 'loaded', 'unloading']);
+
+/** A target's lifecycle fields (SPEC section 11), kept only when well-formed. */
+function lifecycleOf(x: Record<string, unknown>): Partial<TargetReport> {
+  if (typeof x.state !== 'string' || !LIFE_STATES.has(x.state)) return {};
+  return {
+    state: x.state as TargetReport['state'],
+    memory: num(x.memory),
+    ...(x.load === 'on_demand' ? { load: 'on_demand' as const } : {}),
+    ...(typeof x.load_error === 'string' ? { load_error: x.load_error.slice(0, 1024) } : {}),
+  };
 }
 
 export class CapacityPoller {

@@ -1,5 +1,6 @@
 /** This node's own /v1/capacity document (SPEC section 7). */
 import type { SlotTable } from '../engines/targets.ts';
+import type { LifeState, Lifecycle, MemoryFigures } from '../engines/lifecycle.ts';
 import type { PerfScores } from '../perf/scores.ts';
 
 /** What the report is made of. */
@@ -12,6 +13,8 @@ export interface ReportSource {
   /** Requests waiting in this node's queues for a model. */
   queued(model: string): number;
   readonly aliasVersion: number;
+  /** Model lifecycle (SPEC section 11): target states and memory, the node's budget. */
+  readonly lifecycle?: Pick<Lifecycle, 'targetState' | 'memory'>;
 }
 
 export interface TargetReport {
@@ -21,6 +24,14 @@ export interface TargetReport {
   busy: number;
   /** Backends still loading (added later: absent means unknown, read as 0). */
   loading?: number;
+  /** SPEC section 11: unloaded, fetching, loading, loaded, unloading (absent: an older node, loaded). */
+  state?: LifeState;
+  /** Bytes one copy of this target needs (SPEC section 11). */
+  memory?: number;
+  /** `on_demand`: this node may load and unload it (absent: always). */
+  load?: 'on_demand';
+  /** The engine's text of the last failed load, while it is unloaded. */
+  load_error?: string;
 }
 
 export interface ModelReport {
@@ -45,6 +56,8 @@ export interface CapacityReport {
   at?: number;
   alias_version?: number;
   models: ModelReport[];
+  /** Bytes: the budget, what backends loading, loaded or unloading use, and what is free (SPEC section 11). */
+  memory?: MemoryFigures;
 }
 
 export function buildReport(node: ReportSource): CapacityReport {
@@ -54,7 +67,15 @@ export function buildReport(node: ReportSource): CapacityReport {
     const backends = targets.flatMap((t) => t.backends);
     const tr = targets.map((t) => {
       const s = node.slots.summarize(t);
-      return { workloads: [...t.descriptor.workloads], audio: t.descriptor.audio, slots: s.slots, busy: s.busy, loading: s.loading } satisfies TargetReport;
+      const life = node.lifecycle?.targetState(t.backends);
+      return {
+        workloads: [...t.descriptor.workloads],
+        audio: t.descriptor.audio,
+        slots: s.slots,
+        busy: s.busy,
+        loading: s.loading,
+        ...(life ? { state: life.state, memory: life.memory, ...(life.onDemand ? { load: 'on_demand' as const } : {}), ...(life.error ? { load_error: life.error.slice(0, 1024) } : {}) } : {}),
+      } satisfies TargetReport;
     });
     const perf = node.perf.published(name);
     const engines = [...new Set(backends.map((b) => b.info.engine))];
@@ -73,6 +94,6 @@ export function buildReport(node: ReportSource): CapacityReport {
       targets: tr,
     });
   }
-  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliasVersion, models };
+  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliasVersion, models, ...(node.lifecycle ? { memory: node.lifecycle.memory() } : {}) };
 }
 

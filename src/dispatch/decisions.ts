@@ -13,6 +13,8 @@ export interface DecisionRecord {
   ttft_ms: number | null;
   outcome: string;
   alias?: string;
+  /** A model load or unload on this node (SPEC section 11): route is `load` or `unload`, outcome what happened. */
+  lifecycle?: { event: string; reason: string; detail: string };
 }
 
 export class DecisionFeed {

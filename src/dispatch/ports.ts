@@ -13,6 +13,7 @@ import type { HostView } from '../route/types.ts';
 import type { Workload } from '../workloads/workloads.ts';
 import type { DecisionFeed } from './decisions.ts';
 import type { Placement } from './types.ts';
+import type { Loads } from './load.ts';
 
 export interface DispatchRules {
   /** routing.queue_max */
@@ -60,4 +61,6 @@ export interface DispatchPorts {
   readonly metrics: Metrics;
   readonly decisions: DecisionFeed;
   readonly log: Log;
+  /** On-demand loads asked by this node (SPEC section 11); absent: never asks. */
+  readonly loads?: Loads;
 }

@@ -38,6 +38,8 @@ export interface DispatchRequest {
 /** Where a request will run, holding what it reserved there. */
 export type Placement =
   | { kind: 'local'; lease: Lease; reason: RouteReason }
-  | { kind: 'remote'; host: string; reason: RouteReason; end: (how: 'served' | 'refused') => void };
+  | { kind: 'remote'; host: string; reason: RouteReason; end: (how: 'served' | 'refused') => void }
+  /** The on-demand load this request waited for failed (SPEC section 11): it ends with 503 and the engine's text. */
+  | { kind: 'load-failed'; text: string };
 
 export type { RefusedBy, RunOutcome } from '../forward/outcome.ts';

@@ -4,6 +4,7 @@
  */
 import type { CapacityPoller, PeerReport } from '../capacity/poller.ts';
 import type { SlotTable } from '../engines/targets.ts';
+import type { Lifecycle } from '../engines/lifecycle.ts';
 import type { MemberInfo } from '../mesh/members.ts';
 import type { PerfScores } from '../perf/scores.ts';
 import type { HostModelView, HostView } from '../route/types.ts';
@@ -11,11 +12,15 @@ import type { HostModelView, HostView } from '../route/types.ts';
 /** Routing may use this node's own scores up to this old (recomputing them on every request costs more than it is worth). */
 export const ROUTING_SCORE_MAX_AGE_MS = 250;
 
-export function localView(name: string, slots: SlotTable, perf: PerfScores, now: number): HostView {
+export function localView(name: string, slots: SlotTable, perf: PerfScores, now: number, lifecycle?: Pick<Lifecycle, 'targetState' | 'memory'>): HostView {
   const models = new Map<string, HostModelView>();
   for (const model of slots.models()) {
     const local = slots.targetsOf(model);
-    const targets = local.map((t) => slots.summarize(t));
+    const targets = local.map((t) => {
+      const s = slots.summarize(t);
+      const life = lifecycle?.targetState(t.backends);
+      return life ? { ...s, state: life.state, memory: life.memory, onDemand: life.onDemand, loadError: life.error } : s;
+    });
     const p = perf.published(model, ROUTING_SCORE_MAX_AGE_MS);
     models.set(model, {
       ctx: Math.min(...local.flatMap((t) => t.backends.map((b) => b.info.context))),
@@ -27,7 +32,7 @@ export function localView(name: string, slots: SlotTable, perf: PerfScores, now:
       perfSamples: p.perf_samples,
     });
   }
-  return { name, local: true, rttMs: 0, fresh: true, polledAt: now, models };
+  return { name, local: true, rttMs: 0, fresh: true, polledAt: now, models, ...(lifecycle ? { memory: lifecycle.memory() } : {}) };
 }
 
 /** A report's models as routing reads them, built once per report (not once per request). */
@@ -39,7 +44,13 @@ function modelsOf(r: PeerReport): ReadonlyMap<string, HostModelView> {
   const models = new Map<string, HostModelView>();
   for (const mr of r.report.models) {
     models.set(mr.name, {
-      targets: mr.targets?.map((t) => ({ descriptor: { workloads: t.workloads, audio: t.audio }, slots: t.slots, busy: t.busy, loading: t.loading })),
+      targets: mr.targets?.map((t) => ({
+        descriptor: { workloads: t.workloads, audio: t.audio },
+        slots: t.slots,
+        busy: t.busy,
+        loading: t.loading,
+        ...(t.state !== undefined ? { state: t.state, memory: t.memory, onDemand: t.load === 'on_demand', loadError: t.load_error } : {}),
+      })),
       slots: mr.slots,
       busy: mr.busy,
       healthyBackends: mr.healthy_backends,
@@ -68,6 +79,7 @@ export function peerViews(peers: readonly MemberInfo[], poller: CapacityPoller |
       fresh: m.state === 'alive' && now - r.polledAt <= staleAfterMs,
       polledAt: r.polledAt,
       models,
+      ...(r.report.memory ? { memory: r.report.memory } : {}),
     });
   }
   return out;
