@@ -248,6 +248,8 @@ async function metrics(node: ApiNode, _req: http.IncomingMessage, res: http.Serv
     if (r) node.metrics.reportAge.set({ member: m.name }, Math.max(0, node.now() - r.polledAt) / 1000);
   }
   for (const [state, n] of Object.entries(node.members.counts())) node.metrics.members.set({ state }, n);
+  const memory = node.capacityReport().memory;
+  if (memory) for (const kind of ['budget', 'used', 'free'] as const) node.metrics.memoryBytes.set({ kind }, memory[kind]);
   const text = await node.metrics.registry.metrics();
   res.writeHead(200, { 'content-type': node.metrics.registry.contentType });
   res.end(text);
