@@ -145,7 +145,9 @@ export class Dispatcher {
     checkServable(req, hosts, first);
     trace.known = true;
     const arrived = p.now();
-    const deadline = arrived + p.rules.queueTimeoutMs;
+    // An on-demand model nobody has loaded: a host is asked to load it, and the request waits up to load_wait.
+    const forLoad = p.loads ? await p.loads.ensure(req.model, req.workload, 'request', `a ${req.workload} request entering ${p.name}`) : false;
+    const deadline = arrived + (forLoad ? Math.max(p.rules.queueTimeoutMs, p.loads!.waitMs) : p.rules.queueTimeoutMs);
     const queue = p.queues.get(req.model, req.workload);
     const rules = { queueMax: p.rules.queueMax, forwardRetry: p.rules.forwardRetry };
     const extra: Record<string, string> = req.alias !== undefined ? { [RES_ALIAS]: req.alias, [RES_MODEL]: req.model } : {};
@@ -167,7 +169,7 @@ export class Dispatcher {
           }
           case 'wait': {
             const failed = state.failed;
-            const out = queue.enqueue((wake) => this.#attempt(req, failed, hold, wake), { signal, deadline, front: action.front });
+            const out = queue.enqueue((wake) => this.#attempt(req, failed, hold, wake) ?? this.#loadFailed(req, arrived), { signal, deadline, front: action.front });
             p.waiting();
             const outcome = await out;
             if (outcome.ok) {
@@ -180,11 +182,11 @@ export class Dispatcher {
           case 'run': {
             const where = placement!;
             placement = undefined;
+            if (where.kind === 'load-failed') throw errors.loadFailed(req.model, where.text);
             const queuedMs = state.queued ? Math.max(1, p.now() - arrived) : 0;
             const route: RouteReason = state.queued ? 'queued' : where.reason;
             trace.queuedMs = queuedMs;
             trace.route = route;
-            trace.predictedCached = where.predictedCached;
             const outcome = await this.#run(req, where, res, signal, { origin: p.name, route, queuedMs, extra }, trace);
             event = { kind: 'ran', outcome };
             break;
@@ -193,6 +195,7 @@ export class Dispatcher {
             if (trace.outcome === 'ok' && signal.aborted) trace.outcome = 'aborted';
             return;
           case 'fail':
+            if (action.failure === 'queue-timeout' && forLoad && !this.#candidates(req).some((c) => c.healthy)) throw errors.loadTimeout(req.model, deadline - arrived);
             if (action.failure === 'queue-timeout' && this.#onlyLoading(req)) throw errors.modelLoading(req.model, p.rules.queueTimeoutMs);
             throw failureError(action.failure, req.model, p.rules.queueTimeoutMs, state.engineError);
         }
@@ -216,6 +219,12 @@ export class Dispatcher {
 
   #candidates(req: DispatchRequest, hosts: readonly HostView[] = this.p.snapshot()): Candidate[] {
     return candidates({ hosts, forwards: this.p.forwards.tally, marks: this.p.forwards.marks }, req.model, req.workload);
+  }
+
+  /** The load this request waited for failed: a placement that ends it with 503 (undefined: keep waiting). */
+  #loadFailed(req: DispatchRequest, arrived: number): Placement | undefined {
+    const text = this.p.loads?.failure(req.model, arrived);
+    return text === undefined ? undefined : { kind: 'load-failed', text };
   }
 
   /** Nothing capable is healthy, and something is still loading. */
@@ -292,7 +301,7 @@ export class Dispatcher {
     }
   }
 
-  async #run(req: DispatchRequest, where: Placement, res: http.ServerResponse, signal: AbortSignal, h: ResponseMeta, trace: Trace): Promise<RunOutcome> {
+  async #run(req: DispatchRequest, where: Exclude<Placement, { kind: 'load-failed' }>, res: http.ServerResponse, signal: AbortSignal, h: ResponseMeta, trace: Trace): Promise<RunOutcome> {
     trace.predictedCached = where.predictedCached;
     trace.cachedTokens = undefined;
     if (where.kind === 'local') {
@@ -488,7 +497,8 @@ function checkServable(req: DispatchRequest, hosts: readonly HostView[], cands: 
   }
   if (cands.length === 0) throw errors.unsupportedWorkload(req.model, req.workload);
   // A backend still loading counts as full: the request waits for it (up to queue_timeout).
-  if (!cands.some((c) => c.healthy || c.loading)) throw errors.noHealthyBackend(req.model);
+  // An on-demand target that is not loaded can be (SPEC section 11): the request waits for its load.
+  if (!cands.some((c) => c.healthy || c.loading || c.available)) throw errors.noHealthyBackend(req.model);
 }
 
 function failureError(f: Failure, model: string, timeoutMs: number, engineError: string | undefined): ApiError {

@@ -16,6 +16,7 @@ import type { HostView } from '../route/types.ts';
 import type { Workload } from '../workloads/workloads.ts';
 import type { DecisionFeed } from './decisions.ts';
 import type { Placement } from './types.ts';
+import type { Loads } from './load.ts';
 
 export interface DispatchRules {
   /** routing.queue_max */
@@ -69,4 +70,6 @@ export interface DispatchPorts {
   readonly log: Log;
   /** The executor's record of its engines' caches (engines/cache-book.ts); absent: none kept. */
   readonly cache?: { begin(backend: Backend, chain: PrefixChain): CacheRun };
+  /** On-demand loads asked by this node (SPEC section 11); absent: never asks. */
+  readonly loads?: Loads;
 }
