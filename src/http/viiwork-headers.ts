@@ -15,15 +15,38 @@ export const RES_QUEUED_MS = 'x-viiwork-queued-ms';
 export const RES_ALIAS = 'x-viiwork-alias';
 export const RES_MODEL = 'x-viiwork-model';
 /**
+ * Tools of a request the engine was not shown (built-in tools of the
+ * Responses API, Anthropic's own tools): the executor's answer names them,
+ * and the entry node passes the header on.
+ */
+export const RES_OMITTED_TOOLS = 'x-viiwork-omitted-tools';
+/** X-Viiwork-* headers an executor sets that an entry node relays as they are. */
+export const RES_PASSED_ON: ReadonlySet<string> = new Set([RES_OMITTED_TOOLS]);
+
+/**
  * On a receiving node's own refusal of a forward: `full`, `workload`, `auth`
  * or `engine`. The entry node retries only marked refusals; every other
  * status is the answer.
  */
 export const RES_REFUSED = 'x-viiwork-refused';
 
-export type RefusalMarker = 'full' | 'workload' | 'auth' | 'engine';
+export type RefusalMarker = 'full' | 'workload' | 'auth' | 'engine' | 'memory';
 
 export function refusalMarker(value: string | string[] | undefined): RefusalMarker | undefined {
   const v = Array.isArray(value) ? value[0] : value;
-  return v === 'full' || v === 'workload' || v === 'auth' || v === 'engine' ? v : undefined;
+  return v === 'full' || v === 'workload' || v === 'auth' || v === 'engine' || v === 'memory' ? v : undefined;
+}
+
+/**
+ * The engine's own count of prompt tokens it served from its cache (SPEC
+ * section 9, step 6): a response header when the executor knows it before
+ * its headers go out (whole answers), else an HTTP trailer (streams).
+ */
+export const RES_CACHED_TOKENS = 'x-viiwork-cached-tokens';
+
+/** A cached-token header or trailer value: a non-negative integer, else undefined. */
+export function cachedTokensValue(value: string | string[] | undefined): number | undefined {
+  const v = Array.isArray(value) ? value[0] : value;
+  if (v === undefined || !/^\d{1,12}$/.test(v.trim())) return undefined;
+  return Number(v.trim());
 }
