@@ -1,7 +1,8 @@
 /**
  * Issue 17 over a real mesh (SPEC section 9, step 6): with measured scores
  * on every host, a conversation's turns entering through three different
- * nodes stay on one host while it has room, and two conversations that
+ * nodes stay on one host while it has room (with a session key or without:
+ * the other entries read the host's cache digest), and two conversations that
  * share a long system prompt meet on the host that holds it — the second
  * one's own session ranking points elsewhere, but the entry node's record
  * of what it just routed prices the warm host far below the cold ones.
@@ -72,13 +73,14 @@ describe('pricing by uncached prefill across a mesh', () => {
       return;
     }
     const entries = nodes.slice(1);
-    for (const conv of ['alpha', 'beta', 'gamma']) {
+    // With a session key and without one: the host holding the conversation is priced lowest from every entry.
+    for (const [conv, header] of [['alpha', true], ['beta', true], ['gamma', false], ['delta', false]] as const) {
       const messages: { role: string; content: string }[] = [{ role: 'system', content: `You help with ${conv}. ${'s'.repeat(4000)}` }];
       const ran: string[] = [];
       for (let turn = 0; turn < 6; turn++) {
         messages.push({ role: 'user', content: `turn ${turn} of ${conv}: ${'u'.repeat(600)}` });
         const entry = entries[turn % entries.length];
-        const r = await post(`${entry.url}/v1/chat/completions`, { model: 'm', max_tokens: 2, messages }, { 'x-session-id': `conv-${conv}` });
+        const r = await post(`${entry.url}/v1/chat/completions`, { model: 'm', max_tokens: 2, messages }, header ? { 'x-session-id': `conv-${conv}` } : {});
         assert.equal(r.status, 200, r.text);
         const ended = Date.now();
         ran.push(String(r.headers['x-viiwork-node']));
@@ -93,7 +95,7 @@ describe('pricing by uncached prefill across a mesh', () => {
           { timeoutMs: 10_000, what: `reports polled after turn ${turn} seen from ${next.name}` },
         );
       }
-      assert.equal(new Set(ran).size, 1, `${conv} ran on ${ran.join(', ')}`);
+      assert.equal(new Set(ran).size, 1, `${conv}${header ? '' : ' (no session header)'} ran on ${ran.join(', ')}`);
     }
   });
 
