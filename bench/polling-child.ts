@@ -44,6 +44,7 @@ import { Agent as UndiciAgent, request as undiciRequest } from 'undici';
 import { createHash } from 'node:crypto';
 import { encodeDigest, parseHeld, type DigestWire, type HeldDigests } from '../src/capacity/digest.ts';
 import { CapacityPoller } from '../src/capacity/poller.ts';
+import { sampledIndices } from '../src/engines/cache-model.ts';
 import { Memberlist } from '../src/mesh/memberlist/memberlist.ts';
 import { NetTransport, splitHostPort, type StreamConn, type Transport, type TransportHandlers } from '../src/mesh/memberlist/transport.ts';
 
@@ -71,16 +72,23 @@ export function modelsOf(i: number, models: number): string[] {
 }
 
 /** A report shaped like buildReport's (src/capacity/report.ts). */
-/** Links per target in a fake member's cache digest: 4 slots × 50 message boundaries, a realistic agent fleet. */
-export const DIGEST_LINKS = 200;
+/** A fake member's target: 4 slots, each holding a conversation of 50 message boundaries, a realistic agent fleet. */
+export const DIGEST_SLOTS = 4;
+export const DIGEST_SLOT_LINKS = 50;
 const DIGEST_EPOCH = '0badc0de';
 
-/** The digest of fake member `i` at version `v`: the links of the newest slot change with every version. */
+/**
+ * The digest of fake member `i` at version `v`, as the product publishes it (engines/cache-model.ts): per slot
+ * the links `sampledIndices` picks, most recently used slot first; the newest slot's conversation changes with
+ * every version.
+ */
 export function fakeDigest(i: number, v: number): DigestWire {
-  const links = Array.from({ length: DIGEST_LINKS }, (_, k) => ({
-    hash: createHash('sha256').update(`${i}/${k < 50 ? v : k}/${k}`).digest('hex').slice(0, 16),
-    tokens: 1500 + 180 * (k % 50),
-  }));
+  const links: { hash: string; tokens: number }[] = [];
+  for (let slot = 0; slot < DIGEST_SLOTS; slot++) {
+    for (const k of sampledIndices(DIGEST_SLOT_LINKS)) {
+      links.push({ hash: createHash('sha256').update(`${i}/${slot === 0 ? v : -slot}/${k}`).digest('hex').slice(0, 16), tokens: 1500 + 180 * k });
+    }
+  }
   return encodeDigest(v, links);
 }
 
@@ -210,7 +218,7 @@ interface FleetOpts {
   /** Each member's busy count changes about this often (0: never; the reports then differ only in `at`). */
   changeMs: number;
   /**
-   * Cache digests in the members' reports (DIGEST_LINKS links per target): `changing`, a new digest on every
+   * Cache digests in the members' reports (fakeDigest): `changing`, a new digest on every
    * poll (the upper bound: every answer carries the whole digest); `steady`, one that changes only with `busy`
    * (resent only then, as `{"v"}` otherwise); absent or `off`, none.
    */
