@@ -48,7 +48,7 @@ describe('on-demand models on one node', () => {
     assert.equal(stateOf(cap, 'a'), 'unloaded');
     assert.equal(cap.models.find((m: any) => m.name === 'a').targets[0].slots, 0);
     assert.equal(cap.models.find((m: any) => m.name === 'a').targets[0].memory, GIB);
-    const models = await (await fetch(`${n.url}/v1/models`)).json();
+    const models = (await (await fetch(`${n.url}/v1/models`)).json()) as any;
     assert.deepEqual(models.data.map((m: any) => m.id).sort(), ['a', 'b']);
 
     const first = await chat(n.url, 'a');
@@ -65,7 +65,7 @@ describe('on-demand models on one node', () => {
     assert.equal(stateOf(cap, 'a'), 'unloaded');
     assert.equal(cap.memory.used, GIB);
 
-    const feed = (await (await fetch(`${n.url}/v1/decisions`)).json()).data;
+    const feed = ((await (await fetch(`${n.url}/v1/decisions`)).json()) as any).data;
     const loads = feed.filter((d: any) => d.lifecycle);
     assert.ok(loads.some((d: any) => d.model === 'b' && d.lifecycle.event === 'loading' && /unloading a for room/.test(d.lifecycle.detail)), JSON.stringify(loads));
     assert.ok(loads.some((d: any) => d.model === 'a' && d.lifecycle.event === 'unloading' && d.lifecycle.reason === 'room' && /room for b/.test(d.lifecycle.detail)));
@@ -124,14 +124,14 @@ describe('on-demand models on one node', () => {
     const post = (p: string) => fetch(`${n.url}${p}`, { method: 'POST' });
     let r = await post('/v1/models/a/load');
     assert.equal(r.status, 202);
-    assert.equal((await r.json()).state, 'loading');
+    assert.equal(((await r.json()) as any).state, 'loading');
     assert.equal((await post('/v1/models/a/load')).status, 202, 'a second ask joins the same load');
     await waitFor(async () => stateOf(await capacity(n.url), 'a') === 'loaded', { timeoutMs: 10_000, intervalMs: 50 });
     assert.equal((await post('/v1/models/a/load')).status, 200);
     r = await post('/v1/models/big/load');
     assert.equal(r.status, 503);
     assert.equal(r.headers.get('x-viiwork-refused'), 'memory');
-    assert.match((await r.json()).error.message, /needs 2\.0 GiB/);
+    assert.match(((await r.json()) as any).error.message, /needs 2\.0 GiB/);
     assert.equal((await post('/v1/models/pinned/unload')).status, 409, 'an always model is never unloaded');
     assert.equal((await post('/v1/models/nope/load')).status, 404);
     r = await post('/v1/models/a/unload');
