@@ -93,13 +93,13 @@ describe('on-demand models with the real llama-server', { skip }, () => {
     assert.equal((await stateOf(n.url, 'a')).state, 'unloaded');
     const pidB = pidOf(n, 'b/0');
     assert.ok(pidB && alive(pidB));
-    const cap = await (await fetch(`${n.url}/v1/capacity`)).json();
+    const cap = (await (await fetch(`${n.url}/v1/capacity`)).json()) as any;
     assert.ok(cap.memory.used <= cap.memory.budget);
 
     // b unloads after its idle_unload of 2 s: its process is gone.
     await waitFor(async () => (await stateOf(n.url, 'b')).state === 'unloaded', { timeoutMs: 20_000, intervalMs: 100, what: 'b unloaded when idle' });
     await waitFor(() => !alive(pidB), { timeoutMs: 10_000, what: "b's pid gone" });
-    assert.equal((await (await fetch(`${n.url}/v1/capacity`)).json()).memory.used, 0);
+    assert.equal(((await (await fetch(`${n.url}/v1/capacity`)).json()) as any).memory.used, 0);
   });
 
   it('a load that fails (a bad file) ends the waiting request with 503 and the engine\'s own error text', async () => {
