@@ -34,10 +34,10 @@ async function chat(url: string, model: string): Promise<{ status: number; body:
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }),
   });
-  return { status: r.status, body: await r.json() };
+  return { status: r.status, body: (await r.json()) as any };
 }
 
-const stateOf = async (url: string, model: string) => (await (await fetch(`${url}/v1/capacity`)).json()).models.find((m: any) => m.name === model)?.targets[0];
+const stateOf = async (url: string, model: string) => ((await (await fetch(`${url}/v1/capacity`)).json()) as any).models.find((m: any) => m.name === model)?.targets[0];
 const pidOf = (n: TestNode, id: string) => (n.node.backends.find((b) => b.id === id) as { pid?: number } | undefined)?.pid;
 
 describe('on-demand models with the real llama-server', { skip }, () => {
