@@ -79,7 +79,8 @@
  * ("6:14", load:seconds; 0 to skip), ROUTING_CAPACITY_POLL (the viiwork
  * arms' mesh.capacity_poll; default theirs, 1 s), ROUTING_DRAIN (0 to skip),
  * ROUTING_DRAIN_ROUNDS (1), ROUTING_DUMP=DIR (every arm's outcomes as JSON),
- * ROUTING_KEEP=1 (keep the scratch dir); BENCH_OUT=DIR writes results there
+ * (and, for the viiwork arms, the entry nodes' decision feeds), ROUTING_KEEP=1
+ * (keep the scratch dir); BENCH_OUT=DIR writes results there
  * instead of bench/results.
  */
 import { execFile } from 'node:child_process';
@@ -300,6 +301,32 @@ async function runArm(arm: Arm, trace: TraceRequest[], ctx: ArmContext, label: s
   const ok = outcomes.filter((o) => o.status === 200 && o.complete).length;
   console.log(`${label} ${arm}: ${trace.length} sent, ${ok} complete 200s, ${Math.round((performance.now() - t0) / 100) / 10} s`);
   return outcomes;
+}
+
+/** Σ |predicted − engine| cached tokens and the requests counted, over the entry nodes' /metrics (viiwork_cache_prediction_error_tokens). */
+async function predictionTotals(nodes: BenchNode[]): Promise<{ sum: number; count: number }> {
+  let sum = 0;
+  let count = 0;
+  for (const n of nodes) {
+    const text = await (await request(`${n.url}/metrics`)).body.text();
+    for (const m of text.matchAll(/^viiwork_cache_prediction_error_tokens_(sum|count)(?:\{[^}]*\})? (\S+)$/gm)) {
+      if (m[1] === 'sum') sum += Number(m[2]);
+      else count += Number(m[2]);
+    }
+  }
+  return { sum, count };
+}
+
+/**
+ * How well the entry nodes knew the caches over one arm's run: the mean
+ * absolute error of their predicted cached tokens against the engines'
+ * counts, as a share of the prompt tokens answered (issue 17's target: ≤ 0.10).
+ */
+function predictionOf(before: { sum: number; count: number }, after: { sum: number; count: number }, outs: Outcome[]) {
+  const requests = after.count - before.count;
+  const prompt = outs.filter((o) => good(o)).reduce((a, o) => a + (o.promptTokens ?? 0), 0);
+  const error = after.sum - before.sum;
+  return { requests, abs_error_tokens: Math.round(error), prompt_tokens: prompt, mae_share: prompt && requests ? r3(error / prompt) : null };
 }
 
 function pct(sorted: number[], p: number): number | null {
@@ -684,6 +711,8 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
         await resetEngines(engineUrls);
         await waitQuiet(livePids().map((p) => p.pid), 0.3, quietBudget);
         const ours = livePids();
+        const meshArm = arm === 'viiwork' ? ctx.viiwork : arm === 'viiwork-prefix-off' ? ctx.prefixOff : undefined;
+        const predicted0 = meshArm ? await predictionTotals(meshArm) : undefined;
         const cpu0 = { busy: machineBusyMs(), groups: groupCpuMs(ours.map((p) => p.pid)), self: process.cpuUsage(), at: performance.now() };
         const outcomes = await runArm(arm, trace, ctx, `load ${Math.round(load * 100)}%`);
         const groups1 = groupCpuMs(ours.map((p) => p.pid));
@@ -691,6 +720,8 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
           fs.mkdirSync(process.env.ROUTING_DUMP, { recursive: true });
           const rows = outcomes.map((o) => ({ ...o, entry: trace[o.i].entry, session: trace[o.i].session, kind: classOf(trace[o.i]), after: trace[o.i].after }));
           fs.writeFileSync(path.join(process.env.ROUTING_DUMP, `${arm}-${load}.json`), JSON.stringify(rows));
+          // The entry nodes' decision feeds (the last 200 each): predicted and engine cached tokens per request.
+          if (meshArm) fs.writeFileSync(path.join(process.env.ROUTING_DUMP, `${arm}-${load}-decisions.json`), JSON.stringify(await Promise.all(meshArm.map((n) => getJson(`${n.url}/v1/decisions`)))));
         }
         const meshNodes = arm === 'viiwork' ? ctx.viiwork : arm === 'viiwork-prefix-off' ? ctx.prefixOff : undefined;
         const sessions = meshNodes ? sessionPlacement(outcomes, trace, meshNodes.map((n) => n.name), await speedClasses(meshNodes[0])) : undefined;
@@ -710,6 +741,7 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
           foreign_cpu_share: Math.round((foreignMs / wallMs) * 100) / 100,
           wall_s: r1(wallMs / 1000),
           ...(sessions ? { sessions } : {}),
+          ...(meshArm && predicted0 ? { prediction: predictionOf(predicted0, await predictionTotals(meshArm), outcomes) } : {}),
         };
       }
       const ratio = (arm: string, base: string, pick: (a: Record<string, any>) => number | null | undefined = (a) => a.ttft_mean_ms) => {
