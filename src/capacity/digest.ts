@@ -39,6 +39,8 @@ export function heldParam(h: HeldDigests): string {
 }
 
 const HEX16 = /^[0-9a-f]{16}$/;
+/** Byte → two hex digits (decoding a digest is on every poll: a table beats Buffer.toString per link). */
+const HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, '0'));
 /** `{"v":<15 digits>,"links":""}` and a margin. */
 const WIRE_OVERHEAD = 40;
 
@@ -74,7 +76,7 @@ export function decodeLinks(version: number, b64: string): CacheDigest | undefin
   let at = 0;
   while (at < buf.length) {
     if (at + 9 > buf.length || held.size >= DIGEST_WIRE_MAX_ENTRIES) return undefined;
-    const hash = buf.toString('hex', at, at + 8);
+    const hash = HEX[buf[at]] + HEX[buf[at + 1]] + HEX[buf[at + 2]] + HEX[buf[at + 3]] + HEX[buf[at + 4]] + HEX[buf[at + 5]] + HEX[buf[at + 6]] + HEX[buf[at + 7]];
     const r = readVarint(buf, at + 8);
     if (!r) return undefined;
     if (!held.has(hash)) held.set(hash, r.value);

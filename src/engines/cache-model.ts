@@ -84,6 +84,22 @@ export function cacheModel(opts: CacheModelOptions): CacheModel {
   return opts.kind === 'blocks' ? new BlockCache(opts.budgetTokens ?? Infinity) : new SlotCache(opts.kind, Math.max(1, opts.slots), opts.similarity ?? DEFAULT_SIMILARITY);
 }
 
+/**
+ * The links of a slot's prompt a digest publishes, as indices into its n
+ * links: the last ones, then ever further back (n-1, n-2, n-3, n-5, n-9, …),
+ * and always the first. A conversation's next turn contains its whole
+ * previous prompt, so it finds the last link; a request that leaves the
+ * conversation part way (an edit, a shared system prompt) finds a link not
+ * far before where it leaves it. About log2(n) + 2 links instead of n keeps
+ * digests small (polls carry them every second).
+ */
+export function sampledIndices(n: number): number[] {
+  const out: number[] = [];
+  for (let back = 1; back <= n; back = back === 1 ? 2 : 2 * back - 1) out.push(n - back);
+  if (n > 0 && out[out.length - 1] !== 0) out.push(0);
+  return out;
+}
+
 /** Is an engine's count a miss against the prediction? */
 export function isMiss(predicted: number, actual: number, promptTokens: number): boolean {
   return predicted - actual > Math.max(MISS_MIN_TOKENS, MISS_SHARE * promptTokens);
@@ -217,7 +233,8 @@ class SlotCache implements CacheModel {
     const out: HeldLink[] = [];
     for (const s of order) {
       const used = Math.max(s.taken, s.freed);
-      for (const l of s.links) {
+      for (const i of sampledIndices(s.links.length)) {
+        const l = s.links[i];
         if (seen.has(l.hash)) continue;
         seen.add(l.hash);
         out.push({ hash: l.hash, tokens: l.tokens, used });

@@ -111,3 +111,24 @@ describe('release_ms', () => {
     assert.equal(nextMeanBusy(1000, 0), 800);
   });
 });
+
+describe('release_ms from the slot table', () => {
+  it('absent with a free slot; with every slot busy, the estimate from the leases running and the mean lease time', async () => {
+    const { SlotTable } = await import('../../src/engines/targets.ts');
+    const backend = { id: 'm/0', info: { id: 'm/0', model: 'm', index: 0, parallel: 2, context: 1024, engine: 'sim' }, descriptor: { workloads: ['chat'], audio: false }, state: 'healthy' };
+    const table = new SlotTable([backend as never]);
+    const target = table.targetsOf('m')[0];
+    const a = table.tryLease('m', 'chat')!;
+    assert.equal(table.releaseMs(target), undefined, 'a slot is free');
+    a.release();
+    const b = table.tryLease('m', 'chat')!;
+    const c = table.tryLease('m', 'chat')!;
+    const mean = performance.now() - b.grantedAt;
+    const r = table.releaseMs(target, b.grantedAt + 1_000_000);
+    assert.ok(r !== undefined && r >= 0, 'full: an estimate');
+    assert.ok(r! <= Math.max(1, mean), `overdue leases end within the mean: ${r}`);
+    b.release();
+    assert.equal(table.releaseMs(target), undefined);
+    c.release();
+  });
+});

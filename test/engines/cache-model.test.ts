@@ -1,7 +1,7 @@
 /** The executor's engine cache models (issue 17, item 2): tables of requests in, slot choices and predicted reuse out. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { cacheModel, isMiss, scaleChain, type CacheModel, type CacheModelKind } from '../../src/engines/cache-model.ts';
+import { cacheModel, isMiss, sampledIndices, scaleChain, type CacheModel, type CacheModelKind } from '../../src/engines/cache-model.ts';
 import type { PrefixChain } from '../../src/route/cache.ts';
 
 /** A chain whose links are named by the messages so far ("s", "s/u1", ...), each message `each` tokens. */
@@ -78,12 +78,12 @@ describe('slot models (llama-server, node-chosen, sim)', () => {
     const m = cacheModel({ kind: 'llama', slots: 2 });
     let t = m.begin(chain(['s', 'a']), ++clock);
     m.finish(t, { processed: true, promptTokens: 150, cachedTokens: 0 }, ++clock);
-    assert.deepEqual(m.held().map((h) => [h.hash, h.tokens]), [['s', 75], ['s/a', 150]]);
+    assert.deepEqual(m.held().map((h) => [h.hash, h.tokens]), [['s/a', 150], ['s', 75]]);
     // The model expects a reuse of 150; the engine says 0 (it placed the request elsewhere): the belief goes.
     t = m.begin(chain(['s', 'a', 'x']), ++clock);
     assert.equal(t.predicted, 150);
     m.finish(t, { processed: true, promptTokens: 300, cachedTokens: 0 }, ++clock);
-    assert.deepEqual(m.held().map((h) => h.hash), ['s', 's/a', 's/a/x'], 'only the request just run is held (in one slot)');
+    assert.deepEqual(m.held().map((h) => h.hash), ['s/a/x', 's/a', 's'], 'only the request just run is held (in one slot)');
   });
 
   it('lifo (embedded): the sequence freed last is handed out first, as the pool does', () => {
@@ -97,10 +97,27 @@ describe('slot models (llama-server, node-chosen, sim)', () => {
     assert.deepEqual([t1.slot, t1.predicted, t2.slot], [2, 200, 1]);
   });
 
-  it('held(): most recently used slot first, each hash once', () => {
+  it('held(): most recently used slot first, deepest link first, each hash once', () => {
     const m = cacheModel({ kind: 'chosen', slots: 2 });
     serial(m, [chain(['s', 'a']), chain(['s', 'b', 'c', 'd'])]);
-    assert.deepEqual(m.held().map((h) => h.hash), ['s', 's/b', 's/b/c', 's/b/c/d', 's/a']);
+    assert.deepEqual(m.held().map((h) => h.hash), ['s/b/c/d', 's/b/c', 's/b', 's', 's/a']);
+  });
+
+  it('a long conversation publishes its last links, then ever further back, and its first', () => {
+    assert.deepEqual(sampledIndices(50), [49, 48, 47, 45, 41, 33, 17, 0]);
+    assert.deepEqual(sampledIndices(3), [2, 1, 0]);
+    assert.deepEqual(sampledIndices(0), []);
+    const m = cacheModel({ kind: 'chosen', slots: 1 });
+    const long = Array.from({ length: 50 }, (_, i) => `m${i}`);
+    serial(m, [chain(long)]);
+    assert.equal(m.held().length, 8);
+    // Its next turn finds all of it; an edit at message 40 still finds 33 messages' worth; the system prompt is there.
+    const t = m.begin(chain([...long, 'next']), ++clock);
+    assert.equal(t.predicted, 5000);
+    m.finish(t, { processed: true, cachedTokens: 5000 }, ++clock);
+    const held = new Map(m.held().map((h) => [h.hash, h.tokens]));
+    assert.ok(held.has('m0'));
+    assert.ok([...held.keys()].some((h) => h.split('/').length >= 34 && h.split('/').length <= 40));
   });
 });
 
