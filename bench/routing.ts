@@ -60,10 +60,7 @@
  *
  * Sessions: for the viiwork arms, how often a later turn with X-Session-Id
  * ran on its previous turn's host when that host had a free slot (the
- * engines' truth, rebuilt from the answers; sessionPlacement). Prediction:
- * for the viiwork arms, the mean absolute error of the entries' predicted
- * cached tokens against the engines' counts, as a share of prompt tokens
- * (from the nodes' /metrics before and after the arm).
+ * engines' truth, rebuilt from the answers; sessionPlacement).
  *
  * Overload: the viiwork arm alone at 600% of raw capacity (past what even
  * warm caches serve), so entry queues fill and time out: every request must
@@ -81,7 +78,8 @@
  * ("6:14", load:seconds; 0 to skip), ROUTING_CAPACITY_POLL (the viiwork
  * arms' mesh.capacity_poll; default theirs, 1 s), ROUTING_DRAIN (0 to skip),
  * ROUTING_DRAIN_ROUNDS (1), ROUTING_DUMP=DIR (every arm's outcomes as JSON),
- * ROUTING_KEEP=1 (keep the scratch dir); BENCH_OUT=DIR writes results there
+ * (and, for the viiwork arms, the entry nodes' decision feeds), ROUTING_KEEP=1
+ * (keep the scratch dir); BENCH_OUT=DIR writes results there
  * instead of bench/results.
  */
 import { execFile } from 'node:child_process';
@@ -303,6 +301,32 @@ async function runArm(arm: Arm, trace: TraceRequest[], ctx: ArmContext, label: s
   return outcomes;
 }
 
+/** Σ |predicted − engine| cached tokens and the requests counted, over the entry nodes' /metrics (viiwork_cache_prediction_error_tokens). */
+async function predictionTotals(nodes: BenchNode[]): Promise<{ sum: number; count: number }> {
+  let sum = 0;
+  let count = 0;
+  for (const n of nodes) {
+    const text = await (await request(`${n.url}/metrics`)).body.text();
+    for (const m of text.matchAll(/^viiwork_cache_prediction_error_tokens_(sum|count)(?:\{[^}]*\})? (\S+)$/gm)) {
+      if (m[1] === 'sum') sum += Number(m[2]);
+      else count += Number(m[2]);
+    }
+  }
+  return { sum, count };
+}
+
+/**
+ * How well the entry nodes knew the caches over one arm's run: the mean
+ * absolute error of their predicted cached tokens against the engines'
+ * counts, as a share of the prompt tokens answered (issue 17's target: ≤ 0.10).
+ */
+function predictionOf(before: { sum: number; count: number }, after: { sum: number; count: number }, outs: Outcome[]) {
+  const requests = after.count - before.count;
+  const prompt = outs.filter((o) => good(o)).reduce((a, o) => a + (o.promptTokens ?? 0), 0);
+  const error = after.sum - before.sum;
+  return { requests, abs_error_tokens: Math.round(error), prompt_tokens: prompt, mae_share: prompt && requests ? r3(error / prompt) : null };
+}
+
 function pct(sorted: number[], p: number): number | null {
   if (!sorted.length) return null;
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
@@ -460,39 +484,6 @@ function summarise(outcomes: Outcome[], trace: TraceRequest[], seconds: number, 
   };
 }
 
-interface PredictionTotals {
-  /** Σ |predicted − engine's cached tokens| over requests that entered these nodes (viiwork_cache_prediction_error_tokens_sum). */
-  errorSum: number;
-  errorCount: number;
-  /** Prompt tokens of the nodes' own executions (viiwork_prompt_tokens_total, cached and uncached). */
-  promptTokens: number;
-}
-
-/** The prediction counters of a mesh's nodes, summed (read from /metrics). */
-async function predictionTotals(nodes: BenchNode[]): Promise<PredictionTotals> {
-  const t: PredictionTotals = { errorSum: 0, errorCount: 0, promptTokens: 0 };
-  for (const n of nodes) {
-    const r = await request(`${n.url}/metrics`);
-    const text = await r.body.text();
-    for (const line of text.split('\n')) {
-      const m = /^(viiwork_cache_prediction_error_tokens_sum|viiwork_cache_prediction_error_tokens_count|viiwork_prompt_tokens_total)\{[^}]*\} ([0-9.e+-]+)$/.exec(line);
-      if (!m) continue;
-      const v = Number(m[2]);
-      if (m[1].endsWith('_sum')) t.errorSum += v;
-      else if (m[1].endsWith('_count')) t.errorCount += v;
-      else t.promptTokens += v;
-    }
-  }
-  return t;
-}
-
-/** How well the entries knew the caches during one arm: mean absolute error of predicted cached tokens, as a share of prompt tokens. */
-function predictionDelta(a: PredictionTotals, b: PredictionTotals): Record<string, number | null> {
-  const err = b.errorSum - a.errorSum;
-  const prompt = b.promptTokens - a.promptTokens;
-  const n = b.errorCount - a.errorCount;
-  return { requests: n, abs_error_tokens: Math.round(err), prompt_tokens: Math.round(prompt), mae_share: prompt > 0 ? r3(err / prompt) : null, mae_tokens_per_request: n > 0 ? r1(err / n) : null };
-}
 
 
 /** Wait until every engine's slots are idle, then empty their caches (llama-server's slot erase). */
@@ -710,8 +701,8 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
         await resetEngines(engineUrls);
         await waitQuiet(livePids().map((p) => p.pid), 0.3, quietBudget);
         const ours = livePids();
-        const armNodes = arm === 'viiwork' ? ctx.viiwork : arm === 'viiwork-prefix-off' ? ctx.prefixOff : undefined;
-        const pred0 = armNodes ? await predictionTotals(armNodes) : undefined;
+        const meshArm = arm === 'viiwork' ? ctx.viiwork : arm === 'viiwork-prefix-off' ? ctx.prefixOff : undefined;
+        const predicted0 = meshArm ? await predictionTotals(meshArm) : undefined;
         const cpu0 = { busy: machineBusyMs(), groups: groupCpuMs(ours.map((p) => p.pid)), self: process.cpuUsage(), at: performance.now() };
         const outcomes = await runArm(arm, trace, ctx, `load ${Math.round(load * 100)}%`);
         const groups1 = groupCpuMs(ours.map((p) => p.pid));
@@ -719,10 +710,10 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
           fs.mkdirSync(process.env.ROUTING_DUMP, { recursive: true });
           const rows = outcomes.map((o) => ({ ...o, entry: trace[o.i].entry, session: trace[o.i].session, kind: classOf(trace[o.i]), after: trace[o.i].after }));
           fs.writeFileSync(path.join(process.env.ROUTING_DUMP, `${arm}-${load}.json`), JSON.stringify(rows));
+          // The entry nodes' decision feeds (the last 200 each): predicted and engine cached tokens per request.
+          if (meshArm) fs.writeFileSync(path.join(process.env.ROUTING_DUMP, `${arm}-${load}-decisions.json`), JSON.stringify(await Promise.all(meshArm.map((n) => getJson(`${n.url}/v1/decisions`)))));
         }
-        const meshNodes = armNodes;
-        const prediction = meshNodes && pred0 ? predictionDelta(pred0, await predictionTotals(meshNodes)) : undefined;
-        const sessions = meshNodes ? sessionPlacement(outcomes, trace, meshNodes.map((n) => n.name)) : undefined;
+        const sessions = meshArm ? sessionPlacement(outcomes, trace, meshArm.map((n) => n.name)) : undefined;
         const selfUs = process.cpuUsage(cpu0.self);
         let oursMs = (selfUs.user + selfUs.system) / 1000;
         const cpu: Record<string, number> = { load_generator: oursMs };
@@ -739,7 +730,7 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
           foreign_cpu_share: Math.round((foreignMs / wallMs) * 100) / 100,
           wall_s: r1(wallMs / 1000),
           ...(sessions ? { sessions } : {}),
-          ...(prediction ? { prediction } : {}),
+          ...(meshArm && predicted0 ? { prediction: predictionOf(predicted0, await predictionTotals(meshArm), outcomes) } : {}),
         };
       }
       const ratio = (arm: string, base: string, pick: (a: Record<string, any>) => number | null | undefined = (a) => a.ttft_mean_ms) => {
