@@ -28,12 +28,17 @@ export class ClientKeys {
     return this.#digests.length > 0;
   }
 
-  /** Does the request carry one of the keys? Every key is compared, so the time does not say which one was close. */
-  admits(req: http.IncomingMessage): boolean {
+  /**
+   * Does the request carry one of the keys? Every key is compared, so the time does not say which one was
+   * close. `apiKeyHeader`: the key may also come as `x-api-key` (Anthropic's SDKs send it so on the Messages API).
+   */
+  admits(req: http.IncomingMessage, apiKeyHeader = false): boolean {
     const auth = req.headers.authorization;
     const m = typeof auth === 'string' ? /^Bearer (.+)$/.exec(auth) : null;
-    if (!m) return false;
-    const d = crypto.createHash('sha256').update(m[1]).digest();
+    const xKey = apiKeyHeader ? req.headers['x-api-key'] : undefined;
+    const key = m ? m[1] : typeof xKey === 'string' && xKey !== '' ? xKey : undefined;
+    if (key === undefined) return false;
+    const d = crypto.createHash('sha256').update(key).digest();
     let ok = false;
     for (const k of this.#digests) ok = crypto.timingSafeEqual(d, k) || ok;
     return ok;

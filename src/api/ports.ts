@@ -11,6 +11,7 @@ import type { DecisionFeed } from '../dispatch/decisions.ts';
 import type { Dispatcher } from '../dispatch/dispatcher.ts';
 import type { Placement } from '../dispatch/types.ts';
 import type { Backend } from '../engines/backend.ts';
+import type { LoadAnswer, LoadReason, UnloadAnswer } from '../engines/lifecycle.ts';
 import type { Log } from '../log.ts';
 import type { MemberTable } from '../mesh/members.ts';
 import type { Metrics } from '../metrics/metrics.ts';
@@ -58,6 +59,10 @@ export interface ApiNode {
    * number of waiters it resolves at once.
    */
   slotReleased(model: string, ms: number): Promise<void>;
+  /** Load an on-demand model here (SPEC section 11): answers at once, the load goes on behind the node's load lock. */
+  loadModel(model: string, reason: LoadReason, detail: string): LoadAnswer;
+  /** Unload an idle on-demand model here. */
+  unloadModel(model: string, detail: string): UnloadAnswer;
   /** Alive viiwork members (this node included) whose reports show alias_version ≥ v. */
   aliasReach(version: number): { reached: number; members: number };
 }

@@ -8,7 +8,7 @@ import { NODE_NAME } from '../config/schema.ts';
 import type { Workload } from '../workloads/workloads.ts';
 import { errors } from '../http/errors.ts';
 import { boundaryOf, textField } from '../http/multipart.ts';
-import { lastSpan, SCAN_SLICE, scanJsonObject, scanJsonObjectSliced, valueOf } from '../http/json-scan.ts';
+import { lastSpan, SCAN_SLICE, scanJsonObject, scanJsonObjectSliced, valueOf, type ScannedObject } from '../http/json-scan.ts';
 import type { DispatchRequest } from '../dispatch/types.ts';
 import { clientWantsUsage } from '../dispatch/upstream-body.ts';
 
@@ -43,6 +43,28 @@ export function parseRouting(req: http.IncomingMessage, url: URL): Pick<Dispatch
   for (const p of prefer) checkName(where, p);
   const sessionKey = header(req, 'x-session-affinity') || header(req, 'x-session-id') || undefined;
   return { sessionKey, pin, prefer };
+}
+
+/** A session key longer than this (from a body field or an agent's header) is not used as one. */
+export const SESSION_KEY_MAX = 512;
+
+/**
+ * The session key after the session headers (SPEC section 9, step 6, and
+ * section 4): the body's `prompt_cache_key` (OpenAI's Chat Completions and
+ * Responses), then an agent client's own session header: Claude Code's
+ * `x-claude-code-session-id`, Codex's `session-id`.
+ */
+export function agentSessionKey(req: http.IncomingMessage, body: Buffer, scan: ScannedObject | undefined): string | undefined {
+  const span = scan ? lastSpan(scan, 'prompt_cache_key') : undefined;
+  if (span && span.end - span.start <= SESSION_KEY_MAX + 2) {
+    const v = valueOf(body, span);
+    if (typeof v === 'string' && v !== '') return v;
+  }
+  for (const name of ['x-claude-code-session-id', 'session-id']) {
+    const v = header(req, name);
+    if (v && v.length <= SESSION_KEY_MAX) return v;
+  }
+  return undefined;
 }
 
 export async function parseInference(req: http.IncomingMessage, url: URL, workload: Workload, body: Buffer, limits: RequestLimits = DEFAULT_LIMITS): Promise<DispatchRequest> {
@@ -80,6 +102,7 @@ export async function parseInference(req: http.IncomingMessage, url: URL, worklo
     stream,
     promptTokens: Math.ceil(body.length / 4),
     ...routing,
+    sessionKey: routing.sessionKey ?? agentSessionKey(req, body, scan),
     body,
     scan,
     contentType: contentType || 'application/json',

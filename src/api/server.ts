@@ -11,9 +11,10 @@ import { parseHeld } from '../capacity/digest.ts';
 import { classifyForwardHeaders } from '../security/headers.ts';
 import { protectionOf } from './client-keys.ts';
 import { fleetCapacity, meshDocument, modelsDocument } from './fleet.ts';
-import { ApiError, errors, sendError, sendJson } from '../http/errors.ts';
+import { ApiError, errors, isMessagesPath, sendError, sendJson, useAnthropicErrors } from '../http/errors.ts';
 import { handleInference } from './inference.ts';
 import { createAliasRoutes } from './aliases.ts';
+import { handleLifecycle, lifecyclePath } from './lifecycle.ts';
 import { isUiPath, serveUi } from '../ui/serve.ts'; // dashboards
 
 type Handler = (node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL) => Promise<void> | void;
@@ -115,6 +116,8 @@ async function handle(
 ): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://node');
   const method = req.method ?? 'GET';
+  // Clients of Anthropic's SDKs read Anthropic's error shape (SPEC section 4).
+  if (isMessagesPath(url.pathname)) useAnthropicErrors(res);
   const origin = req.headers.origin;
   const foreignHost = rebound(node, req);
   if (foreignHost !== undefined) {
@@ -141,7 +144,7 @@ async function handle(
 
   // Client keys, when configured: at the entry node only (a verified forward is the mesh's business; its
   // headers are judged in inference.ts, and a client cannot claim to be a forward without them).
-  if (node.clientKeys.enabled && method !== 'OPTIONS' && protectionOf(url.pathname, node.config.api.protect_ops) === 'key' && !isMeshForward(req) && !node.clientKeys.admits(req)) {
+  if (node.clientKeys.enabled && method !== 'OPTIONS' && protectionOf(url.pathname, node.config.api.protect_ops) === 'key' && !isMeshForward(req) && !node.clientKeys.admits(req, isMessagesPath(url.pathname))) {
     req.resume();
     throw errors.missingClientKey();
   }
@@ -169,6 +172,8 @@ async function handle(
     throw errors.methodNotAllowed(method, url.pathname, 'GET');
   }
   // --- end dashboards ---
+  const life = url.pathname.startsWith('/v1/models/') ? lifecyclePath(url.pathname) : undefined;
+  if (life) return handleLifecycle(node, req, res, life.model, life.action);
   if (url.pathname.startsWith('/v1/models/') && (method === 'GET' || method === 'HEAD')) return oneModel(node, res, url);
   const get = GET_ROUTES[url.pathname];
   if (get) {
@@ -246,6 +251,8 @@ async function metrics(node: ApiNode, _req: http.IncomingMessage, res: http.Serv
     if (r) node.metrics.reportAge.set({ member: m.name }, Math.max(0, node.now() - r.polledAt) / 1000);
   }
   for (const [state, n] of Object.entries(node.members.counts())) node.metrics.members.set({ state }, n);
+  const memory = node.capacityReport().memory;
+  if (memory) for (const kind of ['budget', 'used', 'free'] as const) node.metrics.memoryBytes.set({ kind }, memory[kind]);
   const text = await node.metrics.registry.metrics();
   res.writeHead(200, { 'content-type': node.metrics.registry.contentType });
   res.end(text);

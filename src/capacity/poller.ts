@@ -12,7 +12,7 @@ import { Agent, request } from 'undici';
 import type { CacheDigest } from '../route/cache.ts';
 import { descriptorKey } from '../workloads/workloads.ts';
 import { decodeLinks, heldParam, readWire, type HeldDigests } from './digest.ts';
-import type { CapacityReport, ModelReport } from './report.ts';
+import type { CapacityReport, ModelReport, TargetReport } from './report.ts';
 import { duePolls, type MemberPoll } from './schedule.ts';
 
 export interface PeerReport {
@@ -98,6 +98,7 @@ export function parseReport(doc: unknown, expectedNode: string): CapacityReport 
               loading: num(x.loading),
               ...(release !== undefined && release >= 0 ? { release_ms: release } : {}),
               ...(digest ? { digest } : {}),
+              ...lifecycleOf(x),
             },
           ];
         })
@@ -120,7 +121,25 @@ export function parseReport(doc: unknown, expectedNode: string): CapacityReport 
   const epoch = typeof d.digest_epoch === 'string' && /^[0-9a-f]{1,32}$/.test(d.digest_epoch) ? d.digest_epoch : undefined;
   const digestVersion = num(d.digest_version);
   const digests = epoch !== undefined && digestVersion !== undefined ? { digest_epoch: epoch, digest_version: digestVersion } : {};
-  return { node: expectedNode, ver: typeof d.ver === 'string' ? d.ver : undefined, at: num(d.at), alias_version: num(d.alias_version), ...digests, models };
+  const mem = d.memory as Record<string, unknown> | undefined;
+  const memory =
+    mem && typeof mem === 'object' && num(mem.budget) !== undefined && num(mem.used) !== undefined && num(mem.free) !== undefined
+      ? { budget: num(mem.budget)!, used: num(mem.used)!, free: num(mem.free)! }
+      : undefined;
+  return { node: expectedNode, ver: typeof d.ver === 'string' ? d.ver : undefined, at: num(d.at), alias_version: num(d.alias_version), ...digests, models, ...(memory ? { memory } : {}) };
+}
+
+const LIFE_STATES = new Set(['unloaded', 'fetching', 'loading', 'loaded', 'unloading']);
+
+/** A target's lifecycle fields (SPEC section 11), kept only when well-formed. */
+function lifecycleOf(x: Record<string, unknown>): Partial<TargetReport> {
+  if (typeof x.state !== 'string' || !LIFE_STATES.has(x.state)) return {};
+  return {
+    state: x.state as TargetReport['state'],
+    memory: num(x.memory),
+    ...(x.load === 'on_demand' ? { load: 'on_demand' as const } : {}),
+    ...(typeof x.load_error === 'string' ? { load_error: x.load_error.slice(0, 1024) } : {}),
+  };
 }
 
 export class CapacityPoller {

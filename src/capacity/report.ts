@@ -1,6 +1,7 @@
 /** This node's own /v1/capacity document (SPEC section 7). */
 import type { CacheBook } from '../engines/cache-book.ts';
 import type { SlotTable } from '../engines/targets.ts';
+import type { LifeState, Lifecycle, MemoryFigures } from '../engines/lifecycle.ts';
 import type { PerfScores } from '../perf/scores.ts';
 import { encodeDigest, type DigestWire, type HeldDigests } from './digest.ts';
 
@@ -16,6 +17,8 @@ export interface ReportSource {
   readonly aliasVersion: number;
   /** The executor's record of its engines' caches (absent: no digests). */
   readonly cache?: CacheBook;
+  /** Model lifecycle (SPEC section 11): target states and memory, the node's budget. */
+  readonly lifecycle?: Pick<Lifecycle, 'targetState' | 'memory'>;
 }
 
 export interface TargetReport {
@@ -29,6 +32,14 @@ export interface TargetReport {
   release_ms?: number;
   /** What the target's engines are believed to hold (capacity/digest.ts; docs/api.md). */
   digest?: DigestWire;
+  /** SPEC section 11: unloaded, fetching, loading, loaded, unloading (absent: an older node, loaded). */
+  state?: LifeState;
+  /** Bytes one copy of this target needs (SPEC section 11). */
+  memory?: number;
+  /** `on_demand`: this node may load and unload it (absent: always). */
+  load?: 'on_demand';
+  /** The engine's text of the last failed load, while it is unloaded. */
+  load_error?: string;
 }
 
 export interface ModelReport {
@@ -56,6 +67,8 @@ export interface CapacityReport {
   digest_epoch?: string;
   digest_version?: number;
   models: ModelReport[];
+  /** Bytes: the budget, what backends loading, loaded or unloading use, and what is free (SPEC section 11). */
+  memory?: MemoryFigures;
 }
 
 /** A target's wire digest, encoded once per version (a report per poll must not re-encode an unchanged digest). */
@@ -83,6 +96,13 @@ export function buildReport(node: ReportSource, held?: HeldDigests): CapacityRep
           r.digest = w;
         }
       }
+      const life = node.lifecycle?.targetState(t.backends);
+      if (life) {
+        r.state = life.state;
+        r.memory = life.memory;
+        if (life.onDemand) r.load = 'on_demand';
+        if (life.error) r.load_error = life.error.slice(0, 1024);
+      }
       return r;
     });
     const perf = node.perf.published(name);
@@ -103,6 +123,6 @@ export function buildReport(node: ReportSource, held?: HeldDigests): CapacityRep
     });
   }
   const digests = book ? { digest_epoch: book.epoch, digest_version: book.version } : {};
-  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliasVersion, ...digests, models };
+  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliasVersion, ...digests, models, ...(node.lifecycle ? { memory: node.lifecycle.memory() } : {}) };
 }
 

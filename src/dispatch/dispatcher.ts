@@ -30,6 +30,10 @@ import { sha256HexAsync } from '../security/signing.ts';
 import type { CacheRun } from '../engines/cache-book.ts';
 import { usageOfBody } from '../http/engine-usage.ts';
 import { planResponses, RESPONSES_PATH } from './responses.ts';
+import { COUNT_TOKENS_PATH, countTokens, MESSAGES_PATH, planMessages } from './messages.ts';
+import { ToolOrderMemory, type Hygiene } from './tool-order.ts';
+import { RES_OMITTED_TOOLS } from '../http/viiwork-headers.ts';
+import { sendJson } from '../http/errors.ts';
 
 /** What the decision feed and metrics learn of one request, filled in as it goes. */
 interface Trace {
@@ -59,9 +63,12 @@ export class Dispatcher {
   readonly #routes: RecentRoutes;
   /** model \0 host → requests of this node waiting for that host's warm slot. */
   readonly #holding = new Map<string, number>();
+  /** Prompt-cache hygiene of the requests this node executes (api.agent_hygiene; the tool order is per session). */
+  readonly #hygiene: Hygiene;
 
   constructor(private readonly p: DispatchPorts) {
     this.#routes = new RecentRoutes(() => p.now());
+    this.#hygiene = { on: p.rules.agentHygiene ?? true, toolOrder: new ToolOrderMemory(() => p.now()) };
   }
 
   /** A client's request entering at this node. */
@@ -79,7 +86,7 @@ export class Dispatcher {
       }
       if (req.scan && isScoredWorkload(req.workload)) {
         // One bounded walk gives the chain pricing uses and the prefix key.
-        const walk = walkPrompt(req.body, req.scan, req.path);
+        const walk = walkPrompt(req.body, req.scan, req.path, { hygiene: this.#hygiene.on });
         req.chain = walk.chain;
         if (walk.complete) req.pricedTokens = walk.chain[walk.chain.length - 1].tokens;
         if (req.sessionKey === undefined && this.p.rules.prefixAffinity) req.prefixKey = prefixKeyOf(walk);
@@ -89,6 +96,7 @@ export class Dispatcher {
         req.alias = req.model;
         req.model = resolved;
       }
+      if (req.path === COUNT_TOKENS_PATH) return await this.#countTokens(req, res, signal, trace, hosts);
       await this.#place(req, res, signal, trace, hosts);
     } catch (err) {
       trace.outcome = err instanceof ApiError ? String(err.status) : 'error';
@@ -104,6 +112,7 @@ export class Dispatcher {
     try {
       if (!this.p.slots.does(req.model, req.workload)) throw errors.forwardLacksModel(req.model, req.workload);
       trace.known = true;
+      if (req.path === COUNT_TOKENS_PATH) return await this.#countTokens(req, res, signal, trace, this.p.snapshot());
       const lease = this.p.slots.tryLease(req.model, req.workload, req.sessionKey);
       if (!lease) throw errors.forwardNoSlot();
       const o = await this.#runLocal(req, lease, res, signal, { origin: from, route: 'local', queuedMs: 0, extra: {} }, trace);
@@ -120,6 +129,15 @@ export class Dispatcher {
     }
   }
 
+  /** count_tokens: answered here, without a slot or the queue (SPEC section 4). */
+  async #countTokens(req: DispatchRequest, res: http.ServerResponse, signal: AbortSignal, trace: Trace, hosts: readonly HostView[]): Promise<void> {
+    checkServable(req, hosts, this.#candidates(req, hosts));
+    trace.known = true;
+    trace.route = 'local';
+    const counted = await countTokens(req, this.p.tokenizer?.(req.model), signal);
+    if (!res.destroyed) sendJson(res, 200, counted, req.alias !== undefined ? { [RES_ALIAS]: req.alias, [RES_MODEL]: req.model } : {});
+  }
+
   async #place(req: DispatchRequest, res: http.ServerResponse, signal: AbortSignal, trace: Trace, hosts: readonly HostView[]): Promise<void> {
     const p = this.p;
     // The candidates of the up-front checks also serve the first routing attempt.
@@ -127,7 +145,9 @@ export class Dispatcher {
     checkServable(req, hosts, first);
     trace.known = true;
     const arrived = p.now();
-    const deadline = arrived + p.rules.queueTimeoutMs;
+    // An on-demand model nobody has loaded: a host is asked to load it, and the request waits up to load_wait.
+    const forLoad = p.loads ? await p.loads.ensure(req.model, req.workload, 'request', `a ${req.workload} request entering ${p.name}`) : false;
+    const deadline = arrived + (forLoad ? Math.max(p.rules.queueTimeoutMs, p.loads!.waitMs) : p.rules.queueTimeoutMs);
     const queue = p.queues.get(req.model, req.workload);
     const rules = { queueMax: p.rules.queueMax, forwardRetry: p.rules.forwardRetry };
     const extra: Record<string, string> = req.alias !== undefined ? { [RES_ALIAS]: req.alias, [RES_MODEL]: req.model } : {};
@@ -149,7 +169,7 @@ export class Dispatcher {
           }
           case 'wait': {
             const failed = state.failed;
-            const out = queue.enqueue((wake) => this.#attempt(req, failed, hold, wake), { signal, deadline, front: action.front });
+            const out = queue.enqueue((wake) => this.#attempt(req, failed, hold, wake) ?? this.#loadFailed(req, arrived), { signal, deadline, front: action.front });
             p.waiting();
             const outcome = await out;
             if (outcome.ok) {
@@ -162,11 +182,11 @@ export class Dispatcher {
           case 'run': {
             const where = placement!;
             placement = undefined;
+            if (where.kind === 'load-failed') throw errors.loadFailed(req.model, where.text);
             const queuedMs = state.queued ? Math.max(1, p.now() - arrived) : 0;
             const route: RouteReason = state.queued ? 'queued' : where.reason;
             trace.queuedMs = queuedMs;
             trace.route = route;
-            trace.predictedCached = where.predictedCached;
             const outcome = await this.#run(req, where, res, signal, { origin: p.name, route, queuedMs, extra }, trace);
             event = { kind: 'ran', outcome };
             break;
@@ -175,6 +195,7 @@ export class Dispatcher {
             if (trace.outcome === 'ok' && signal.aborted) trace.outcome = 'aborted';
             return;
           case 'fail':
+            if (action.failure === 'queue-timeout' && forLoad && !this.#candidates(req).some((c) => c.healthy)) throw errors.loadTimeout(req.model, deadline - arrived);
             if (action.failure === 'queue-timeout' && this.#onlyLoading(req)) throw errors.modelLoading(req.model, p.rules.queueTimeoutMs);
             throw failureError(action.failure, req.model, p.rules.queueTimeoutMs, state.engineError);
         }
@@ -198,6 +219,12 @@ export class Dispatcher {
 
   #candidates(req: DispatchRequest, hosts: readonly HostView[] = this.p.snapshot()): Candidate[] {
     return candidates({ hosts, forwards: this.p.forwards.tally, marks: this.p.forwards.marks }, req.model, req.workload);
+  }
+
+  /** The load this request waited for failed: a placement that ends it with 503 (undefined: keep waiting). */
+  #loadFailed(req: DispatchRequest, arrived: number): Placement | undefined {
+    const text = this.p.loads?.failure(req.model, arrived);
+    return text === undefined ? undefined : { kind: 'load-failed', text };
   }
 
   /** Nothing capable is healthy, and something is still loading. */
@@ -274,7 +301,7 @@ export class Dispatcher {
     }
   }
 
-  async #run(req: DispatchRequest, where: Placement, res: http.ServerResponse, signal: AbortSignal, h: ResponseMeta, trace: Trace): Promise<RunOutcome> {
+  async #run(req: DispatchRequest, where: Exclude<Placement, { kind: 'load-failed' }>, res: http.ServerResponse, signal: AbortSignal, h: ResponseMeta, trace: Trace): Promise<RunOutcome> {
     trace.predictedCached = where.predictedCached;
     trace.cachedTokens = undefined;
     if (where.kind === 'local') {
@@ -335,22 +362,26 @@ export class Dispatcher {
       // What this request asks of the engine's cache, in the executor's record (issue 17): where it runs, what it reuses.
       const generation = isScoredWorkload(req.workload);
       // The entry computed the chain for pricing; a forward's executor computes the same chain from the body it received.
-      const chain = generation && req.scan && p.cache ? (req.chain ??= prefixChain(req.body, req.scan, req.path)) : undefined;
+      const chain = generation && req.scan && p.cache ? (req.chain ??= prefixChain(req.body, req.scan, req.path, { hygiene: this.#hygiene.on })) : undefined;
       run = chain && chain.length ? p.cache!.begin(lease.backend, chain) : undefined;
       if (run && trace.predictedCached === undefined) trace.predictedCached = run.predicted;
       let { body, stripUsage } = await engineBody(req, run?.idSlot);
       let path = req.path;
       let translate: AnswerTranslator | undefined;
       const responseHeaders = { ...h.extra, ...mesh(p.name, h.origin, h.route, h.queuedMs) };
-      if (req.path === RESPONSES_PATH) {
-        const plan = planResponses(req, lease.target.descriptor);
+      if (req.path === RESPONSES_PATH || req.path === MESSAGES_PATH) {
+        const plan =
+          req.path === RESPONSES_PATH ? planResponses(req, lease.target.descriptor, this.#hygiene) : planMessages(req, lease.target.descriptor, lease.backend.info.context, this.#hygiene);
         if (plan.kind === 'refuse') {
           // The executor's own answer about the request itself: unmarked, so it reaches the client once.
           sendError(res, plan.error, responseHeaders);
           trace.outcome = String(plan.error.status);
           return { kind: 'answered', status: plan.error.status };
         }
-        if (plan.kind === 'translate') ({ path, body, translate } = plan);
+        if (plan.kind === 'translate') {
+          ({ path, body, translate } = plan);
+          if (plan.omittedTools.length) responseHeaders[RES_OMITTED_TOOLS] = plan.omittedTools.join(', ').slice(0, 1024);
+        }
       }
       const headers: Record<string, string> = {
         'content-type': req.scan ? 'application/json' : req.contentType,
@@ -466,7 +497,8 @@ function checkServable(req: DispatchRequest, hosts: readonly HostView[], cands: 
   }
   if (cands.length === 0) throw errors.unsupportedWorkload(req.model, req.workload);
   // A backend still loading counts as full: the request waits for it (up to queue_timeout).
-  if (!cands.some((c) => c.healthy || c.loading)) throw errors.noHealthyBackend(req.model);
+  // An on-demand target that is not loaded can be (SPEC section 11): the request waits for its load.
+  if (!cands.some((c) => c.healthy || c.loading || c.available)) throw errors.noHealthyBackend(req.model);
 }
 
 function failureError(f: Failure, model: string, timeoutMs: number, engineError: string | undefined): ApiError {

@@ -16,6 +16,7 @@ import type { HostView } from '../route/types.ts';
 import type { Workload } from '../workloads/workloads.ts';
 import type { DecisionFeed } from './decisions.ts';
 import type { Placement } from './types.ts';
+import type { Loads } from './load.ts';
 
 export interface DispatchRules {
   /** routing.queue_max */
@@ -32,6 +33,8 @@ export interface DispatchRules {
   writeStallMs: number;
   /** routing.prefix_affinity */
   prefixAffinity: boolean;
+  /** api.agent_hygiene (prompt-cache hygiene for agent clients; docs/api.md) */
+  agentHygiene?: boolean;
 }
 
 export interface LocalSlots {
@@ -58,6 +61,8 @@ export interface DispatchPorts {
   readonly queues: QueueSet<Placement>;
   readonly aliases: AliasLookup;
   readonly peers: PeerLink;
+  /** A tokenizer of a healthy local engine serving `model` (llama-server's /tokenize, the embedded engine), for count_tokens. */
+  tokenizer?(model: string): ((text: string, signal: AbortSignal) => Promise<number | undefined>) | undefined;
   /** A measured first-token time of this node's own execution. */
   recordScore(model: string, promptTokens: number, ttftMs: number): void;
   readonly metrics: Metrics;
@@ -65,4 +70,6 @@ export interface DispatchPorts {
   readonly log: Log;
   /** The executor's record of its engines' caches (engines/cache-book.ts); absent: none kept. */
   readonly cache?: { begin(backend: Backend, chain: PrefixChain): CacheRun };
+  /** On-demand loads asked by this node (SPEC section 11); absent: never asks. */
+  readonly loads?: Loads;
 }

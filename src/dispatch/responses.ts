@@ -10,18 +10,19 @@ import type { AnswerTranslator } from '../http/relay.ts';
 import { chatToResponse, ResponsesStreamTranslator, responsesToChat } from '../responses/index.ts';
 import type { Descriptor } from '../workloads/workloads.ts';
 import type { DispatchRequest } from './types.ts';
+import { orderTools, type Hygiene } from './tool-order.ts';
 
 export const RESPONSES_PATH = '/v1/responses';
 
 export type ResponsesPlan =
   | { kind: 'native' }
-  | { kind: 'translate'; path: string; body: Buffer; translate: AnswerTranslator }
+  | { kind: 'translate'; path: string; body: Buffer; translate: AnswerTranslator; omittedTools: string[] }
   | { kind: 'refuse'; error: ApiError };
 
 /** A Responses request larger than this is not translated (it would be parsed whole on the event loop). */
 export const TRANSLATE_MAX = 8 * 1024 * 1024;
 
-export function planResponses(req: DispatchRequest, descriptor: Descriptor): ResponsesPlan {
+export function planResponses(req: DispatchRequest, descriptor: Descriptor, hygiene?: Hygiene): ResponsesPlan {
   if (descriptor.workloads.includes('responses')) return { kind: 'native' };
   if (req.body.length > TRANSLATE_MAX) {
     return { kind: 'refuse', error: new ApiError(413, `a Responses API request to a chat-only engine is translated, and translation takes at most ${TRANSLATE_MAX} bytes; send a shorter input or use /v1/chat/completions`, 'invalid_request_error', 'request_too_large') };
@@ -36,12 +37,14 @@ export function planResponses(req: DispatchRequest, descriptor: Descriptor): Res
   const t = responsesToChat(doc);
   if (!t.ok) return { kind: 'refuse', error: new ApiError(t.error.status, t.error.message, 'invalid_request_error', t.error.code) };
   const chat = { ...t.chat, model: req.model };
+  orderTools(chat, req.sessionKey, hygiene);
   const meta = { ...t.meta, model: req.alias ?? t.meta.model };
   const stream = new ResponsesStreamTranslator(meta);
   return {
     kind: 'translate',
     path: '/v1/chat/completions',
     body: Buffer.from(JSON.stringify(chat)),
+    omittedTools: meta.omittedTools,
     translate: {
       stream: {
         start: () => stream.start(),

@@ -44,6 +44,8 @@ export interface DispatchRequest {
 /** `predictedCached`: the tokens pricing took as held where it runs (undefined: not priced). */
 export type Placement =
   | { kind: 'local'; lease: Lease; reason: RouteReason; predictedCached?: number }
-  | { kind: 'remote'; host: string; reason: RouteReason; end: (how: 'served' | 'refused') => void; predictedCached?: number };
+  | { kind: 'remote'; host: string; reason: RouteReason; end: (how: 'served' | 'refused') => void; predictedCached?: number }
+  /** The on-demand load this request waited for failed (SPEC section 11): it ends with 503 and the engine's text. */
+  | { kind: 'load-failed'; text: string };
 
 export type { RefusedBy, RunOutcome } from '../forward/outcome.ts';

@@ -25,8 +25,8 @@ export async function forwardBody(req: DispatchRequest): Promise<Buffer> {
 
 /** Does this request get usage asked for on the node's behalf? */
 export function asksUsage(req: DispatchRequest): boolean {
-  // The Responses API has no stream_options: its translation asks for usage itself.
-  return req.stream && req.scan !== undefined && GENERATION_WORKLOADS.includes(req.workload) && !req.clientWantsUsage && req.path !== '/v1/responses';
+  // The Responses and Messages APIs have no stream_options: their translations ask for usage themselves.
+  return req.stream && req.scan !== undefined && GENERATION_WORKLOADS.includes(req.workload) && !req.clientWantsUsage && req.path !== '/v1/responses' && !req.path.startsWith('/v1/messages');
 }
 
 /**

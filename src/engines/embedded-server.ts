@@ -210,6 +210,12 @@ export class EmbeddedServer {
     if (req.method === 'GET' && path === '/health') return sendJson(res, 200, { status: 'ok' });
     if (req.method === 'GET' && path === '/v1/models')
       return sendJson(res, 200, { object: 'list', data: [{ id: this.rt.modelName, object: 'model', owned_by: EMBEDDED_FINGERPRINT }] });
+    if (req.method === 'POST' && path === '/tokenize') {
+      // llama-server's /tokenize, so /v1/messages/count_tokens counts with this model's own tokenizer.
+      const body = await readJson(req);
+      if (typeof body.content !== 'string') throw new HttpError(400, "'content' must be a string");
+      return sendJson(res, 200, { tokens: this.rt.model.tokenize(body.content) });
+    }
     const workload = { '/v1/chat/completions': 'chat', '/v1/completions': 'completion', '/v1/embeddings': 'embeddings' }[path];
     if (req.method !== 'POST' || !workload) throw new HttpError(404, `the embedded engine has no ${req.method} ${path}`, 'not_found');
     if (!this.rt.workloads().includes(workload)) throw new HttpError(404, `this model does not serve ${workload}`, 'not_found');

@@ -90,7 +90,22 @@ export class SimBackend extends Backend {
     return this.#url;
   }
 
+  #loadTimer: NodeJS.Timeout | undefined;
+  #loadDone: (() => void) | undefined;
+  #stopped = false;
+
   async start(): Promise<void> {
+    const loadMs = this.sim.load_ms ?? 0;
+    if (loadMs > 0) {
+      // A simulated model load (SPEC section 11): `starting` (loading, counted as full) for load_ms.
+      this.setState('starting', `simulating a load of ${loadMs} ms`);
+      await new Promise<void>((resolve) => {
+        this.#loadDone = resolve;
+        this.#loadTimer = setTimeout(resolve, loadMs);
+      });
+      this.#loadTimer = undefined;
+      if (this.#stopped) return;
+    }
     const server = http.createServer((req, res) => this.#handle(req, res));
     server.keepAliveTimeout = 65_000;
     await new Promise<void>((resolve, reject) => {
@@ -104,6 +119,12 @@ export class SimBackend extends Backend {
   }
 
   async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#loadTimer) {
+      clearTimeout(this.#loadTimer);
+      this.#loadTimer = undefined;
+      this.#loadDone?.();
+    }
     const server = this.#server;
     this.#server = undefined;
     if (server) {
@@ -229,6 +250,8 @@ export class SimBackend extends Backend {
     const created = Math.floor(Date.now() / 1000);
     const maxTokens = Number(body.max_tokens ?? body.max_completion_tokens) || this.sim.output_tokens;
     const n = Math.max(1, Math.min(this.sim.output_tokens, maxTokens));
+    // Like a real engine: the answer ends on its own ('stop') unless the client's own limit cut it.
+    const finish = maxTokens < this.sim.output_tokens ? 'length' : 'stop';
     const tokenMs = 1000 / this.sim.tokens_per_s;
     const words = Array.from({ length: n }, (_, i) => (i === 0 ? '[simulated] ' : '') + WORDS[i % WORDS.length] + (i < n - 1 ? ' ' : ''));
     const usage = { prompt_tokens: tokensIn, completion_tokens: n, total_tokens: tokensIn + n, prompt_tokens_details: { cached_tokens: cached } };
@@ -248,8 +271,8 @@ export class SimBackend extends Backend {
       const text = words.join('');
       generatedSoFar(text);
       const choice = chat
-        ? { index: 0, message: { role: 'assistant', content: text }, finish_reason: 'length' }
-        : { index: 0, text, finish_reason: 'length' };
+        ? { index: 0, message: { role: 'assistant', content: text }, finish_reason: finish }
+        : { index: 0, text, finish_reason: finish };
       // llama-server reports its prompt time this way; the node scores whole answers from it.
       return sendJson(res, 200, { id, object, created, model, system_fingerprint: SIM_FINGERPRINT, choices: [choice], usage, timings, id_slot }, slotHeader);
     }
@@ -261,8 +284,8 @@ export class SimBackend extends Backend {
       if (signal.aborted) return;
       const last = i === n - 1;
       const choice = chat
-        ? { index: 0, delta: i === 0 ? { role: 'assistant', content: words[i] } : { content: words[i] }, finish_reason: last ? 'length' : null }
-        : { index: 0, text: words[i], finish_reason: last ? 'length' : null };
+        ? { index: 0, delta: i === 0 ? { role: 'assistant', content: words[i] } : { content: words[i] }, finish_reason: last ? finish : null }
+        : { index: 0, text: words[i], finish_reason: last ? finish : null };
       res.write(`data: ${JSON.stringify({ id, object: chunkObject, created, model, system_fingerprint: SIM_FINGERPRINT, choices: [choice] })}\n\n`);
       generatedSoFar((sent += words[i]));
     }

@@ -37,6 +37,8 @@ export class SlotTable {
   readonly #running = new Map<Backend, Set<{ at: number }>>();
   /** Each backend's recent mean lease time, ms. */
   readonly #meanBusy = new Map<Backend, number>();
+  /** performance.now() of each backend's last lease or release: how long it has been idle (on-demand unloading). */
+  readonly #lastUsed = new Map<Backend, number>();
   #targets: LocalTarget[] = [];
 
   constructor(backends: readonly Backend[] = []) {
@@ -53,7 +55,13 @@ export class SlotTable {
       g.backends.push(b);
       if (!this.#busy.has(b)) this.#busy.set(b, 0);
     }
-    for (const b of [...this.#busy.keys()]) if (!backends.includes(b) && this.#busy.get(b) === 0) this.#busy.delete(b);
+    for (const b of [...this.#busy.keys()])
+      if (!backends.includes(b) && this.#busy.get(b) === 0) {
+        this.#busy.delete(b);
+        this.#lastUsed.delete(b);
+        this.#running.delete(b);
+        this.#meanBusy.delete(b);
+      }
     this.#targets = [...groups.values()].sort((a, c) =>
       a.model === c.model ? descriptorKey(a.descriptor).localeCompare(descriptorKey(c.descriptor)) : a.model < c.model ? -1 : 1,
     );
@@ -75,6 +83,11 @@ export class SlotTable {
   onRelease(fn: () => void): () => void {
     this.#listeners.add(fn);
     return () => this.#listeners.delete(fn);
+  }
+
+  /** performance.now() of the backend's last lease or release; undefined if it never served. */
+  lastUsedOf(b: Backend): number | undefined {
+    return this.#lastUsed.get(b);
   }
 
   busyOf(b: Backend): number {
@@ -159,6 +172,7 @@ export class SlotTable {
       for (const f of free) if (f.n > pick.n) pick = f;
     }
     this.#busy.set(pick.b, this.busyOf(pick.b) + 1);
+    this.#lastUsed.set(pick.b, performance.now());
     let released = false;
     const grantedAt = performance.now();
     const run = { at: grantedAt };
@@ -175,6 +189,7 @@ export class SlotTable {
         running.delete(run);
         this.#meanBusy.set(pick.b, nextMeanBusy(this.#meanBusy.get(pick.b), performance.now() - grantedAt));
         this.#busy.set(pick.b, Math.max(0, this.busyOf(pick.b) - 1));
+        this.#lastUsed.set(pick.b, performance.now());
         for (const fn of this.#listeners) fn();
       },
     };

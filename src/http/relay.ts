@@ -15,7 +15,7 @@ import type { Readable } from 'node:stream';
 import { Agent, type Dispatcher } from 'undici';
 import { engineCachedTokens, usageOfBody } from './engine-usage.ts';
 import { SseScanner, type SseObservation } from './sse.ts';
-import { cachedTokensValue, RES_CACHED_TOKENS } from './viiwork-headers.ts';
+import { cachedTokensValue, RES_CACHED_TOKENS, RES_PASSED_ON } from './viiwork-headers.ts';
 
 /** One keep-alive pool for every engine this node talks to. */
 export const engineAgent = new Agent({
@@ -74,10 +74,15 @@ export interface RelayOptions {
  * for a chat-only engine). Errors from the upstream pass unchanged.
  */
 export interface AnswerTranslator {
-  /** A streamed answer: `start` before the first event, `push` per upstream chunk, `end` at its end, `error` when it breaks. */
-  stream: { start(): string; push(chunk: Buffer): string; end(): string; error(message: string): string };
+  /**
+   * A streamed answer: `start` before the first event, `push` per upstream chunk, `end` at its end, `error`
+   * when it breaks; `keepAlive`, when set, is written whenever nothing was written for `everyMs`.
+   */
+  stream: { start(): string; push(chunk: Buffer): string; end(): string; error(message: string): string; keepAlive?: { everyMs: number; text: string } };
   /** A whole answer (at most `WHOLE_MAX` bytes): the client's body. */
   whole(body: Buffer): { status: number; body: Buffer };
+  /** An error answer of the upstream (status ≥ 300), rewritten into the client's error shape; absent: passed unchanged. */
+  failure?(status: number, body: Buffer | undefined): Buffer;
 }
 
 /** The largest whole answer a translator reads. */
@@ -158,9 +163,16 @@ async function relayInner(
   const contentType = String(upstream.headers['content-type'] ?? '');
   const isSse = contentType.startsWith('text/event-stream');
   if (opts.translate && status < 300) return relayTranslated(upstream, status, isSse, res, opts, opts.translate, stop, stalled, call);
+  if (opts.translate?.failure) {
+    const out = opts.translate.failure(status, await readSome(upstream.body, REFUSAL_BODY_MAX));
+    if (call.signal.aborted || res.destroyed) return { kind: 'aborted' };
+    res.writeHead(status, { ...opts.responseHeaders, 'content-type': 'application/json', 'content-length': out.length });
+    res.end(out);
+    return { kind: 'done', status };
+  }
   const headers: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(upstream.headers)) {
-    if (v === undefined || HOP_BY_HOP.has(k) || k.startsWith('x-viiwork-')) continue;
+    if (v === undefined || HOP_BY_HOP.has(k) || (k.startsWith('x-viiwork-') && !RES_PASSED_ON.has(k))) continue;
     headers[k] = v;
   }
   if (!isSse && upstream.headers['content-length'] !== undefined) headers['content-length'] = String(upstream.headers['content-length']);
@@ -288,11 +300,23 @@ async function relayTranslated(
   res.write(tr.stream.start());
   const scanner = new SseScanner(false);
   const stall = stallWatch(opts.streamStallMs, stop);
+  // While the engine is silent (a long prefill), the client's protocol may want a sign of life.
+  const ka = tr.stream.keepAlive;
+  let wrote = performance.now();
+  const keepAlive = ka
+    ? setInterval(() => {
+        if (performance.now() - wrote >= ka.everyMs && !res.destroyed) {
+          wrote = performance.now();
+          res.write(ka.text);
+        }
+      }, ka.everyMs)
+    : undefined;
   try {
     for await (const chunk of upstream.body) {
       const seen = scanner.push(chunk as Buffer);
       stall.arm();
       const out = seen ? tr.stream.push(seen) : '';
+      if (out) wrote = performance.now();
       if (out && !res.write(out) && !(await waitDrain(res, opts.writeStallMs))) {
         stop();
         res.destroy();
@@ -306,6 +330,7 @@ async function relayTranslated(
     return { kind: 'broken', detail };
   } finally {
     stall.clear();
+    clearInterval(keepAlive);
   }
   if (call.signal.aborted || res.destroyed) return { kind: 'aborted' };
   const rest = scanner.flush();

@@ -15,17 +15,26 @@ export const RES_QUEUED_MS = 'x-viiwork-queued-ms';
 export const RES_ALIAS = 'x-viiwork-alias';
 export const RES_MODEL = 'x-viiwork-model';
 /**
+ * Tools of a request the engine was not shown (built-in tools of the
+ * Responses API, Anthropic's own tools): the executor's answer names them,
+ * and the entry node passes the header on.
+ */
+export const RES_OMITTED_TOOLS = 'x-viiwork-omitted-tools';
+/** X-Viiwork-* headers an executor sets that an entry node relays as they are. */
+export const RES_PASSED_ON: ReadonlySet<string> = new Set([RES_OMITTED_TOOLS]);
+
+/**
  * On a receiving node's own refusal of a forward: `full`, `workload`, `auth`
  * or `engine`. The entry node retries only marked refusals; every other
  * status is the answer.
  */
 export const RES_REFUSED = 'x-viiwork-refused';
 
-export type RefusalMarker = 'full' | 'workload' | 'auth' | 'engine';
+export type RefusalMarker = 'full' | 'workload' | 'auth' | 'engine' | 'memory';
 
 export function refusalMarker(value: string | string[] | undefined): RefusalMarker | undefined {
   const v = Array.isArray(value) ? value[0] : value;
-  return v === 'full' || v === 'workload' || v === 'auth' || v === 'engine' ? v : undefined;
+  return v === 'full' || v === 'workload' || v === 'auth' || v === 'engine' || v === 'memory' ? v : undefined;
 }
 
 /**

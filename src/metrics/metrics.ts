@@ -53,6 +53,25 @@ export class Metrics {
     labelNames: ['model'] as const,
     registers: [this.registry],
   });
+  readonly modelLoads = new Counter({
+    name: 'viiwork_model_loads_total',
+    help: 'On-demand model loads finished on this node, by model and reason (request, scale, operator)',
+    labelNames: ['model', 'reason'] as const,
+    registers: [this.registry],
+  });
+  readonly modelUnloads = new Counter({
+    name: 'viiwork_model_unloads_total',
+    help: 'Model unloads on this node, by model and reason (idle, room, operator, failed)',
+    labelNames: ['model', 'reason'] as const,
+    registers: [this.registry],
+  });
+  /** Set on each scrape from the node's lifecycle (budget, used, free). */
+  readonly memoryBytes = new Gauge({
+    name: 'viiwork_memory_bytes',
+    help: 'Memory budget of this node and what its engines use of it, in bytes (kind: budget, used, free)',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
   readonly authRejected = new Counter({
     name: 'viiwork_forward_auth_rejected_total',
     help: 'Requests rejected with 401 for bad X-Viiwork-* forward headers',

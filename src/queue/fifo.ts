@@ -48,6 +48,13 @@ export class WaitQueue<T> {
     return this.#waiters.length;
   }
 
+  /** Clock ms when the longest-waiting request arrived; undefined when none waits. */
+  get oldestAt(): number | undefined {
+    let t: number | undefined;
+    for (const w of this.#waiters) if (t === undefined || w.enqueuedAt < t) t = w.enqueuedAt;
+    return t;
+  }
+
   /**
    * Wait for a placement. Resolves with the attempt's value, or with a
    * reason: `full` at once when `max` waiters are already here, `timeout`

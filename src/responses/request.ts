@@ -33,28 +33,6 @@ export function newResponseId(random: (n: number) => Buffer = randomBytes): stri
   return `resp_${random(24).toString('hex')}`;
 }
 
-/** Tool types of the Responses API that run on OpenAI's side (or need a harness viiwork does not have). */
-const BUILT_IN_TOOLS = new Set([
-  'file_search',
-  'web_search',
-  'web_search_preview',
-  'web_search_2025_08_26',
-  'web_search_preview_2025_03_11',
-  'computer',
-  'computer_use',
-  'computer_use_preview',
-  'code_interpreter',
-  'image_generation',
-  'mcp',
-  'local_shell',
-  'shell',
-  'apply_patch',
-  'custom',
-  'namespace',
-  'tool_search',
-  'programmatic_tool_calling',
-]);
-
 /** Request keys that need state kept by the server; this node keeps none. */
 const STATEFUL = {
   previous_response_id: 'previous_response_id refers to a stored response, and viiwork keeps no conversation state: send the whole history in `input` (earlier output items, function_call and function_call_output items included) and omit previous_response_id',
@@ -187,9 +165,10 @@ function translate(req: Obj, limits: TranslationLimits, opts: ResponsesToChatOpt
   const chat: ChatRequest = { model: model as string, messages };
 
   const tools = translateTools(req.tools, limits);
-  const toolChoice = translateToolChoice(req.tool_choice, tools.chat);
+  const toolChoice = translateToolChoice(req.tool_choice, tools.chat, tools.namespaced);
   if (toolChoice.tools.length > 0) chat.tools = toolChoice.tools;
-  if (toolChoice.choice !== undefined) chat.tool_choice = toolChoice.choice;
+  // A choice about tools the engine was not shown at all (every one was a built-in) is left out with them.
+  if (toolChoice.choice !== undefined && (toolChoice.tools.length > 0 || tools.omitted.length === 0)) chat.tool_choice = toolChoice.choice;
 
   let parallelToolCalls = true;
   if (present(req.parallel_tool_calls)) chat.parallel_tool_calls = parallelToolCalls = bool(req.parallel_tool_calls, 'parallel_tool_calls');
@@ -244,6 +223,8 @@ function translate(req: Obj, limits: TranslationLimits, opts: ResponsesToChatOpt
     user: typeof req.user === 'string' ? req.user : null,
     stream,
     ignored,
+    namespaced: tools.namespaced,
+    omittedTools: tools.omitted,
   };
   return { ok: true, chat, meta };
 }
@@ -262,7 +243,8 @@ function addInputItem(messages: ChatMessage[], item: unknown, at: string, limits
       const call: ChatToolCall = {
         id: str(it.call_id, `${at}.call_id`),
         type: 'function',
-        function: { name: str(it.name, `${at}.name`), arguments: present(it.arguments) ? str(it.arguments, `${at}.arguments`) : '{}' },
+        // A replayed call of a namespaced function carries its namespace: the engine saw the flat name.
+        function: { name: typeof it.namespace === 'string' && it.namespace !== '' ? flatName(it.namespace, str(it.name, `${at}.name`)) : str(it.name, `${at}.name`), arguments: present(it.arguments) ? str(it.arguments, `${at}.arguments`) : '{}' },
       };
       // One assistant turn in chat holds its text and all its tool calls.
       const last = messages[messages.length - 1];
@@ -367,63 +349,106 @@ function userParts(parts: unknown[], at: string, limits: TranslationLimits): str
 
 // ---- tools -------------------------------------------------------------
 
-function builtInRefusal(type: unknown, at: string): never {
-  return refuse(
-    'unsupported_tool',
-    at,
-    `${at} is a built-in tool of type ${show(type)}, which viiwork does not provide (its engines can only call functions you define): declare it as a {"type":"function"} tool and run it in your client`,
-  );
+/** The name a namespaced function is offered to the engine by: one flat function name. */
+export function flatName(namespace: string, name: string): string {
+  return `${namespace}${NAMESPACE_SEPARATOR}${name}`;
+}
+export const NAMESPACE_SEPARATOR = '__';
+
+interface Tools {
+  chat: ChatTool[];
+  echo: Obj[];
+  namespaced: Record<string, { namespace: string; name: string }>;
+  /** Types of the built-in tools left out. */
+  omitted: string[];
 }
 
-function translateTools(tools: unknown, limits: TranslationLimits): { chat: ChatTool[]; echo: Obj[] } {
-  if (!present(tools)) return { chat: [], echo: [] };
+function functionTool(tool: Obj, at: string, name = str(tool.name, `${at}.name`)): ChatTool {
+  const fn: ChatTool['function'] = { name };
+  if (present(tool.description)) fn.description = str(tool.description, `${at}.description`);
+  if (present(tool.parameters)) {
+    if (!isObj(tool.parameters)) refuse('invalid_request', `${at}.parameters`, `${at}.parameters must be a JSON schema object`);
+    fn.parameters = tool.parameters as Obj;
+  }
+  if (present(tool.strict)) fn.strict = bool(tool.strict, `${at}.strict`);
+  return { type: 'function', function: fn };
+}
+
+function translateTools(tools: unknown, limits: TranslationLimits): Tools {
+  const out: Tools = { chat: [], echo: [], namespaced: {}, omitted: [] };
+  if (!present(tools)) return out;
   if (!Array.isArray(tools)) return refuse('invalid_request', 'tools', 'tools must be a list');
   if (tools.length > limits.maxTools) refuse('input_too_large', 'tools', `tools has ${tools.length} entries; at most ${limits.maxTools} are accepted`);
-  const chat: ChatTool[] = [];
-  const echo: Obj[] = [];
   tools.forEach((t, i) => {
     const at = `tools[${i}]`;
     if (!isObj(t)) refuse('invalid_request', at, `${at} must be an object`);
     const tool = t as Obj;
-    if (tool.type !== 'function') {
-      if (typeof tool.type === 'string') builtInRefusal(tool.type, `${at}`);
-      refuse('invalid_request', `${at}.type`, `${at}.type must be "function"`);
+    if (tool.type === 'function') {
+      const fn = functionTool(tool, at);
+      out.chat.push(fn);
+      out.echo.push({ type: 'function', name: fn.function.name, description: fn.function.description ?? null, parameters: fn.function.parameters ?? null, strict: fn.function.strict ?? null });
+      return;
     }
-    const fn: ChatTool['function'] = { name: str(tool.name, `${at}.name`) };
-    if (present(tool.description)) fn.description = str(tool.description, `${at}.description`);
-    if (present(tool.parameters)) {
-      if (!isObj(tool.parameters)) refuse('invalid_request', `${at}.parameters`, `${at}.parameters must be a JSON schema object`);
-      fn.parameters = tool.parameters as Obj;
+    if (tool.type === 'namespace') {
+      // The engine knows only flat functions: each of the namespace's is offered under one flat name.
+      const namespace = str(tool.name, `${at}.name`);
+      if (!Array.isArray(tool.tools)) refuse('invalid_request', `${at}.tools`, `${at}.tools must be a list of function tools`);
+      (tool.tools as unknown[]).forEach((inner, j) => {
+        const iat = `${at}.tools[${j}]`;
+        if (!isObj(inner)) refuse('invalid_request', iat, `${iat} must be an object`);
+        if ((inner as Obj).type !== 'function') return void out.omitted.push(`${namespace}.${String((inner as Obj).type).slice(0, 40)}`);
+        const bare = str((inner as Obj).name, `${iat}.name`);
+        const flat = flatName(namespace, bare);
+        out.chat.push(functionTool(inner as Obj, iat, flat));
+        out.namespaced[flat] = { namespace, name: bare };
+      });
+      out.echo.push(tool);
+      return;
     }
-    if (present(tool.strict)) fn.strict = bool(tool.strict, `${at}.strict`);
-    chat.push({ type: 'function', function: fn });
-    echo.push({ type: 'function', name: fn.name, description: fn.description ?? null, parameters: fn.parameters ?? null, strict: fn.strict ?? null });
+    if (typeof tool.type === 'string') {
+      // Built-in tools run on OpenAI's side (or in a harness viiwork does not have): left out, named in a header.
+      out.omitted.push(tool.type.slice(0, 60));
+      return;
+    }
+    refuse('invalid_request', `${at}.type`, `${at}.type must be "function" or "namespace"`);
   });
-  return { chat, echo };
+  return out;
 }
 
-function translateToolChoice(choice: unknown, tools: ChatTool[]): { tools: ChatTool[]; choice?: ChatRequest['tool_choice'] } {
+function forcedOmitted(type: unknown, at: string): never {
+  return refuse(
+    'unsupported_tool',
+    at,
+    `${at} forces a built-in tool of type ${show(type)}, which viiwork leaves out (its engines can only call functions you define): declare it as a {"type":"function"} tool and run it in your client, or use "auto"`,
+  );
+}
+
+function translateToolChoice(choice: unknown, tools: ChatTool[], namespaced: Tools['namespaced']): { tools: ChatTool[]; choice?: ChatRequest['tool_choice'] } {
   if (!present(choice)) return { tools };
   if (choice === 'none' || choice === 'auto' || choice === 'required') return { tools, choice };
   if (typeof choice === 'string') return refuse('invalid_request', 'tool_choice', `tool_choice must be "none", "auto", "required" or an object (got ${show(choice)})`);
   if (!isObj(choice)) return refuse('invalid_request', 'tool_choice', 'tool_choice must be a string or an object');
   const c = choice as Obj;
-  if (c.type === 'function') return { tools, choice: { type: 'function', function: { name: str(c.name, 'tool_choice.name') } } };
+  const nameOf = (o: Obj, at: string) => {
+    const name = str(o.name, `${at}.name`);
+    return typeof o.namespace === 'string' ? flatName(o.namespace, name) : name;
+  };
+  if (c.type === 'function') return { tools, choice: { type: 'function', function: { name: nameOf(c, 'tool_choice') } } };
   if (c.type === 'allowed_tools') {
-    // Chat engines rarely know allowed_tools: send only the allowed functions instead.
+    // Chat engines rarely know allowed_tools: send only the allowed functions instead (built-ins are left out anyway).
     if (c.mode !== 'auto' && c.mode !== 'required') refuse('invalid_request', 'tool_choice.mode', 'tool_choice.mode must be "auto" or "required"');
     if (!Array.isArray(c.tools)) refuse('invalid_request', 'tool_choice.tools', 'tool_choice.tools must be a list');
-    const names = new Set(
-      (c.tools as unknown[]).map((t, i) => {
-        const at = `tool_choice.tools[${i}]`;
-        if (!isObj(t)) return refuse('invalid_request', at, `${at} must be an object`);
-        if ((t as Obj).type !== 'function') builtInRefusal((t as Obj).type, at);
-        return str((t as Obj).name, `${at}.name`);
-      }),
-    );
+    const names = new Set<string>();
+    (c.tools as unknown[]).forEach((t, i) => {
+      const at = `tool_choice.tools[${i}]`;
+      if (!isObj(t)) return refuse('invalid_request', at, `${at} must be an object`);
+      const o = t as Obj;
+      if (o.type === 'function') names.add(nameOf(o, at));
+      else if (o.type === 'namespace' && typeof o.name === 'string') for (const [flat, ns] of Object.entries(namespaced)) if (ns.namespace === o.name) names.add(flat);
+    });
     return { tools: tools.filter((t) => names.has(t.function.name)), choice: c.mode as 'auto' | 'required' };
   }
-  return builtInRefusal(c.type, 'tool_choice');
+  return forcedOmitted(c.type, 'tool_choice');
 }
 
 // ---- text format -------------------------------------------------------

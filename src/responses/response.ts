@@ -31,10 +31,26 @@ export function chatUsageToResponses(usage: unknown): ResponseUsage | undefined 
   };
 }
 
-/** How a chat `finish_reason` ends a response. */
-export function statusFor(finishReason: unknown): { status: ResponseStatus; incomplete: ResponseObject['incomplete_details']; itemStatus: ItemStatus } {
-  if (finishReason === 'length') return { status: 'incomplete', incomplete: { reason: 'max_output_tokens' }, itemStatus: 'incomplete' };
-  if (finishReason === 'content_filter') return { status: 'incomplete', incomplete: { reason: 'content_filter' }, itemStatus: 'incomplete' };
+/**
+ * A call of a namespaced function comes back as the client declared it:
+ * `namespace` and the bare `name` (the engine only saw the flat name).
+ */
+export function restoreNamespace(item: { name: string; namespace?: string }, meta: Pick<ResponseMeta, 'namespaced'>): void {
+  if (item.namespace !== undefined) return;
+  const ns = Object.hasOwn(meta.namespaced, item.name) ? meta.namespaced[item.name] : undefined;
+  if (!ns) return;
+  item.namespace = ns.namespace;
+  item.name = ns.name;
+}
+
+/**
+ * How a chat `finish_reason` ends a response (SPEC section 4): incomplete only
+ * when the engine stopped for the client's own max_output_tokens; any other
+ * end (an engine's own length limit, a content filter) completes it, since
+ * agent clients retry an incomplete response as if it had failed.
+ */
+export function statusFor(finishReason: unknown, meta: Pick<ResponseMeta, 'maxOutputTokens'>): { status: ResponseStatus; incomplete: ResponseObject['incomplete_details']; itemStatus: ItemStatus } {
+  if (finishReason === 'length' && meta.maxOutputTokens !== null) return { status: 'incomplete', incomplete: { reason: 'max_output_tokens' }, itemStatus: 'incomplete' };
   return { status: 'completed', incomplete: null, itemStatus: 'completed' };
 }
 
@@ -98,7 +114,7 @@ export function chatToResponse(chatResponse: unknown, meta: ResponseMeta, opts: 
     r.error = { code: 'server_error', message: `the engine's answer is not a chat completion${engineError}` };
     return r;
   }
-  const end = statusFor((choice as Obj).finish_reason);
+  const end = statusFor((choice as Obj).finish_reason, meta);
   const output: OutputItem[] = [];
 
   const reasoning = typeof message.reasoning_content === 'string' ? message.reasoning_content : typeof message.reasoning === 'string' ? message.reasoning : '';
@@ -116,14 +132,16 @@ export function chatToResponse(chatResponse: unknown, meta: ResponseMeta, opts: 
   for (const call of calls) {
     const fn = isObj(call.function) ? call.function : {};
     const index = output.length;
-    output.push({
+    const item: Extract<OutputItem, { type: 'function_call' }> = {
       type: 'function_call',
       id: itemId(meta, 'fc', index),
       call_id: typeof call.id === 'string' && call.id !== '' ? call.id : `call_${itemId(meta, 'fc', index).slice(3)}`,
       name: typeof fn.name === 'string' ? fn.name : '',
       arguments: typeof fn.arguments === 'string' ? fn.arguments : isObj(fn.arguments) ? JSON.stringify(fn.arguments) : '',
       status: 'completed',
-    });
+    };
+    restoreNamespace(item, meta);
+    output.push(item);
   }
 
   r.output = output;

@@ -14,8 +14,9 @@
  * carries OpenAI's error shape (the SDKs raise it as an APIError). Every
  * event has a `sequence_number` from 0 up. Pure: feed it, write what it returns.
  */
-import { baseResponse, chatUsageToResponses, contentText, itemId, statusFor } from './response.ts';
+import { baseResponse, chatUsageToResponses, itemId, restoreNamespace, statusFor } from './response.ts';
 import { ChatSseDecoder, sseEvent } from './sse.ts';
+import { joinName, readChatChunk, type ToolCallPiece } from './chunk.ts';
 import type { ItemStatus, OutputItem, OutputRefusal, OutputText, ReasoningText, ResponseMeta, ResponseObject, ResponseUsage } from './types.ts';
 
 type Obj = Record<string, unknown>;
@@ -78,27 +79,16 @@ export class ResponsesStreamTranslator {
     if (this.#finished) return '';
     if (chunk === '[DONE]') return this.#finish();
     let out = this.start();
-    if (!isObj(chunk)) return out;
-    if (chunk.error !== undefined && chunk.error !== null) {
-      const e = chunk.error;
-      const message = isObj(e) && typeof e.message === 'string' ? e.message : typeof e === 'string' ? e : 'the engine reported an error';
-      return out + this.error(message.slice(0, 1000));
-    }
-    if (typeof chunk.model === 'string' && chunk.model !== '') this.#model = chunk.model;
-    const usage = chatUsageToResponses(chunk.usage);
+    const c = readChatChunk(chunk);
+    if (c.error !== undefined) return out + this.error(c.error);
+    if (c.model) this.#model = c.model;
+    const usage = chatUsageToResponses(c.usage);
     if (usage) this.#usage = usage;
-    const choices = Array.isArray(chunk.choices) ? chunk.choices.filter(isObj) : [];
-    for (const choice of choices) {
-      if ((choice.index ?? 0) !== 0) continue; // the translation never asks for n > 1
-      const delta = isObj(choice.delta) ? choice.delta : {};
-      const reasoning = typeof delta.reasoning_content === 'string' ? delta.reasoning_content : typeof delta.reasoning === 'string' ? delta.reasoning : '';
-      if (reasoning !== '') out += this.#reasoningDelta(reasoning);
-      const text = contentText(delta.content);
-      if (text !== '') out += this.#textDelta(text);
-      if (typeof delta.refusal === 'string' && delta.refusal !== '') out += this.#refusalDelta(delta.refusal);
-      if (Array.isArray(delta.tool_calls)) delta.tool_calls.forEach((tc, i) => isObj(tc) && (out += this.#toolCallDelta(tc, i)));
-      if (choice.finish_reason !== undefined && choice.finish_reason !== null) this.#finishReason = choice.finish_reason;
-    }
+    if (c.reasoning !== '') out += this.#reasoningDelta(c.reasoning);
+    if (c.text !== '') out += this.#textDelta(c.text);
+    if (c.refusal !== '') out += this.#refusalDelta(c.refusal);
+    for (const tc of c.toolCalls) out += this.#toolCallDelta(tc);
+    if (c.finishReason !== undefined) this.#finishReason = c.finishReason;
     return out;
   }
 
@@ -214,35 +204,33 @@ export class ResponsesStreamTranslator {
     return out + this.#emit('response.refusal.delta', { item_id: m.item.id, output_index: m.index, content_index: this.#refusalPart, delta });
   }
 
-  #toolCallDelta(tc: Obj, position: number): string {
+  #toolCallDelta(tc: ToolCallPiece): string {
     let out = this.#closeReasoning();
-    const key = typeof tc.index === 'number' ? tc.index : position;
-    const fn = isObj(tc.function) ? tc.function : {};
-    let index = this.#calls.get(key);
+    let index = this.#calls.get(tc.key);
     if (index === undefined) {
       const outputIndex = this.#output.length;
       const id = itemId(this.meta, 'fc', outputIndex);
       const item: CallItem = {
         type: 'function_call',
         id,
-        call_id: typeof tc.id === 'string' && tc.id !== '' ? tc.id : `call_${id.slice(3)}`,
-        name: typeof fn.name === 'string' ? fn.name : '',
+        call_id: tc.id ?? `call_${id.slice(3)}`,
+        name: tc.name ?? '',
         arguments: '',
         status: 'in_progress',
       };
+      restoreNamespace(item, this.meta);
       const added = this.#add(item);
       index = added.index;
-      this.#calls.set(key, index);
+      this.#calls.set(tc.key, index);
       out += added.out;
-    } else if (typeof fn.name === 'string' && fn.name !== '') {
+    } else {
       const item = this.#output[index] as CallItem;
-      if (fn.name !== item.name) item.name += fn.name; // some engines split the name (others repeat it); it is whole in output_item.done
+      if (item.namespace === undefined) item.name = joinName(item.name, tc.name); // whole in output_item.done
     }
     const item = this.#output[index] as CallItem;
-    const args = typeof fn.arguments === 'string' ? fn.arguments : isObj(fn.arguments) ? JSON.stringify(fn.arguments) : '';
-    if (args !== '' && this.#open.has(index)) {
-      item.arguments += args;
-      out += this.#emit('response.function_call_arguments.delta', { item_id: item.id, output_index: index, delta: args });
+    if (tc.args !== '' && this.#open.has(index)) {
+      item.arguments += tc.args;
+      out += this.#emit('response.function_call_arguments.delta', { item_id: item.id, output_index: index, delta: tc.args });
     }
     return out;
   }
@@ -263,6 +251,7 @@ export class ResponsesStreamTranslator {
         out += this.#emit('response.content_part.done', { item_id: item.id, output_index: index, content_index: c, part: { ...part } });
       });
     } else {
+      restoreNamespace(item, this.meta);
       out += this.#emit('response.function_call_arguments.done', { item_id: item.id, output_index: index, name: item.name, arguments: item.arguments });
     }
     item.status = status;
@@ -271,7 +260,7 @@ export class ResponsesStreamTranslator {
 
   #finish(): string {
     let out = this.start();
-    const end = statusFor(this.#finishReason);
+    const end = statusFor(this.#finishReason, this.meta);
     for (const index of [...this.#open].sort((a, b) => a - b)) out += this.#close(index, end.itemStatus);
     this.#finished = true;
     const r = this.#response(end.status);

@@ -48,6 +48,9 @@ export interface ChatRequest {
   temperature?: number;
   top_p?: number;
   max_tokens?: number;
+  /** Stop sequences (the Messages API's stop_sequences). */
+  stop?: string[];
+  top_k?: number;
   reasoning_effort?: string;
   stream?: boolean;
   stream_options?: { include_usage: true };
@@ -105,6 +108,10 @@ export interface ResponseMeta {
   stream: boolean;
   /** Top-level request keys that were accepted but have no effect here (for a debug line). */
   ignored: string[];
+  /** Functions of `namespace` tools, by the flat name the engine was offered: the namespace and bare name to return. */
+  namespaced: Record<string, { namespace: string; name: string }>;
+  /** Built-in tools left out of what the engine sees (their types), for X-Viiwork-Omitted-Tools. */
+  omittedTools: string[];
 }
 
 export interface ResponseUsage {
@@ -134,7 +141,7 @@ export type ItemStatus = 'in_progress' | 'completed' | 'incomplete';
 
 export type OutputItem =
   | { type: 'message'; id: string; role: 'assistant'; status: ItemStatus; content: (OutputText | OutputRefusal)[] }
-  | { type: 'function_call'; id: string; call_id: string; name: string; arguments: string; status: ItemStatus }
+  | { type: 'function_call'; id: string; call_id: string; name: string; arguments: string; status: ItemStatus; namespace?: string }
   | { type: 'reasoning'; id: string; summary: unknown[]; content: ReasoningText[]; status: ItemStatus };
 
 export type ResponseStatus = 'in_progress' | 'completed' | 'incomplete' | 'failed';

@@ -69,6 +69,7 @@ export function candidates(inputs: CandidateInputs, model: string, workload: str
       fresh: h.fresh,
       healthy: targets.some((t) => t.slots > 0),
       loading: targets.some((t) => (t.loading ?? 0) > 0),
+      available: targets.some((t) => t.onDemand === true && t.state === 'unloaded'),
       free: refused ? 0 : free,
       rttMs: h.rttMs,
       overheadMs: m.overheadMs,

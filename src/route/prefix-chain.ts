@@ -20,7 +20,8 @@
  *
  * Bounded: at most CHAIN_WALK_MAX bytes of the body are walked in all, and
  * only the elements inside that walk are parsed (one at a time), so a 30 MiB
- * body costs what its first MiB costs. Past the bound the chain simply
+ * body costs what its first MiB costs; at most CHAIN_LINKS_MAX links are
+ * made, whatever the messages' size. Past the bound the chain simply
  * stops: a prefix longer than that is priced as if nothing past it were
  * held. Pure: the same body gives the same chain on every node.
  */
@@ -30,6 +31,12 @@ import type { ChainLink, PrefixChain } from './cache.ts';
 
 /** Bytes of the body walked in all, for one chain. */
 export const CHAIN_WALK_MAX = 1024 * 1024;
+/**
+ * Links in one chain at most: a body of 30,000 tiny messages inside the
+ * 1 MiB walk would otherwise cost 100 ms and more of parsing and hashing
+ * (and a digest holds at most 1,024 entries per target anyway).
+ */
+export const CHAIN_LINKS_MAX = 2048;
 /** Completions: a boundary every this many characters of prompt. */
 export const COMPLETION_LINK_CHARS = 1024;
 /** Characters of canonical text per token (the sim engine's tokenizer stand-in; SPEC's bytes ÷ 4). */
@@ -74,7 +81,7 @@ export function walkPrompt(body: Buffer, scan: ScannedObject, path: string, opts
   const format = formatOf(path);
   const sink = new ChainSink();
   if (!format) return { chain: [], head: -1, complete: false };
-  const src = new BodySource(body, scan, CHAIN_WALK_MAX);
+  const src = new BodySource(body, scan, CHAIN_WALK_MAX, () => sink.links.length >= CHAIN_LINKS_MAX);
   walk(format, src, sink, opts);
   return { chain: sink.links, head: sink.head, complete: !src.cut && sink.links.length > 0 };
 }
@@ -345,6 +352,7 @@ class ChainSink implements Sink {
   }
 
   chunk(text: string): void {
+    if (this.links.length >= CHAIN_LINKS_MAX) return;
     this.#chars += text.length;
     // The previous hash is 16 hex digits (or nothing, first), so hash input never runs ambiguously into the text.
     this.#prev = crypto.createHash('sha256').update(this.#prev).update(text, 'utf8').digest('hex').slice(0, 16);
@@ -439,6 +447,8 @@ class BodySource implements Source {
     private readonly body: Buffer,
     private readonly scan: ScannedObject,
     private budget: number,
+    /** The chain has as many links as it may: stop as if the walk's bound were reached. */
+    private readonly full: () => boolean = () => false,
   ) {}
 
   string(key: string) {
@@ -478,6 +488,11 @@ class BodySource implements Source {
       this.budget = Math.max(0, limit - walked);
       yield value;
       if (this.cut) return;
+      if (this.full()) {
+        this.cut = true;
+        this.budget = 0;
+        return;
+      }
     }
     if (span.end - span.start - 1 > limit) {
       this.cut = true;

@@ -19,11 +19,12 @@ import type { Candidate } from './types.ts';
 export const BAND = 1.1;
 /**
  * How much heavier a ms of waiting for a full host weighs than a ms of
- * prefill when hosts are ranked (docs/decisions.md, "Pricing"). At 2 a full
- * warm host is waited for only when it saves at least twice the expected
- * wait.
+ * prefill when hosts are ranked (docs/decisions.md, "Pricing"): the routing
+ * benchmark's oracle's weight (a queued request also delays those behind
+ * it), so a full warm host is waited for only when it saves at least three
+ * times the expected wait.
  */
-export const WAIT_WEIGHT = 2;
+export const WAIT_WEIGHT = 3;
 export const EXPLORE_PROBABILITY = 1 / 20;
 
 export function isScored(c: Candidate): boolean {

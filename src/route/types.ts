@@ -20,6 +20,14 @@ export interface TargetView {
   digest?: CacheDigest;
   /** With no slot free: the executor's estimate of the ms until one frees (SPEC section 7). */
   releaseMs?: number;
+  /** Model lifecycle (SPEC section 11); undefined: an older node (loaded). */
+  state?: 'unloaded' | 'fetching' | 'loading' | 'loaded' | 'unloading';
+  /** Bytes one copy needs. */
+  memory?: number;
+  /** This host may load and unload it. */
+  onDemand?: boolean;
+  /** The engine's text of its last failed load. */
+  loadError?: string;
 }
 
 /** One model on one host, as this node sees it (local: now; remote: from its last report). */
@@ -49,6 +57,8 @@ export interface HostView {
   /** Clock ms when the poll behind the report was sent (this node: now). */
   polledAt: number;
   models: ReadonlyMap<string, HostModelView>;
+  /** The host's memory budget and use in bytes (SPEC section 11); undefined: not reported. */
+  memory?: { budget: number; used: number; free: number };
 }
 
 /**
@@ -116,6 +126,8 @@ export interface Candidate {
   healthy: boolean;
   /** At least one eligible target has a backend still loading: requests wait for it as if it were full. */
   loading: boolean;
+  /** At least one eligible target is on demand and unloaded there: it can be loaded (SPEC section 11). */
+  available?: boolean;
   free: number;
   rttMs: number;
   overheadMs?: number;

@@ -29,6 +29,9 @@ const ENDPOINTS: ReadonlyMap<string, Workload> = new Map([
   ['/v1/chat/completions', 'chat'],
   // The Responses API is routed as chat; the executor translates it unless its target lists `responses`.
   ['/v1/responses', 'chat'],
+  // Anthropic's Messages API, routed as chat; translated unless the target lists `messages` (count_tokens takes no slot).
+  ['/v1/messages', 'chat'],
+  ['/v1/messages/count_tokens', 'chat'],
   ['/v1/completions', 'completion'],
   ['/v1/embeddings', 'embeddings'],
   ['/v1/rerank', 'rerank'],

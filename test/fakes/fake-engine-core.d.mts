@@ -43,6 +43,11 @@ export interface FakeEngineOptions {
   info?: () => Record<string, unknown>;
   /** When set, GET /_control/env answers what it returns. */
   env?: () => Record<string, string | undefined>;
+  /**
+   * A scripted engine: each chat request's answer (a text, or one call of a tool), or undefined for the
+   * default behaviour. Streamed or not as the request asks; finish_reason `tool_calls` for a call, else `stop`.
+   */
+  script?: (json: any) => { text: string } | { call: { id?: string; name: string; arguments: string } } | undefined;
   /** false: `requests` stays empty (a test sending huge bodies need not keep them; default true). */
   keepRequests?: boolean;
 }

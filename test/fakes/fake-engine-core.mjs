@@ -459,6 +459,9 @@ export class FakeEngine extends EventEmitter {
    * first tool (arguments {"city":"Oslo"}); one asking for a JSON schema or object gets {"ok":true}.
    */
   #special(json) {
+    const scripted = this.opts.script?.(json);
+    if (scripted?.call) return { call: { id: scripted.call.id ?? `call_fake_${Date.now().toString(36)}`, type: 'function', function: { name: scripted.call.name, arguments: scripted.call.arguments } } };
+    if (scripted) return { text: scripted.text, scripted: true };
     const tools = Array.isArray(json.tools) ? json.tools.filter((t) => t?.type === 'function') : [];
     const last = Array.isArray(json.messages) ? json.messages[json.messages.length - 1] : undefined;
     if (tools.length && last?.role !== 'tool') return { call: { id: 'call_fake_1', type: 'function', function: { name: tools[0].function?.name ?? 'tool', arguments: '{"city":"Oslo"}' } } };
@@ -497,6 +500,25 @@ export class FakeEngine extends EventEmitter {
     const object = chat ? 'chat.completion.chunk' : 'text_completion';
     const write = (obj) => res.write(`data: ${JSON.stringify(obj)}\n\n`);
     const special = chat ? this.#special(json) : undefined;
+    if (special?.scripted) {
+      // A scripted text streamed in two pieces, the way engines split words.
+      const t = special.text;
+      const half = Math.ceil(t.length / 2);
+      write({ ...base, object, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] });
+      for (const piece of [t.slice(0, half), t.slice(half)]) {
+        if (piece) write({ ...base, object, choices: [{ index: 0, delta: { content: piece }, finish_reason: null }] });
+        if (sabotage) {
+          markSabotaged();
+          await new Promise((r) => setImmediate(r));
+          res.socket?.destroy();
+          return;
+        }
+      }
+      write({ ...base, object, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] });
+      if (json.stream_options?.include_usage) write({ ...base, object, choices: [], usage: { prompt_tokens: promptTokens, completion_tokens: 5, total_tokens: promptTokens + 5 } });
+      res.end('data: [DONE]\n\n');
+      return;
+    }
     if (special?.call) {
       // The call streamed the way OpenAI does: id and name first, then the arguments in pieces.
       const f = special.call.function;

@@ -224,6 +224,8 @@ describe('responsesToChat: the meta a response echoes', () => {
       user: null,
       stream: false,
       ignored: [],
+      namespaced: {},
+      omittedTools: [],
     });
   });
 
@@ -290,7 +292,7 @@ describe('responsesToChat: refusals (400, naming the field)', () => {
     { name: 'a function tool with bad parameters', req: { ...base, tools: [{ type: 'function', name: 'f', parameters: 'x' }] }, code: 'invalid_request', param: 'tools[0].parameters', message: /schema/ },
     { name: 'a tool without a type', req: { ...base, tools: [{ name: 'f' }] }, code: 'invalid_request', param: 'tools[0].type', message: /"function"/ },
     { name: 'a built-in tool_choice', req: { ...base, tool_choice: { type: 'file_search' } }, code: 'unsupported_tool', param: 'tool_choice', message: /"file_search"/ },
-    { name: 'a built-in tool in allowed_tools', req: { ...base, tool_choice: { type: 'allowed_tools', mode: 'auto', tools: [{ type: 'web_search' }] } }, code: 'unsupported_tool', param: 'tool_choice.tools[0]', message: /"web_search"/ },
+    { name: 'a tool_choice forcing a built-in tool', req: { ...base, tools: [{ type: 'web_search' }], tool_choice: { type: 'web_search' } }, code: 'unsupported_tool', param: 'tool_choice', message: /"web_search"/ },
     { name: 'an allowed_tools mode that does not exist', req: { ...base, tool_choice: { type: 'allowed_tools', mode: 'none', tools: [] } }, code: 'invalid_request', param: 'tool_choice.mode', message: /mode/ },
     { name: 'an unknown tool_choice string', req: { ...base, tool_choice: 'sometimes' }, code: 'invalid_request', param: 'tool_choice', message: /sometimes/ },
     { name: 'an unknown text.format', req: { ...base, text: { format: { type: 'grammar' } } }, code: 'unsupported_parameter', param: 'text.format.type', message: /"grammar"/ },
@@ -313,15 +315,52 @@ describe('responsesToChat: refusals (400, naming the field)', () => {
     });
   }
 
+});
+
+describe('responsesToChat: tools an agent client declares (SPEC section 4)', () => {
   for (const type of ['web_search', 'web_search_preview', 'file_search', 'code_interpreter', 'computer_use_preview', 'image_generation', 'mcp', 'local_shell', 'custom']) {
-    it(`the built-in tool "${type}" is refused by name`, () => {
-      const e = errorOf({ ...base, tools: [{ type: 'function', name: 'ok' }, { type }] });
-      assert.equal(e.code, 'unsupported_tool');
-      assert.equal(e.param, 'tools[1]');
-      assert.match(e.message, new RegExp(`built-in tool of type "${type}"`));
-      assert.match(e.message, /"type":"function"/);
+    it(`the built-in tool "${type}" is left out of what the engine sees and named, not refused`, () => {
+      const r = responsesToChat({ ...base, tools: [{ type: 'function', name: 'ok' }, { type }] });
+      assert.ok(r.ok, JSON.stringify(!r.ok && r.error));
+      assert.deepEqual(r.chat.tools?.map((t) => t.function.name), ['ok']);
+      assert.deepEqual(r.meta.omittedTools, [type]);
     });
   }
+
+  it('a built-in tool inside allowed_tools is passed over; the allowed functions remain', () => {
+    const chat = chatOf({ ...base, tools: [{ type: 'function', name: 'f' }, { type: 'web_search' }], tool_choice: { type: 'allowed_tools', mode: 'auto', tools: [{ type: 'web_search' }, { type: 'function', name: 'f' }] } });
+    assert.deepEqual(chat.tools?.map((t) => t.function.name), ['f']);
+    assert.equal(chat.tool_choice, 'auto');
+  });
+
+  it('only built-in tools: the engine gets no tools and no tool_choice', () => {
+    const chat = chatOf({ ...base, tools: [{ type: 'web_search', external_web_access: false }], tool_choice: 'auto' });
+    assert.equal(chat.tools, undefined);
+    assert.equal(chat.tool_choice, undefined);
+  });
+
+  it("a namespace tool's functions are offered flat; a replayed namespaced call finds the same flat name", () => {
+    const ns = { type: 'namespace', name: 'multi_agent_v1', description: 'sub-agents', tools: [{ type: 'function', name: 'spawn_agent', description: 'spawn', parameters: { type: 'object', properties: {} } }, { type: 'function', name: 'close_agent' }] };
+    const r = responsesToChat({
+      model: 'm1',
+      tools: [{ type: 'function', name: 'exec_command' }, ns],
+      input: [
+        { role: 'user', content: 'go' },
+        { type: 'function_call', call_id: 'c1', namespace: 'multi_agent_v1', name: 'spawn_agent', arguments: '{}' },
+        { type: 'function_call_output', call_id: 'c1', output: 'ok' },
+      ],
+      tool_choice: { type: 'function', namespace: 'multi_agent_v1', name: 'close_agent' },
+    });
+    assert.ok(r.ok, JSON.stringify(!r.ok && r.error));
+    assert.deepEqual(r.chat.tools?.map((t) => t.function.name), ['exec_command', 'multi_agent_v1__spawn_agent', 'multi_agent_v1__close_agent']);
+    assert.equal(r.chat.tools?.[1].function.description, 'spawn');
+    assert.deepEqual(r.meta.namespaced['multi_agent_v1__spawn_agent'], { namespace: 'multi_agent_v1', name: 'spawn_agent' });
+    const call = r.chat.messages[1] as { tool_calls: { function: { name: string } }[] };
+    assert.equal(call.tool_calls[0].function.name, 'multi_agent_v1__spawn_agent');
+    assert.deepEqual(r.chat.tool_choice, { type: 'function', function: { name: 'multi_agent_v1__close_agent' } });
+    // The response echoes the namespace tool as the client declared it.
+    assert.deepEqual(r.meta.tools[1], ns);
+  });
 });
 
 describe('responsesToChat: bounds', () => {

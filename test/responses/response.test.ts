@@ -107,13 +107,18 @@ describe('chatToResponse', () => {
     assert.deepEqual(r.output, [{ type: 'message', id: 'msg_abc00', role: 'assistant', status: 'completed', content: [{ type: 'refusal', refusal: 'I cannot' }] }]);
   });
 
-  it('finish_reason length or content_filter is an incomplete response with its reason', () => {
-    const a = chatToResponse(completion({ content: 'cut' }, 'length'), meta());
+  it("finish_reason length is an incomplete response only when the client's max_output_tokens cut it", () => {
+    const a = chatToResponse(completion({ content: 'cut' }, 'length'), meta({ max_output_tokens: 3 }));
     assert.equal(a.status, 'incomplete');
     assert.deepEqual(a.incomplete_details, { reason: 'max_output_tokens' });
     assert.equal(a.completed_at, null);
     assert.equal(a.output[0].status, 'incomplete');
-    assert.deepEqual(chatToResponse(completion({ content: '' }, 'content_filter'), meta()).incomplete_details, { reason: 'content_filter' });
+    // The engine's own limit, or a filter: the response completes (agents retry an incomplete one as failed).
+    for (const reason of ['length', 'content_filter']) {
+      const b = chatToResponse(completion({ content: 'x' }, reason), meta());
+      assert.equal(b.status, 'completed', reason);
+      assert.equal(b.incomplete_details, null);
+    }
   });
 
   it('something that is not a chat completion is a failed response that says why, never a throw', () => {
@@ -226,12 +231,29 @@ describe('ResponsesStreamTranslator', () => {
     assert.deepEqual(ev.at(-1)!.data.response.output[0].content, [{ type: 'refusal', refusal: 'no' }]);
   });
 
-  it('finish_reason length ends with response.incomplete', () => {
-    const t = new ResponsesStreamTranslator(meta());
+  it("finish_reason length ends with response.incomplete when the client's max_output_tokens cut it, else response.completed", () => {
+    const t = new ResponsesStreamTranslator(meta({ max_output_tokens: 1 }));
     const ev = parseEvents(t.push(chunk({ content: 'a' }, 'length')) + t.end());
     assert.equal(ev.at(-1)!.event, 'response.incomplete');
     assert.deepEqual(ev.at(-1)!.data.response.incomplete_details, { reason: 'max_output_tokens' });
     assert.equal(ev.at(-1)!.data.response.output[0].status, 'incomplete');
+    const u = new ResponsesStreamTranslator(meta());
+    const ev2 = parseEvents(u.push(chunk({ content: 'a' }, 'length')) + u.end());
+    assert.equal(ev2.at(-1)!.event, 'response.completed');
+  });
+
+  it('a call of a namespaced function is returned with its namespace and bare name, streamed and whole', () => {
+    const m = meta({ tools: [{ type: 'namespace', name: 'multi_agent_v1', tools: [{ type: 'function', name: 'spawn_agent' }] }] });
+    const call = { index: 0, id: 'call_1', type: 'function', function: { name: 'multi_agent_v1__spawn_agent', arguments: '{"a":1}' } };
+    const t = new ResponsesStreamTranslator(m);
+    const ev = parseEvents(t.push(chunk({ tool_calls: [call] }, 'tool_calls')) + t.end());
+    const done = ev.find((e) => e.event === 'response.output_item.done')!;
+    assert.equal(done.data.item.namespace, 'multi_agent_v1');
+    assert.equal(done.data.item.name, 'spawn_agent');
+    assert.equal(done.data.item.arguments, '{"a":1}');
+    assert.equal(ev.at(-1)!.event, 'response.completed');
+    const whole = chatToResponse(completion({ content: null, tool_calls: [call] }, 'tool_calls'), m);
+    assert.deepEqual(whole.output.find((o) => o.type === 'function_call'), { type: 'function_call', id: whole.output[0].id, call_id: 'call_1', name: 'spawn_agent', namespace: 'multi_agent_v1', arguments: '{"a":1}', status: 'completed' });
   });
 
   it('error(): response.failed, then an error event in OpenAI error shape; terminal', () => {

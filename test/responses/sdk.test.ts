@@ -280,8 +280,12 @@ describe('the Responses API through the official openai SDK, translated for a ch
     assert.equal(seen.length, 0);
   });
 
-  it('a built-in tool is a 400 BadRequestError naming the tool type', async () => {
-    await assert.rejects(client.responses.create({ model: 'm1', input: 'search', tools: [{ type: 'web_search' }] }), (err: unknown) => {
+  it('a built-in tool is left out of what the engine sees; a tool_choice forcing it is a 400 BadRequestError naming its type', async () => {
+    script = () => ({ json: completion({ content: 'no search here' }) });
+    const r = await client.responses.create({ model: 'm1', input: 'search', tools: [{ type: 'web_search' }, { type: 'function', name: 'f', parameters: { type: 'object', properties: {} }, strict: false }] });
+    assert.equal(r.output_text, 'no search here');
+    assert.deepEqual(seen[0].tools?.map((t) => t.function.name), ['f']);
+    await assert.rejects(client.responses.create({ model: 'm1', input: 'search', tools: [{ type: 'web_search' }], tool_choice: { type: 'web_search' } as never }), (err: unknown) => {
       assert.ok(err instanceof OpenAI.BadRequestError);
       assert.match((err as Error).message, /built-in tool of type "web_search"/);
       return true;

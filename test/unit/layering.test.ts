@@ -14,7 +14,7 @@ export const LAYERS: string[][] = [
   ['version', 'log', 'workloads', 'ui'],
   ['config', 'http', 'perf'],
   ['route', 'queue', 'security', 'metrics', 'aliases', 'responses'],
-  ['mesh', 'engines', 'preflight'],
+  ['mesh', 'engines', 'preflight', 'messages'],
   ['forward', 'capacity'],
   ['dispatch'],
   ['api'],

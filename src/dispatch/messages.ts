@@ -1,0 +1,107 @@
+/**
+ * POST /v1/messages on the executing node (SPEC sections 4 and 8): a target
+ * whose descriptor lists `messages` gets the request as it is; any other chat
+ * target gets it translated to a chat completion and its answer translated
+ * back (src/messages/). The entry node never translates: only the executor
+ * knows what its engine speaks. Errors of the engine's own come back in
+ * Anthropic's shape; a stream pings while the engine is silent.
+ *
+ * POST /v1/messages/count_tokens is answered by the node the client called,
+ * without a slot or the queue: `countTokens`.
+ */
+import { anthropicErrorBody, ApiError } from '../http/errors.ts';
+import type { AnswerTranslator } from '../http/relay.ts';
+import { upstreamErrorText } from '../http/relay.ts';
+import { chatToMessage, countText, estimateTokens, messagesToChat, MessagesStreamTranslator, PING } from '../messages/index.ts';
+import type { Descriptor } from '../workloads/workloads.ts';
+import { orderTools, type Hygiene } from './tool-order.ts';
+import { TRANSLATE_MAX } from './responses.ts';
+import type { DispatchRequest } from './types.ts';
+
+export const MESSAGES_PATH = '/v1/messages';
+export const COUNT_TOKENS_PATH = '/v1/messages/count_tokens';
+
+/** A Messages stream writes `ping` after this much silence from the engine (a long prefill). */
+export const PING_EVERY_MS = 5_000;
+
+export type MessagesPlan =
+  | { kind: 'native' }
+  | { kind: 'translate'; path: string; body: Buffer; translate: AnswerTranslator; omittedTools: string[] }
+  | { kind: 'refuse'; error: ApiError };
+
+function parse(req: DispatchRequest): { ok: true; doc: unknown } | { ok: false; error: ApiError } {
+  if (req.body.length > TRANSLATE_MAX) {
+    return { ok: false, error: new ApiError(413, `a Messages API request to a chat-only engine is translated, and translation takes at most ${TRANSLATE_MAX} bytes; send a shorter conversation`, 'invalid_request_error', 'request_too_large') };
+  }
+  try {
+    // Bounded: api.max_body and the scanner's depth check have already passed.
+    return { ok: true, doc: JSON.parse(req.body.toString('utf8')) };
+  } catch {
+    return { ok: false, error: new ApiError(400, 'the request body is not valid JSON', 'invalid_request_error', 'invalid_json') };
+  }
+}
+
+/** The engine's error answer to a translated request, in Anthropic's shape with the engine's own words. */
+function failure(status: number, body: Buffer | undefined): Buffer {
+  const text = upstreamErrorText(body) ?? `the engine answered HTTP ${status}`;
+  return Buffer.from(JSON.stringify(anthropicErrorBody(status, text)));
+}
+
+export function planMessages(req: DispatchRequest, descriptor: Descriptor, context: number, hygiene?: Hygiene): MessagesPlan {
+  if (descriptor.workloads.includes('messages')) return { kind: 'native' };
+  const parsed = parse(req);
+  if (!parsed.ok) return { kind: 'refuse', error: parsed.error };
+  const t = messagesToChat(parsed.doc, { hygiene: hygiene?.on ?? true });
+  if (!t.ok) return { kind: 'refuse', error: new ApiError(t.error.status, t.error.message, 'invalid_request_error', t.error.code) };
+  const chat = { ...t.chat, model: req.model };
+  // Agent clients ask for more than a local context holds (Claude Code: 32000); the engine gets what fits.
+  if (context > 0 && chat.max_tokens !== undefined && chat.max_tokens > context) chat.max_tokens = context;
+  orderTools(chat, req.sessionKey, hygiene);
+  const meta = { ...t.meta, model: req.alias ?? t.meta.model };
+  const stream = new MessagesStreamTranslator(meta);
+  return {
+    kind: 'translate',
+    path: '/v1/chat/completions',
+    body: Buffer.from(JSON.stringify(chat)),
+    omittedTools: meta.omittedTools,
+    translate: {
+      stream: {
+        start: () => stream.start(),
+        push: (chunk) => stream.pushBytes(chunk),
+        end: () => stream.end(),
+        error: (message) => stream.error(message),
+        keepAlive: { everyMs: PING_EVERY_MS, text: PING },
+      },
+      whole(body) {
+        let doc: unknown;
+        try {
+          doc = JSON.parse(body.toString('utf8'));
+        } catch {
+          return { status: 502, body: Buffer.from(JSON.stringify(anthropicErrorBody(502, 'the engine answered the translated chat completion with something that is not JSON'))) };
+        }
+        const m = chatToMessage(doc, meta);
+        if (!m.ok) return { status: 502, body: Buffer.from(JSON.stringify(anthropicErrorBody(502, m.message))) };
+        return { status: 200, body: Buffer.from(JSON.stringify(m.message)) };
+      },
+      failure,
+    },
+  };
+}
+
+/** A tokenizer of an engine serving the model on this node: the number of tokens of a text, or undefined. */
+export type Tokenizer = (text: string, signal: AbortSignal) => Promise<number | undefined>;
+
+/**
+ * count_tokens: `{"input_tokens": N}` from the engine's tokenizer when this
+ * node has one for the model, else the estimate. Never takes a slot.
+ */
+export async function countTokens(req: DispatchRequest, tokenizer: Tokenizer | undefined, signal: AbortSignal): Promise<{ input_tokens: number }> {
+  const parsed = parse(req);
+  if (!parsed.ok) throw parsed.error;
+  // count_tokens has no max_tokens; the translation does not need one.
+  const t = messagesToChat(parsed.doc, { hygiene: false });
+  if (!t.ok) throw new ApiError(t.error.status, t.error.message, 'invalid_request_error', t.error.code);
+  const text = countText(t.chat);
+  const counted = tokenizer ? await tokenizer(text, signal).catch(() => undefined) : undefined;
+  return { input_tokens: counted ?? estimateTokens(text) };
+}
