@@ -265,8 +265,7 @@ export class Lifecycle {
         return this.#failed(m, (err as Error).message);
       }
       if (this.#stopped) return;
-      this.p.swap(m.backends, real);
-      m.backends = real;
+      this.#swap(m, real);
       const outcome = await Promise.all(real.map((b) => firstLoad(b)));
       if (this.#stopped) return; // the node stops every backend it holds
       if (outcome.every((o) => o === undefined)) {
@@ -286,12 +285,18 @@ export class Lifecycle {
 
   #failed(m: Managed, text: string): void {
     const ph = Lifecycle.placeholders(m.infos, m.backends[0]?.descriptor ?? { workloads: [], audio: false }, `load failed: ${text}`);
-    this.p.swap(m.backends, ph);
-    m.backends = ph;
     m.state = 'unloaded';
     m.roomReady = false;
     m.error = text;
+    this.#swap(m, ph);
     this.p.onEvent({ kind: 'load-failed', model: m.entry.name, reason: 'failed', detail: text });
+  }
+
+  /** The entry holds `next` before the node swaps (the swap wakes queues, which read the entry's state). */
+  #swap(m: Managed, next: Backend[]): void {
+    const old = m.backends;
+    m.backends = next;
+    this.p.swap(old, next);
   }
 
   /** Stop a loaded entry: out of the slot table at once (no new request), its memory counted until the engine is gone. */
@@ -299,8 +304,7 @@ export class Lifecycle {
     const real = m.backends;
     m.state = 'unloading';
     const ph = Lifecycle.placeholders(m.infos, real[0]?.descriptor ?? { workloads: [], audio: false });
-    this.p.swap(real, ph);
-    m.backends = ph;
+    this.#swap(m, ph);
     this.p.onEvent({ kind: 'unloading', model: m.entry.name, reason, detail });
     m.stopping = Promise.all(real.map((b) => b.stop())).then(() => {
       m.state = 'unloaded';
@@ -365,7 +369,7 @@ function firstLoad(b: Backend): Promise<string | undefined> {
     const failure = () => {
       const tail = (b as { outputTail?: readonly string[] }).outputTail ?? [];
       const errorsSaid = tail.filter((l) => /error|failed|cannot|unable/i.test(l)).slice(-3);
-      return `${b.id}: ${b.reason}${errorsSaid.length ? ` — ${errorsSaid.join(' | ')}` : ''}`;
+      return `${b.id}: ${b.reason.replace(/; restarting \(.*\)$/, "")}${errorsSaid.length ? ` — ${errorsSaid.join(' | ')}` : ''}`;
     };
     const onState = (next: string) => {
       if (next === 'healthy') finish(undefined);

@@ -27,9 +27,9 @@ export const DEFAULT_SLOT_PROMPT_SIMILARITY = 0.5;
  * The text a model would see, as a chat template renders it — the prefix
  * chain's canonical text (src/route/prefix-chain.ts), so the chain's links
  * and this cache agree on what a prompt's first messages are and how many
- * tokens they hold: tools first (one `<|tools|>` segment each), then each
- * message as `<|role|>\ncontent\n` (tool calls after the content), then the
- * assistant's opening; for completions, the prompt. undefined when the body
+ * tokens they hold: each message as `<|role|>\ncontent\n` (tool calls
+ * after the content), the tools (one `<|tools|>` segment each) right after
+ * the leading system message(s), then the assistant's opening; for completions, the prompt. undefined when the body
  * has no messages (chat) or prompt (completions).
  */
 export function renderPrompt(chat: boolean, body: Record<string, unknown>): string | undefined {

@@ -145,6 +145,9 @@ function checkModel(m: ModelConfig, at: string, config: Config, ctx: { cwd: stri
   if (workloads.includes('responses') && !workloads.includes('chat')) {
     warn(`${at}.workloads`, '"responses" without "chat": /v1/responses is routed to targets that list chat, so this entry never gets it', 'add chat to the workloads');
   }
+  if (workloads.includes('messages') && !workloads.includes('chat')) {
+    warn(`${at}.workloads`, '"messages" without "chat": /v1/messages is routed to targets that list chat, so this entry never gets it', 'add chat to the workloads');
+  }
   if (m.audio_input && m.workloads && !workloads.includes('chat')) {
     warn(`${at}.audio_input`, 'audio_input is true but the entry does not list chat: audio only reaches chat targets', 'add chat to the workloads, or remove audio_input');
   }

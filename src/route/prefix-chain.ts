@@ -6,14 +6,15 @@
  * cache digests and the sim engine's cache model, so all three agree on
  * what "the first n messages" are and how many tokens they hold.
  *
- * Boundaries: chat (and Responses, Messages) at every tool definition (one
- * link per tool, so a tool appended at the end keeps the earlier links),
- * then at the system message(s), then at every message; completions at
- * every 1 KiB of prompt and at its end.
+ * Boundaries: chat (and Responses, Messages) at the leading system
+ * message(s), then at every tool definition (one link per tool, so a tool
+ * appended at the end keeps the earlier links), then at every message;
+ * completions at every 1 KiB of prompt and at its end.
  *
  * Canonical text is what a chat template renders: each segment as
- * `<|role|>\ntext\n`, tools first (role `tools`), with the system prompt
- * after them, a chat ending in `<|assistant|>\n`. A link's `tokens` are the
+ * `<|role|>\ntext\n`, the tools (role `tools`) right after the leading
+ * system message(s), as chat templates put them, a chat ending in
+ * `<|assistant|>\n`. A link's `tokens` are the
  * rendered characters up to it ÷ 4 (the sim engine's stand-in tokenizer, so
  * the chain and the sim count alike; SPEC: bytes ÷ 4 where the engine has
  * not said).
@@ -86,7 +87,7 @@ export function walkPrompt(body: Buffer, scan: ScannedObject, path: string, opts
   return { chain: sink.links, head: sink.head, complete: !src.cut && sink.links.length > 0 };
 }
 
-/** The prompt text a chat template renders from segments: tools first, then the messages, then the assistant's opening. */
+/** The prompt text a chat template renders from segments: the system message(s), the tools, then the conversation, then the assistant's opening. */
 export function renderChat(segments: Iterable<Segment>): string {
   let out = '';
   for (const s of segments) out += renderSegment(s);
@@ -150,15 +151,16 @@ function walk(format: Format, src: Source, sink: Sink, opts: ChainOptions): void
     for (let at = 0; at < end; at += COMPLETION_LINK_CHARS) sink.chunk(text.slice(at, Math.min(end, at + COMPLETION_LINK_CHARS)));
     return;
   }
-  const b = new SegmentBuilder(sink);
-  // Tools first, as chat templates put them (one link each).
-  for (const tool of src.array('tools') ?? []) b.push({ role: 'tools', text: toolText(tool) });
+  // Tools go where chat templates put them: right after the leading system message(s), one link each, before
+  // the conversation (Qwen's and Llama's templates render them inside or just after the system turn). Read first,
+  // so the walk's bound counts them first; a tools list cut at the bound leaves the chain empty.
+  const tools = [...(src.array('tools') ?? [])].map((tool): Segment => ({ role: 'tools', text: toolText(tool) }));
   if (src.cut) return;
-  b.flush();
+  const b = new SegmentBuilder(sink, tools);
   if (format === 'chat') chatBody(src, b);
   else if (format === 'responses') responsesBody(src, b);
   else messagesBody(src, b, opts);
-  if (!src.cut) b.flush();
+  if (!src.cut) b.endOfHead();
   if (sink.head < 0) sink.endOfHead();
 }
 
@@ -389,7 +391,12 @@ class ListSink implements Sink {
  */
 class SegmentBuilder {
   #pending: { role: string; text: string } | undefined;
-  constructor(private readonly sink: Sink) {}
+  #headDone = false;
+  /** `tools`: emitted once, at the end of the head (after the leading system messages). */
+  constructor(
+    private readonly sink: Sink,
+    private readonly tools: readonly Segment[] = [],
+  ) {}
 
   /** `hold`: later calls may join this segment (it is emitted at the next push or flush). */
   push(s: Segment, hold = false): void {
@@ -408,8 +415,12 @@ class SegmentBuilder {
     this.#pending = undefined;
   }
 
+  /** The leading system part ends here: the tools follow it, and the head ends with them. Once; later calls only flush. */
   endOfHead(): void {
     this.flush();
+    if (this.#headDone) return;
+    this.#headDone = true;
+    for (const t of this.tools) this.sink.segment(t);
     this.sink.endOfHead();
   }
 }

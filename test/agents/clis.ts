@@ -26,13 +26,31 @@ function cacheDir(name: string, version: string): string {
   return path.join(process.env.VIIWORK_AGENT_CACHE ?? os.tmpdir(), `viiwork-agent-cli-${name}-${version}`);
 }
 
+/**
+ * Install `spec` into `dir`: into a directory of this process first, then
+ * renamed into place, so test files installing at the same time (npm test
+ * runs two at once) never share a half-written tree; the loser keeps the winner's.
+ */
 function npmInstall(dir: string, spec: string): string | undefined {
+  const mine = `${dir}.partial-${process.pid}`;
   try {
-    fs.mkdirSync(dir, { recursive: true });
-    execFileSync('npm', ['install', '--no-save', '--no-audit', '--no-fund', '--prefix', dir, spec], { stdio: 'pipe', timeout: 600_000 });
+    fs.rmSync(mine, { recursive: true, force: true });
+    fs.mkdirSync(mine, { recursive: true });
+    execFileSync('npm', ['install', '--no-save', '--no-audit', '--no-fund', '--prefix', mine, spec], { stdio: 'pipe', timeout: 600_000 });
+    try {
+      fs.renameSync(mine, dir);
+    } catch {
+      // Another process got there first (or an older, broken copy is in the way: replace it).
+      if (!fs.existsSync(path.join(dir, 'node_modules'))) {
+        fs.rmSync(dir, { recursive: true, force: true });
+        fs.renameSync(mine, dir);
+      }
+    }
     return undefined;
   } catch (err) {
     return `npm install ${spec} failed: ${String((err as { stderr?: Buffer }).stderr ?? (err as Error).message).slice(0, 300)}`;
+  } finally {
+    fs.rmSync(mine, { recursive: true, force: true });
   }
 }
 

@@ -126,8 +126,17 @@ describe('the Responses API across the mesh', () => {
     assert.equal(native.count('/v1/chat/completions'), 0);
   });
 
-  it('stored state and built-in tools are a clear 400 from wherever the request entered', async () => {
+  it('stored state, and a tool_choice forcing a built-in tool, are a clear 400 from wherever the request entered', async () => {
     await assert.rejects(client.responses.create({ model: 'chatty', input: 'x', previous_response_id: 'resp_1' }), (e: any) => e.status === 400 && /input/.test(e.message));
-    await assert.rejects(client.responses.create({ model: 'chatty', input: 'x', tools: [{ type: 'web_search' } as any] }), (e: any) => e.status === 400 && /web_search/.test(e.message));
+    await assert.rejects(client.responses.create({ model: 'chatty', input: 'x', tools: [{ type: 'web_search' } as any], tool_choice: { type: 'web_search' } as any }), (e: any) => e.status === 400 && /web_search/.test(e.message));
+  });
+
+  it('built-in tools are left out and named in X-Viiwork-Omitted-Tools, which the entry node passes on', async () => {
+    chatOnly.resetCounters();
+    const { data, response } = await client.responses.create({ model: 'chatty', input: 'x', tools: [{ type: 'web_search' } as any, { type: 'file_search', vector_store_ids: [] } as any] }).withResponse();
+    assert.equal(data.status, 'completed');
+    assert.equal(response.headers.get('x-viiwork-omitted-tools'), 'web_search, file_search');
+    assert.equal(response.headers.get('x-viiwork-node'), 'C');
+    assert.equal(chatOnly.bodiesFor('/v1/chat/completions')[0].tools, undefined);
   });
 });

@@ -154,6 +154,10 @@ describe('the Messages API through the official Anthropic SDK, translated for a 
         return true;
       },
     );
+    // x-api-key is a key on the Messages API only; the OpenAI paths keep Bearer and their own error shape.
+    const chat = await request(`${t.url}/v1/chat/completions`, { method: 'POST', headers: { 'x-api-key': KEY, 'content-type': 'application/json' }, body: JSON.stringify({ model: MODEL, messages: [] }) });
+    assert.equal(chat.statusCode, 401);
+    assert.equal(((await chat.body.json()) as { error: { code: string } }).error.code, 'invalid_api_key');
     const raw = await request(`${t.url}/v1/messages?beta=true`, { method: 'POST', headers: { 'x-api-key': KEY, 'content-type': 'application/json' }, body: '{"model":' });
     assert.equal(raw.statusCode, 400);
     const doc = (await raw.body.json()) as { type: string; error: { type: string; message: string } };

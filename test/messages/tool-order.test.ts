@@ -10,7 +10,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { request } from 'undici';
 import { stableOrder, ToolOrderMemory } from '../../src/dispatch/tool-order.ts';
-import { renderPrompt, tokenCount } from '../../src/engines/prompt-cache.ts';
+import { renderPrompt, reusableTokens } from '../../src/engines/prompt-cache.ts';
+import { messagesToChat } from '../../src/messages/index.ts';
 import { startNode, type TestNode } from '../helpers/node.ts';
 
 const id = (s: string) => s;
@@ -76,25 +77,31 @@ describe('a tool loaded mid-session keeps the cache (sim engine, through a node)
     return { text: doc.content[0].text, cached: doc.usage.cache_read_input_tokens };
   }
 
-  /** Tokens of the system prompt and the first `n` tools as the sim renders them. */
-  const prefixTokens = (tools: unknown[]) => {
-    const chatTools = tools.map((t: any) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.input_schema } }));
-    const text = renderPrompt(true, { messages: [{ role: 'system', content: SYSTEM }], tools: chatTools })!;
-    return tokenCount(text.slice(0, -'<|assistant|>\n'.length));
+  /** The prompt the sim renders for a Messages request whose tools reach the engine in `order`. */
+  const rendered = (body: Record<string, unknown>, order: string[]) => {
+    const t = messagesToChat({ model: 'm', max_tokens: 50, ...body });
+    assert.ok(t.ok);
+    const tools = order.map((n) => t.chat.tools!.find((x) => x.function.name === n)!);
+    return renderPrompt(true, { messages: t.chat.messages, tools })!;
   };
 
+  const results: Record<string, number> = {};
   for (const hygiene of [true, false]) {
-    it(`api.agent_hygiene ${hygiene ? 'on: the cache covers the system prompt and every tool sent before' : 'off: the cache ends where the new tool went in'}`, async () => {
+    it(`api.agent_hygiene ${hygiene ? 'on: the engine sees the new tool last, and the cache keeps everything before it' : 'off: the engine sees the tool where the client put it, and the cache ends there'}`, async () => {
       const url = hygiene ? on.url : off.url;
       const session = `tools-${hygiene}`;
       const q1 = { role: 'user', content: 'first question' };
-      const a = await turn(url, session, [tool('Alpha'), tool('Bravo'), tool('Charlie')], [q1]);
+      const first = { system: SYSTEM, tools: [tool('Alpha'), tool('Bravo'), tool('Charlie')], messages: [q1] };
+      const a = await turn(url, session, first.tools, first.messages);
       // The next turn: the client loaded a tool and put it second.
-      const b = await turn(url, session, [tool('Alpha'), tool('Xray'), tool('Bravo'), tool('Charlie')], [q1, { role: 'assistant', content: a.text }, { role: 'user', content: 'next' }]);
-      const all = prefixTokens([tool('Alpha'), tool('Bravo'), tool('Charlie')]);
-      const upToAlpha = prefixTokens([tool('Alpha')]);
-      if (hygiene) assert.ok(b.cached >= all, `cached ${b.cached}, system and the first three tools ${all}`);
-      else assert.ok(b.cached < upToAlpha + 20 && b.cached >= upToAlpha - 20, `cached ${b.cached}, system and Alpha ${upToAlpha}`);
+      const next = { system: SYSTEM, tools: [tool('Alpha'), tool('Xray'), tool('Bravo'), tool('Charlie')], messages: [q1, { role: 'assistant', content: a.text }, { role: 'user', content: 'next' }] };
+      const b = await turn(url, session, next.tools, next.messages);
+      // The slot holds turn one's prompt and answer; what turn two reuses of it follows from the order the engine saw.
+      const held = rendered(first, ['Alpha', 'Bravo', 'Charlie']) + a.text;
+      const expected = reusableTokens(held, rendered(next, hygiene ? ['Alpha', 'Bravo', 'Charlie', 'Xray'] : ['Alpha', 'Xray', 'Bravo', 'Charlie']));
+      assert.equal(b.cached, expected);
+      results[String(hygiene)] = b.cached;
+      if (!hygiene) assert.ok(results.true > results.false + 500, `cached with hygiene ${results.true}, without ${results.false}`);
     });
   }
 });

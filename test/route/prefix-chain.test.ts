@@ -16,17 +16,13 @@ import type { PrefixChain } from '../../src/route/cache.ts';
 function walkText(text: string, path = '/v1/chat/completions', hygiene = false) {
   return timedWalk(text, path, hygiene).walk;
 }
-/** The walk, and how long it took (the scan, done before it in the node, is not counted). */
+/** The walk (speed is measured in benchmarks, not asserted here: the bound shows in what is and is not linked). */
 function timedWalk(text: string, path = '/v1/chat/completions', hygiene = false) {
   const body = Buffer.from(text);
   const s = scanJsonObject(body);
   assert.ok(s.ok, 'the test body is JSON');
-  const t0 = performance.now();
-  const walk = walkPrompt(body, s.object, path, { hygiene });
-  return { walk, ms: performance.now() - t0 };
+  return { walk: walkPrompt(body, s.object, path, { hygiene }) };
 }
-/** Generous for a loaded 2-core machine; an unbounded walk of 30 MiB takes seconds. */
-const WALK_MS_MAX = 500;
 const chain = (doc: unknown, path = '/v1/chat/completions', hygiene = false): PrefixChain => walkText(JSON.stringify(doc), path, hygiene).chain;
 
 const sys = (t: string) => ({ role: 'system', content: t });
@@ -70,13 +66,17 @@ describe('the prefix chain', () => {
     for (let i = 0; i < a.length; i++) assert.notEqual(a[i].hash, b[i].hash, `link ${i}`);
   });
 
-  it('puts tools first, one link each: a tool appended at the end keeps the links before it; the head is tools and system', () => {
+  it('puts the tools after the system message, one link each: a tool appended at the end keeps the links before it; the head is system and tools', () => {
     const one = walkText(JSON.stringify({ ...turn1, tools: [tool('grep')] }));
     const two = walkText(JSON.stringify({ ...turn1, tools: [tool('grep'), tool('sed')] }));
-    assert.equal(two.chain[0].hash, one.chain[0].hash);
-    assert.notEqual(two.chain[1].hash, one.chain[1].hash);
-    assert.equal(one.head, 1, 'tools then the system message');
+    assert.equal(two.chain[0].hash, one.chain[0].hash, 'the system message');
+    assert.equal(two.chain[1].hash, one.chain[1].hash, 'the first tool');
+    assert.notEqual(two.chain[2].hash, one.chain[2].hash);
+    assert.equal(one.head, 1, 'the system message, then the tool');
     assert.equal(two.head, 2);
+    // A different system prompt changes the tools' links too (they follow it).
+    const other = walkText(JSON.stringify({ ...turn1, messages: [sys('You are verbose.'), turn1.messages[1]], tools: [tool('grep')] }));
+    assert.notEqual(other.chain[1].hash, one.chain[1].hash);
     // Without tools or system the head is the first message.
     assert.equal(walkText(JSON.stringify({ model: 'm', messages: [user('hi'), asst('yo')] })).head, 0);
     assert.equal(walkText(JSON.stringify({ model: 'm', messages: [] })).head, -1);
@@ -90,19 +90,17 @@ describe('the prefix chain', () => {
     assert.notEqual(a.chain[1].hash, b.chain[1].hash);
   });
 
-  it('walks at most 1 MiB of a 30 MiB body: what lies past the bound is not read, and it stays fast', () => {
+  it('walks at most 1 MiB of a 30 MiB body: what lies past the bound is not read', () => {
     const huge = 'x'.repeat(30 * 1024 * 1024);
     const doc = { model: 'm', messages: [sys('You are terse.'), user('short'), user(huge), user('after')] };
-    const { walk: w, ms } = timedWalk(JSON.stringify(doc));
+    const { walk: w } = timedWalk(JSON.stringify(doc));
     assert.equal(w.chain.length, 2, 'the links before the huge message, none after');
     assert.equal(w.complete, false);
-    assert.ok(ms < WALK_MS_MAX, `walk took ${ms.toFixed(0)} ms`);
     // Many small messages: the chain stops at its bound on links, cheaply.
     const many = Array.from({ length: 1_000_000 }, () => ({ role: 'user', content: 'x' }));
-    const { walk: m, ms: ms1 } = timedWalk(JSON.stringify({ model: 'm', messages: many }));
+    const { walk: m } = timedWalk(JSON.stringify({ model: 'm', messages: many }));
     assert.equal(m.chain.length, CHAIN_LINKS_MAX);
     assert.equal(m.complete, false);
-    assert.ok(ms1 < WALK_MS_MAX, `walk took ${ms1.toFixed(0)} ms`);
     // Messages of about 1 KB: the 1 MiB bound on bytes comes first.
     const kb = Array.from({ length: 30_000 }, (_, i) => user(`message number ${i} ${'y'.repeat(1000)}`));
     const h = walkText(JSON.stringify({ model: 'm', messages: kb }));
@@ -171,12 +169,11 @@ describe('the prefix chain', () => {
     });
     const a = chain(doc('cc=1'), '/v1/messages', true);
     const b = chain(doc('cc=2'), '/v1/messages', true);
-    assert.equal(a.length, 6, 'tool, system, user, assistant, tool result, user');
+    assert.equal(a.length, 6, 'system, tool, user, assistant, tool result, user');
     assert.deepEqual(a, b, 'with hygiene the billing header is not part of the prompt');
     const c = chain(doc('cc=1'), '/v1/messages', false);
     const d = chain(doc('cc=2'), '/v1/messages', false);
-    assert.equal(c[0].hash, d[0].hash);
-    assert.notEqual(c[1].hash, d[1].hash, 'without hygiene the header is in the system prompt');
+    for (let i = 0; i < c.length; i++) assert.notEqual(c[i].hash, d[i].hash, `without hygiene the header opens the system prompt: link ${i} differs`);
     assert.deepEqual(chain({ model: 'm', system: 'S', messages: [user('q')] }, '/v1/messages'), chain({ model: 'm', messages: [sys('S'), user('q')] }));
   });
 
@@ -184,7 +181,7 @@ describe('the prefix chain', () => {
     const doc = { ...turn2, tools: [tool('grep')] };
     const c = chain(doc);
     const text = renderPrompt(true, doc)!;
-    assert.ok(text.startsWith('<|tools|>\ngrep\n'), 'tools first');
+    assert.ok(text.startsWith('<|system|>\nYou are terse.\n<|tools|>\ngrep\n'), 'the tools right after the system message');
     assert.equal(c[c.length - 1].tokens, Math.floor((text.length - GENERATION_PROMPT.length) / 4));
     // A slot that served turn 1 (and answered "4") holds at least what the chain says turn 2 shares with it.
     const held = renderPrompt(true, { ...turn1, tools: [tool('grep')] })! + '4';
