@@ -41,7 +41,10 @@ import net from 'node:net';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Agent as UndiciAgent, request as undiciRequest } from 'undici';
+import { createHash } from 'node:crypto';
+import { encodeDigest, parseHeld, type DigestWire, type HeldDigests } from '../src/capacity/digest.ts';
 import { CapacityPoller } from '../src/capacity/poller.ts';
+import { sampledIndices } from '../src/engines/cache-model.ts';
 import { Memberlist } from '../src/mesh/memberlist/memberlist.ts';
 import { NetTransport, splitHostPort, type StreamConn, type Transport, type TransportHandlers } from '../src/mesh/memberlist/transport.ts';
 
@@ -69,12 +72,38 @@ export function modelsOf(i: number, models: number): string[] {
 }
 
 /** A report shaped like buildReport's (src/capacity/report.ts). */
-export function fakeReport(i: number, models: number, busy: number, at: number): string {
+/** A fake member's target: 4 slots, each holding a conversation of 50 message boundaries, a realistic agent fleet. */
+export const DIGEST_SLOTS = 4;
+export const DIGEST_SLOT_LINKS = 50;
+const DIGEST_EPOCH = '0badc0de';
+
+/**
+ * The digest of fake member `i` at version `v`, as the product publishes it (engines/cache-model.ts): per slot
+ * the links `sampledIndices` picks, most recently used slot first; the newest slot's conversation changes with
+ * every version.
+ */
+export function fakeDigest(i: number, v: number): DigestWire {
+  const links: { hash: string; tokens: number }[] = [];
+  for (let slot = 0; slot < DIGEST_SLOTS; slot++) {
+    for (const k of sampledIndices(DIGEST_SLOT_LINKS)) {
+      links.push({ hash: createHash('sha256').update(`${i}/${slot === 0 ? v : -slot}/${k}`).digest('hex').slice(0, 16), tokens: 1500 + 180 * k });
+    }
+  }
+  return encodeDigest(v, links);
+}
+
+/**
+ * A member's report. `digestVersion`: the member's digest version (it has a digest per target then);
+ * `held`: the version the poll says it holds (`?digests=`): an unchanged digest is sent as `{"v"}` alone.
+ */
+export function fakeReport(i: number, models: number, busy: number, at: number, digestVersion?: number, held?: HeldDigests): string {
+  const digest = digestVersion === undefined ? undefined : held && held.epoch === DIGEST_EPOCH && held.version >= digestVersion ? { v: digestVersion } : fakeDigest(i, digestVersion);
   return JSON.stringify({
     node: memberName(i),
     ver: '0.2.0',
     at,
     alias_version: 3,
+    ...(digestVersion !== undefined ? { digest_epoch: DIGEST_EPOCH, digest_version: digestVersion } : {}),
     models: modelsOf(i, models).map((name) => ({
       name,
       engine: 'llamacpp',
@@ -87,7 +116,7 @@ export function fakeReport(i: number, models: number, busy: number, at: number):
       ttft_overhead_ms: 140,
       prefill_ms_per_1k: 95,
       perf_samples: 212,
-      targets: [{ workloads: ['chat', 'completion'], audio: false, slots: 4, busy, loading: 0 }],
+      targets: [{ workloads: ['chat', 'completion'], audio: false, slots: 4, busy, loading: 0, ...(digest ? { digest } : {}) }],
     })),
   });
 }
@@ -188,6 +217,12 @@ interface FleetOpts {
   gossip: boolean;
   /** Each member's busy count changes about this often (0: never; the reports then differ only in `at`). */
   changeMs: number;
+  /**
+   * Cache digests in the members' reports (fakeDigest): `changing`, a new digest on every
+   * poll (the upper bound: every answer carries the whole digest); `steady`, one that changes only with `busy`
+   * (resent only then, as `{"v"}` otherwise); absent or `off`, none.
+   */
+  digests?: 'off' | 'steady' | 'changing';
 }
 
 async function fleet(first: number, count: number, subjectIp: string, opts: FleetOpts): Promise<void> {
@@ -198,10 +233,13 @@ async function fleet(first: number, count: number, subjectIp: string, opts: Flee
   let pollsOfSubject = 0;
   const lists: Memberlist[] = [];
   const busy = new Map<number, number>();
+  /** Each member's digest version: a request starting or ending changes what its slots hold. */
+  const versions = new Map<number, number>();
   const chat = JSON.stringify({ id: 'x', object: 'chat.completion', created: 0, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } });
   for (let i = first; i < first + count; i++) {
     const ip = memberAddr(i);
     busy.set(i, 0);
+    versions.set(i, 1);
     const server = http.createServer((req, res) => {
       if (req.socket.remoteAddress === subjectIp) served.add(req.socket);
       if (req.method === 'POST') {
@@ -217,7 +255,10 @@ async function fleet(first: number, count: number, subjectIp: string, opts: Flee
         res.end();
         return;
       }
-      const body = fakeReport(i, opts.models, busy.get(i)!, Date.now());
+      const held = parseHeld(new URL(req.url ?? '/', 'http://x').searchParams.get('digests'));
+      if (opts.digests === 'changing') versions.set(i, versions.get(i)! + 1);
+      const withDigest = opts.digests === 'changing' || opts.digests === 'steady';
+      const body = fakeReport(i, opts.models, busy.get(i)!, Date.now(), withDigest ? versions.get(i) : undefined, held);
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), etag: tag });
       res.end(body);
     });
@@ -240,7 +281,10 @@ async function fleet(first: number, count: number, subjectIp: string, opts: Flee
       lists.push(ml);
     }
     if (opts.changeMs > 0) {
-      const t = setInterval(() => busy.set(i, Math.floor(Math.random() * 5)), opts.changeMs * (0.5 + Math.random()));
+      const t = setInterval(() => {
+        busy.set(i, Math.floor(Math.random() * 5));
+        versions.set(i, versions.get(i)! + 1);
+      }, opts.changeMs * (0.5 + Math.random()));
       t.unref();
     }
   }

@@ -59,6 +59,13 @@ export interface Calibration {
   answer_model_bytes: number;
   not_modified_bytes: number;
   /**
+   * Cache digests (issue 17): bytes of one target's whole digest (4 slots × 50 links), sent when the member's
+   * digest changed since this poller's last poll, and of the `{"v"}` sent instead when it did not. Optional:
+   * absent in calibrations of runs before digests (then no digest bytes are counted).
+   */
+  digest_bytes?: number;
+  digest_unchanged_bytes?: number;
+  /**
    * Measured CPU (% of a core, floor taken off) against polls per second, sending and answering: a poll's
    * cost is not the same at every rate (at a low rate each one comes with more of the process's wake-ups).
    * When present, the simulation reads costs off these curves (piecewise linear, never decreasing), and
@@ -81,6 +88,8 @@ export const DEFAULT_CALIBRATION: Calibration = {
   answer_header_bytes: 160,
   answer_model_bytes: 300,
   not_modified_bytes: 150,
+  digest_bytes: 2900,
+  digest_unchanged_bytes: 24,
   gossip_cpu: { a: 0.4, b: 0.004 },
   gossip_bytes: { a: 400, b: 10 },
   source: 'defaults',
@@ -115,6 +124,11 @@ export interface SimRow {
   fresh_view_share: number;
   waited_one_poll: number;
   partial_view: number;
+  /** Cache digest bytes per poll answered (mean) and per second per node (both directions), within bytes_per_s. */
+  digest_bytes_per_poll: number;
+  digest_bytes_per_s: number;
+  /** Share of polls that carried a whole digest (the member's changed since the poller's previous poll). */
+  digest_resent_share: number;
   /** Report age of the host a request was routed to, at routing time, p99 and max (ms). */
   routed_age_p99_ms: number;
   routed_age_max_ms: number;
@@ -222,6 +236,8 @@ export function simulate(layout: string, n: number, scheme: Scheme, cal: Calibra
   const warmup = Math.min(600, seconds / 3) * 1000;
   let sent = 0;
   let bytes = 0;
+  let digestBytes = 0;
+  let digestResent = 0;
   let answeredSum = 0;
   let answeredMax = 0;
   let samples = 0;
@@ -238,10 +254,16 @@ export function simulate(layout: string, n: number, scheme: Scheme, cal: Calibra
       const last = lastSent[o][i];
       period[o][i] = last === undefined || changedAt[i] > last ? INTERVAL_MS : Math.min(8 * INTERVAL_MS, period[o][i] * 2);
     }
+    const changed = changedAt[i] > (lastSent[o][i] ?? -Infinity);
     lastSent[o][i] = now;
     if (now >= warmup) {
       sent++;
       bytes += cal.request_bytes + cal.answer_header_bytes + cal.answer_model_bytes * f.servesOf[i].length;
+      // One digest per target (one target per model here): whole when it changed since this poller's last poll.
+      const d = (changed ? (cal.digest_bytes ?? 0) : (cal.digest_unchanged_bytes ?? 0)) * f.servesOf[i].length;
+      digestBytes += d;
+      bytes += d;
+      if (changed) digestResent++;
     }
   };
   const tick = (o: number) => {
@@ -367,6 +389,9 @@ export function simulate(layout: string, n: number, scheme: Scheme, cal: Calibra
     cpu_pct_linear: r3(linearCpu + g.cpu),
     cpu_pct_gossip: r3(g.cpu),
     bytes_per_s: Math.round(2 * meanPerS * bytesPerPoll + g.bytes),
+    digest_bytes_per_poll: Math.round(sent ? digestBytes / sent : 0),
+    digest_bytes_per_s: Math.round(2 * meanPerS * (sent ? digestBytes / sent : 0)),
+    digest_resent_share: r3(sent ? digestResent / sent : 0),
     requests,
     fresh_view_share: r3(requests ? freshView / requests : 1),
     waited_one_poll: waited,

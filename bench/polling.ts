@@ -49,7 +49,9 @@
  *
  * Env: POLLING_SIZES (10,30,100), POLLING_ROUNDS (3), POLLING_SECONDS (10),
  * POLLING_ARMS (idle,poll,rawpoll,answer,gossip,node,node-new),
- * POLLING_SIM=0 to skip the simulation, POLLING_PROFILE=1 (the node arms
+ * POLLING_DIGESTS (changing: every report carries each target's whole cache
+ * digest, 4 slots × 50 links, the upper bound; steady: resent only when it
+ * changed; off), POLLING_SIM=0 to skip the simulation, POLLING_PROFILE=1 (the node arms
  * under --cpu-prof, self time by function in the results), POLLING_SIM_SIZES
  * (10,30,100,300,1000,3000), POLLING_SIM_SECONDS (1800), POLLING_FROM=FILE
  * to recompute the summary and simulation from an earlier results file.
@@ -60,7 +62,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import { API_PORT, fakeReport, GOSSIP_PORT, memberAddr, SUBJECT_IP } from './polling-child.ts';
+import { API_PORT, fakeDigest, fakeReport, GOSSIP_PORT, memberAddr, SUBJECT_IP } from './polling-child.ts';
 import { DEFAULT_CALIBRATION, simulate, simulateAll, type Calibration } from './polling-sim.ts';
 import { groupCpuMs, machineBusyMs, machineInfo, scratchDir, sleep, stopAllProcs, stopProc, until, waitQuiet } from './lib/procs.ts';
 import { summariseProfile } from './lib/cpuprofile.ts';
@@ -78,6 +80,8 @@ const WARMUP_MS = 5000;
 const env = process.env;
 const SIZES = (env.POLLING_SIZES ?? '10,30,100').split(',').map(Number);
 const ROUNDS = Number(env.POLLING_ROUNDS ?? 3);
+/** Cache digests in the fleet's reports (bench/polling-child.ts FleetOpts.digests): `changing` by default, the upper bound. */
+const DIGESTS = (env.POLLING_DIGESTS ?? 'changing') as 'off' | 'steady' | 'changing';
 const SECONDS = Number(env.POLLING_SECONDS ?? 10);
 const ARMS = (env.POLLING_ARMS ?? 'idle,poll,rawpoll,answer,gossip,node,node-new').split(',');
 
@@ -162,7 +166,7 @@ class Fleet {
     const procs: Child[] = [];
     for (let first = 1; first <= n; first += PER_FLEET_PROC) {
       const count = Math.min(PER_FLEET_PROC, n - first + 1);
-      const c = new Child(`fleet-${first}`, ['fleet', String(first), String(count), SUBJECT_IP, JSON.stringify({ models, gossip: true, changeMs: 0 })], dir);
+      const c = new Child(`fleet-${first}`, ['fleet', String(first), String(count), SUBJECT_IP, JSON.stringify({ models, gossip: true, changeMs: 0, digests: DIGESTS })], dir);
       procs.push(c);
     }
     await Promise.all(procs.map((c) => c.ask(undefined, 'ready', 120_000)));
@@ -536,7 +540,11 @@ function calibrate(rows: Row[]): Calibration {
       // The fleet's reports carry 1.2 models on average (every fifth member serves two).
       const bodies = [1, 2].map((k) => Buffer.byteLength(fakeReport(5 * k - (k === 1 ? 4 : 0), 20, 0, Date.now())));
       cal.answer_model_bytes = bodies[1] - bodies[0];
-      cal.answer_header_bytes = Math.max(0, Math.round(perPoll - cal.request_bytes - 1.2 * cal.answer_model_bytes));
+      // A target's digest in the report (`,"digest":{…}`), whole and unchanged; the measured polls carried the run's kind.
+      cal.digest_bytes = Buffer.byteLength(`,"digest":${JSON.stringify(fakeDigest(1, 123456))}`);
+      cal.digest_unchanged_bytes = Buffer.byteLength(`,"digest":${JSON.stringify({ v: 123456 })}`);
+      const digestPerModel = DIGESTS === 'changing' ? cal.digest_bytes : DIGESTS === 'steady' ? cal.digest_unchanged_bytes : 0;
+      cal.answer_header_bytes = Math.max(0, Math.round(perPoll - cal.request_bytes - 1.2 * (cal.answer_model_bytes + digestPerModel)));
       used.push('bytes from the poll arm');
     }
   }

@@ -4,12 +4,14 @@
  */
 import type { AliasTable } from '../aliases/table.ts';
 import type { CapacityPoller } from '../capacity/poller.ts';
+import type { HeldDigests } from '../capacity/digest.ts';
 import type { CapacityReport } from '../capacity/report.ts';
 import type { Config } from '../config/schema.ts';
 import type { DecisionFeed } from '../dispatch/decisions.ts';
 import type { Dispatcher } from '../dispatch/dispatcher.ts';
 import type { Placement } from '../dispatch/types.ts';
 import type { Backend } from '../engines/backend.ts';
+import type { LoadAnswer, LoadReason, UnloadAnswer } from '../engines/lifecycle.ts';
 import type { Log } from '../log.ts';
 import type { MemberTable } from '../mesh/members.ts';
 import type { Metrics } from '../metrics/metrics.ts';
@@ -49,13 +51,18 @@ export interface ApiNode {
   /** The routing snapshot of this moment. */
   hostViews(): HostView[];
   /** This node's own /v1/capacity document. */
-  capacityReport(): CapacityReport;
+  /** `held`: the digest version the poller holds (`?digests=`); unchanged digests are then not resent. */
+  capacityReport(held?: HeldDigests): CapacityReport;
   /**
    * Resolves when a slot of `model` is released here, at once when one is
    * free now (or the model is not served), or after `ms`. Bounded: past a
    * number of waiters it resolves at once.
    */
   slotReleased(model: string, ms: number): Promise<void>;
+  /** Load an on-demand model here (SPEC section 11): answers at once, the load goes on behind the node's load lock. */
+  loadModel(model: string, reason: LoadReason, detail: string): LoadAnswer;
+  /** Unload an idle on-demand model here. */
+  unloadModel(model: string, detail: string): UnloadAnswer;
   /** Alive viiwork members (this node included) whose reports show alias_version ≥ v. */
   aliasReach(version: number): { reached: number; members: number };
 }

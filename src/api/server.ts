@@ -7,12 +7,14 @@ import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { ApiNode } from './ports.ts';
 import { workloadForPath } from '../workloads/workloads.ts';
+import { parseHeld } from '../capacity/digest.ts';
 import { classifyForwardHeaders } from '../security/headers.ts';
 import { protectionOf } from './client-keys.ts';
 import { fleetCapacity, meshDocument, modelsDocument } from './fleet.ts';
 import { ApiError, errors, isMessagesPath, sendError, sendJson, useAnthropicErrors } from '../http/errors.ts';
 import { handleInference } from './inference.ts';
 import { createAliasRoutes } from './aliases.ts';
+import { handleLifecycle, lifecyclePath } from './lifecycle.ts';
 import { isUiPath, serveUi } from '../ui/serve.ts'; // dashboards
 
 type Handler = (node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL) => Promise<void> | void;
@@ -170,6 +172,8 @@ async function handle(
     throw errors.methodNotAllowed(method, url.pathname, 'GET');
   }
   // --- end dashboards ---
+  const life = url.pathname.startsWith('/v1/models/') ? lifecyclePath(url.pathname) : undefined;
+  if (life) return handleLifecycle(node, req, res, life.model, life.action);
   if (url.pathname.startsWith('/v1/models/') && (method === 'GET' || method === 'HEAD')) return oneModel(node, res, url);
   const get = GET_ROUTES[url.pathname];
   if (get) {
@@ -215,7 +219,7 @@ async function capacity(node: ApiNode, _req: http.IncomingMessage, res: http.Ser
   const model = url.searchParams.get('wait');
   const ms = Math.min(CAPACITY_WAIT_MAX_MS, Math.max(0, Number(url.searchParams.get('ms')) || 0));
   if (model && ms > 0) await node.slotReleased(model, ms);
-  if (!res.destroyed) sendJson(res, 200, node.capacityReport());
+  if (!res.destroyed) sendJson(res, 200, node.capacityReport(parseHeld(url.searchParams.get('digests'))));
 }
 
 function health(node: ApiNode, _req: http.IncomingMessage, res: http.ServerResponse): void {
@@ -247,6 +251,8 @@ async function metrics(node: ApiNode, _req: http.IncomingMessage, res: http.Serv
     if (r) node.metrics.reportAge.set({ member: m.name }, Math.max(0, node.now() - r.polledAt) / 1000);
   }
   for (const [state, n] of Object.entries(node.members.counts())) node.metrics.members.set({ state }, n);
+  const memory = node.capacityReport().memory;
+  if (memory) for (const kind of ['budget', 'used', 'free'] as const) node.metrics.memoryBytes.set({ kind }, memory[kind]);
   const text = await node.metrics.registry.metrics();
   res.writeHead(200, { 'content-type': node.metrics.registry.contentType });
   res.end(text);

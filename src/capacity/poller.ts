@@ -9,7 +9,10 @@
  * (schedule.ts decides which is which, and when).
  */
 import { Agent, request } from 'undici';
-import type { CapacityReport, ModelReport } from './report.ts';
+import type { CacheDigest } from '../route/cache.ts';
+import { descriptorKey } from '../workloads/workloads.ts';
+import { decodeLinks, heldParam, readWire, type HeldDigests } from './digest.ts';
+import type { CapacityReport, ModelReport, TargetReport } from './report.ts';
 import { duePolls, type MemberPoll } from './schedule.ts';
 
 export interface PeerReport {
@@ -17,6 +20,39 @@ export interface PeerReport {
   /** Clock ms when the poll that brought it was sent. */
   polledAt: number;
   receivedAt: number;
+  /** Each target's cache digest, by digestKey(model, descriptor); unchanged ones carried over from the report before. */
+  digests?: ReadonlyMap<string, CacheDigest>;
+}
+
+/** The key of one target's digest in a PeerReport. */
+export function digestKey(model: string, workloads: readonly string[], audio: boolean): string {
+  return `${model}\0${descriptorKey({ workloads: [...workloads], audio })}`;
+}
+
+/**
+ * The digests of a parsed report: decoded where sent, carried over from
+ * `prev` where the executor said "unchanged" (`{"v"}` alone, at the version
+ * `prev` has). `complete` is false when one could not be resolved: the next
+ * poll then asks for everything.
+ */
+export function resolveDigests(report: CapacityReport, prev: ReadonlyMap<string, CacheDigest> | undefined): { digests: Map<string, CacheDigest>; complete: boolean } {
+  const digests = new Map<string, CacheDigest>();
+  let complete = true;
+  for (const m of report.models) {
+    for (const t of m.targets ?? []) {
+      if (!t.digest) continue;
+      const key = digestKey(m.name, t.workloads, t.audio);
+      if (t.digest.links !== undefined) {
+        const d = decodeLinks(t.digest.v, t.digest.links);
+        if (d) digests.set(key, d);
+        continue;
+      }
+      const old = prev?.get(key);
+      if (old && old.version === t.digest.v) digests.set(key, old);
+      else complete = false;
+    }
+  }
+  return { digests, complete };
 }
 
 export interface PollTarget {
@@ -51,7 +87,20 @@ export function parseReport(doc: unknown, expectedNode: string): CapacityReport 
       ? m.targets.flatMap((t) => {
           const x = t as Record<string, unknown>;
           if (!x || !Array.isArray(x.workloads)) return [];
-          return [{ workloads: x.workloads.filter((w): w is string => typeof w === 'string'), audio: x.audio === true, slots: num(x.slots) ?? 0, busy: num(x.busy) ?? 0, loading: num(x.loading) }];
+          const release = num(x.release_ms);
+          const digest = readWire(x.digest);
+          return [
+            {
+              workloads: x.workloads.filter((w): w is string => typeof w === 'string'),
+              audio: x.audio === true,
+              slots: num(x.slots) ?? 0,
+              busy: num(x.busy) ?? 0,
+              loading: num(x.loading),
+              ...(release !== undefined && release >= 0 ? { release_ms: release } : {}),
+              ...(digest ? { digest } : {}),
+              ...lifecycleOf(x),
+            },
+          ];
         })
       : undefined;
     models.push({
@@ -69,7 +118,28 @@ export function parseReport(doc: unknown, expectedNode: string): CapacityReport 
       targets,
     });
   }
-  return { node: expectedNode, ver: typeof d.ver === 'string' ? d.ver : undefined, at: num(d.at), alias_version: num(d.alias_version), models };
+  const epoch = typeof d.digest_epoch === 'string' && /^[0-9a-f]{1,32}$/.test(d.digest_epoch) ? d.digest_epoch : undefined;
+  const digestVersion = num(d.digest_version);
+  const digests = epoch !== undefined && digestVersion !== undefined ? { digest_epoch: epoch, digest_version: digestVersion } : {};
+  const mem = d.memory as Record<string, unknown> | undefined;
+  const memory =
+    mem && typeof mem === 'object' && num(mem.budget) !== undefined && num(mem.used) !== undefined && num(mem.free) !== undefined
+      ? { budget: num(mem.budget)!, used: num(mem.used)!, free: num(mem.free)! }
+      : undefined;
+  return { node: expectedNode, ver: typeof d.ver === 'string' ? d.ver : undefined, at: num(d.at), alias_version: num(d.alias_version), ...digests, models, ...(memory ? { memory } : {}) };
+}
+
+const LIFE_STATES = new Set(['unloaded', 'fetching', 'loading', 'loaded', 'unloading']);
+
+/** A target's lifecycle fields (SPEC section 11), kept only when well-formed. */
+function lifecycleOf(x: Record<string, unknown>): Partial<TargetReport> {
+  if (typeof x.state !== 'string' || !LIFE_STATES.has(x.state)) return {};
+  return {
+    state: x.state as TargetReport['state'],
+    memory: num(x.memory),
+    ...(x.load === 'on_demand' ? { load: 'on_demand' as const } : {}),
+    ...(typeof x.load_error === 'string' ? { load_error: x.load_error.slice(0, 1024) } : {}),
+  };
 }
 
 export class CapacityPoller {
@@ -77,6 +147,8 @@ export class CapacityPoller {
   readonly #rtt = new Map<string, number>();
   readonly #inFlight = new Set<string>();
   readonly #errors = new Map<string, string>();
+  /** The digest version of each member this node holds (sent with every poll so unchanged digests are not resent). */
+  readonly #held = new Map<string, HeldDigests>();
   /** When the last poll of each member ended, answered or not (this node's clock). */
   readonly #settledAt = new Map<string, number>();
   /** When the last regular poll of each member was sent (this node's clock). */
@@ -115,6 +187,7 @@ export class CapacityPoller {
   /** Forget a member's report (it died or left). */
   forget(name: string): void {
     this.#reports.delete(name);
+    this.#held.delete(name);
     this.#rtt.delete(name);
   }
 
@@ -177,7 +250,7 @@ export class CapacityPoller {
     this.#sentAt.set(t.name, this.now());
     this.#inFlight.add(t.name);
     try {
-      await this.#fetch(t, '/v1/capacity', 1000, false);
+      await this.#fetch(t, this.#withHeld(t.name, '/v1/capacity'), 1000, false);
     } finally {
       this.#inFlight.delete(t.name);
       this.#settledAt.set(t.name, this.now());
@@ -199,7 +272,7 @@ export class CapacityPoller {
     if (this.#waiting.has(t.name) || this.now() - (this.#waitEndedAt.get(t.name) ?? -Infinity) < gap) return;
     this.#waiting.add(t.name);
     const started = this.now();
-    void this.#fetch(t, `/v1/capacity?wait=${encodeURIComponent(model)}&ms=${ms}`, ms + 1000, true).finally(() => {
+    void this.#fetch(t, this.#withHeld(t.name, `/v1/capacity?wait=${encodeURIComponent(model)}&ms=${ms}`), ms + 1000, true).finally(() => {
       this.#waiting.delete(t.name);
       const now = this.now();
       this.#waitEndedAt.set(t.name, now);
@@ -208,6 +281,13 @@ export class CapacityPoller {
   }
 
   readonly #unheld = new Map<string, number>();
+
+  /** The poll path with the digest version held of that member, when there is one. */
+  #withHeld(name: string, path: string): string {
+    const h = this.#held.get(name);
+    if (!h) return path;
+    return `${path}${path.includes('?') ? '&' : '?'}digests=${heldParam(h)}`;
+  }
 
   /** One poll; `held`: the member may hold it, so the report is as of its answer (about half an RTT before it arrived). */
   async #fetch(t: PollTarget, path: string, timeoutMs: number, held: boolean): Promise<void> {
@@ -223,9 +303,20 @@ export class CapacityPoller {
       if (!held) this.#rtt.set(t.name, prev === undefined ? rtt : prev + RTT_ALPHA * (rtt - prev));
       const receivedAt = this.now();
       const polledAt = held ? Math.max(sentAt, receivedAt - (prev ?? 0) / 2) : sentAt;
-      const entry = { report: parsed, polledAt, receivedAt };
       const old = this.#reports.get(t.name);
-      if (!old || old.polledAt <= polledAt) this.#reports.set(t.name, entry);
+      const entry: PeerReport = { report: parsed, polledAt, receivedAt };
+      let complete = false;
+      if (parsed.digest_epoch !== undefined) {
+        const r = resolveDigests(parsed, old?.digests);
+        entry.digests = r.digests;
+        complete = r.complete;
+      }
+      if (!old || old.polledAt <= polledAt) {
+        this.#reports.set(t.name, entry);
+        // What the next poll says it holds; nothing when a digest could not be resolved (then all are sent again).
+        if (complete) this.#held.set(t.name, { epoch: parsed.digest_epoch!, version: parsed.digest_version ?? 0 });
+        else this.#held.delete(t.name);
+      }
       if (this.#errors.delete(t.name)) this.opts.log?.(`capacity of ${t.name}: reports again`);
       this.opts.onReport?.(t.name, entry);
     } catch (err) {

@@ -1,6 +1,9 @@
 /** This node's own /v1/capacity document (SPEC section 7). */
+import type { CacheBook } from '../engines/cache-book.ts';
 import type { SlotTable } from '../engines/targets.ts';
+import type { LifeState, Lifecycle, MemoryFigures } from '../engines/lifecycle.ts';
 import type { PerfScores } from '../perf/scores.ts';
+import { encodeDigest, type DigestWire, type HeldDigests } from './digest.ts';
 
 /** What the report is made of. */
 export interface ReportSource {
@@ -12,6 +15,10 @@ export interface ReportSource {
   /** Requests waiting in this node's queues for a model. */
   queued(model: string): number;
   readonly aliasVersion: number;
+  /** The executor's record of its engines' caches (absent: no digests). */
+  readonly cache?: CacheBook;
+  /** Model lifecycle (SPEC section 11): target states and memory, the node's budget. */
+  readonly lifecycle?: Pick<Lifecycle, 'targetState' | 'memory'>;
 }
 
 export interface TargetReport {
@@ -21,6 +28,18 @@ export interface TargetReport {
   busy: number;
   /** Backends still loading (added later: absent means unknown, read as 0). */
   loading?: number;
+  /** With no free slot: the expected ms until one frees (SPEC section 7). */
+  release_ms?: number;
+  /** What the target's engines are believed to hold (capacity/digest.ts; docs/api.md). */
+  digest?: DigestWire;
+  /** SPEC section 11: unloaded, fetching, loading, loaded, unloading (absent: an older node, loaded). */
+  state?: LifeState;
+  /** Bytes one copy of this target needs (SPEC section 11). */
+  memory?: number;
+  /** `on_demand`: this node may load and unload it (absent: always). */
+  load?: 'on_demand';
+  /** The engine's text of the last failed load, while it is unloaded. */
+  load_error?: string;
 }
 
 export interface ModelReport {
@@ -44,17 +63,47 @@ export interface CapacityReport {
   ver?: string;
   at?: number;
   alias_version?: number;
+  /** The executor's digest epoch and node-wide version: a poll says `?digests=<epoch>.<version>` to be sent only what changed. */
+  digest_epoch?: string;
+  digest_version?: number;
   models: ModelReport[];
+  /** Bytes: the budget, what backends loading, loaded or unloading use, and what is free (SPEC section 11). */
+  memory?: MemoryFigures;
 }
 
-export function buildReport(node: ReportSource): CapacityReport {
+/** A target's wire digest, encoded once per version (a report per poll must not re-encode an unchanged digest). */
+const wireCache = new WeakMap<object, DigestWire>();
+
+/** `held`: what the poller says it holds; targets unchanged since are sent as `{"v": version}` alone. */
+export function buildReport(node: ReportSource, held?: HeldDigests): CapacityReport {
+  const book = node.cache;
+  const since = book && held && held.epoch === book.epoch ? held.version : -1;
   const models: ModelReport[] = [];
   for (const name of node.slots.models()) {
     const targets = node.slots.targetsOf(name);
     const backends = targets.flatMap((t) => t.backends);
     const tr = targets.map((t) => {
       const s = node.slots.summarize(t);
-      return { workloads: [...t.descriptor.workloads], audio: t.descriptor.audio, slots: s.slots, busy: s.busy, loading: s.loading } satisfies TargetReport;
+      const r: TargetReport = { workloads: [...t.descriptor.workloads], audio: t.descriptor.audio, slots: s.slots, busy: s.busy, loading: s.loading };
+      const release = node.slots.releaseMs(t);
+      if (release !== undefined) r.release_ms = release;
+      const d = book?.digest(t);
+      if (d) {
+        if (d.version <= since) r.digest = { v: d.version };
+        else {
+          let w = wireCache.get(d);
+          if (!w) wireCache.set(d, (w = encodeDigest(d.version, d.links)));
+          r.digest = w;
+        }
+      }
+      const life = node.lifecycle?.targetState(t.backends);
+      if (life) {
+        r.state = life.state;
+        r.memory = life.memory;
+        if (life.onDemand) r.load = 'on_demand';
+        if (life.error) r.load_error = life.error.slice(0, 1024);
+      }
+      return r;
     });
     const perf = node.perf.published(name);
     const engines = [...new Set(backends.map((b) => b.info.engine))];
@@ -73,6 +122,7 @@ export function buildReport(node: ReportSource): CapacityReport {
       targets: tr,
     });
   }
-  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliasVersion, models };
+  const digests = book ? { digest_epoch: book.epoch, digest_version: book.version } : {};
+  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliasVersion, ...digests, models, ...(node.lifecycle ? { memory: node.lifecycle.memory() } : {}) };
 }
 

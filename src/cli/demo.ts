@@ -1,7 +1,9 @@
 /**
  * `viiwork demo`: a local mesh of three nodes with simulated engines on
- * 127.0.0.1–3 (loopback only), a burst of requests through each entry node,
- * and a table of where each ran and why. Then it keeps running so the
+ * 127.0.0.1–3 (loopback only); a conversation whose turns enter through
+ * every node in turn, and cold requests through each entry node; tables of
+ * where each ran, why and how much of its prompt was cached there, and a
+ * closing text derived from what really happened. Then it keeps running so the
  * dashboards can be watched, until Ctrl-C (or exits with --once).
  */
 import fs from 'node:fs';
@@ -12,6 +14,10 @@ import { validateConfig } from '../config/load.ts';
 import { createLog } from '../log.ts';
 import { ViiworkNode } from '../node/node.ts';
 import { formatTable, out } from './node-client.ts';
+
+/** The node whose engine is 4× slower than the others'. */
+const SLOW_NODE = 'demo-b';
+const CONVERSATION_TURNS = 4;
 
 const SPEED_TABLE = [
   { name: 'demo-a', sim: { ttft_ms: 40, prefill_ms_per_1k: 20, tokens_per_s: 200, output_tokens: 8 } },
@@ -49,20 +55,33 @@ export async function demo(opts: { port: string; requests: string; net: string; 
     await waitForMesh(nodes);
     // Teach every node its speed: a few requests pinned to each host, short and long prompts.
     for (const n of nodes) {
-      for (let k = 0; k < 6; k++) await chat(nodes[0].apiUrl, `?host=${n.name}`, k % 2 ? 4000 : 100);
+      for (let k = 0; k < 6; k++) await chat(nodes[0].apiUrl, `?host=${n.name}`, [{ role: 'user', content: `speed check ${k}: ${'x'.repeat(k % 2 ? 4000 : 100)}` }]);
     }
     await waitForScores(nodes);
-    const rows: string[][] = [];
-    for (const entry of nodes) {
+    // A conversation with a long system prompt, each turn entering another node, no session header:
+    // where its turns run shows whether routing keeps its prompt cache warm.
+    const conversation: Turn[] = [];
+    const messages: { role: string; content: string }[] = [{ role: 'system', content: `You are the demo assistant. ${'Keep answers short. '.repeat(300)}` }];
+    for (let k = 0; k < CONVERSATION_TURNS; k++) {
+      const entry = nodes[k % nodes.length];
+      messages.push({ role: 'user', content: `turn ${k + 1}: ${'tell me more. '.repeat(20)}` });
+      const r = await chat(entry.apiUrl, '', messages);
+      messages.push({ role: 'assistant', content: r.text || 'ok' });
+      conversation.push({ entry: entry.name, ...r });
+    }
+    // Cold work: requests with prompts nobody has seen, from every entry node.
+    const cold: Turn[] = [];
+    for (const [i, entry] of nodes.entries()) {
       for (let k = 0; k < perEntry; k++) {
-        const r = await chat(entry.apiUrl, '', 400, k === 0 ? { 'x-session-id': 'demo-session' } : {});
-        rows.push([entry.name, r.node, r.route, `${r.ms} ms`]);
+        const r = await chat(entry.apiUrl, '', [{ role: 'user', content: `${i * perEntry + k}: a cold request, ${'x'.repeat(400)}` }]);
+        cold.push({ entry: entry.name, ...r });
       }
     }
-    out('\nwhere each request ran (entry → executor), and why:\n');
-    out(formatTable([['ENTRY', 'EXECUTOR', 'ROUTE', 'TIME'], ...rows]));
-    out('\ndemo-b’s engine is 4× slower: requests entering it run on demo-a or demo-c (route "scored");\n');
-    out('requests entering a fast node stay there (route "local"); a session keeps its host (route "session").\n');
+    out('\na conversation, each turn entering another node:\n');
+    out(formatTable([['TURN', 'ENTRY', 'EXECUTOR', 'ROUTE', 'CACHED', 'TIME'], ...conversation.map((t, k) => [String(k + 1), t.entry, t.node, t.route, cachedCell(t), `${t.ms} ms`])]));
+    out('\ncold requests (prompts nobody has seen), entry → executor:\n');
+    out(formatTable([['ENTRY', 'EXECUTOR', 'ROUTE', 'CACHED', 'TIME'], ...cold.map((t) => [t.entry, t.node, t.route, cachedCell(t), `${t.ms} ms`])]));
+    out(`\n${narrate(conversation, cold, SLOW_NODE).join('\n')}\n`);
     if (opts.once) return await stopAll();
     out(`\ndashboards: http://${SPEEDS[0].ip}:${port}/ (mesh) and /node; Ctrl-C stops the demo\n`);
     await new Promise<void>((resolve) => {
@@ -76,15 +95,79 @@ export async function demo(opts: { port: string; requests: string; net: string; 
   await stopAll();
 }
 
-async function chat(base: string, query: string, chars: number, headers: Record<string, string> = {}) {
+/** One request of the demo and what its answer said: where it ran, why, and how much of its prompt was cached there. */
+interface Turn {
+  entry: string;
+  node: string;
+  route: string;
+  ms: number;
+  text: string;
+  promptTokens?: number;
+  cachedTokens?: number;
+}
+
+async function chat(base: string, query: string, messages: { role: string; content: string }[], headers: Record<string, string> = {}): Promise<Omit<Turn, 'entry'>> {
   const t0 = performance.now();
   const r = await request(`${base}/v1/chat/completions${query}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...headers },
-    body: JSON.stringify({ model: 'demo-chat', stream: true, messages: [{ role: 'user', content: 'x'.repeat(chars) }] }),
+    body: JSON.stringify({ model: 'demo-chat', stream: true, stream_options: { include_usage: true }, messages }),
   });
-  await r.body.text();
-  return { node: String(r.headers['x-viiwork-node']), route: String(r.headers['x-viiwork-route']), ms: Math.round(performance.now() - t0) };
+  const sse = await r.body.text();
+  let text = '';
+  let usage: { prompt_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } } | undefined;
+  for (const line of sse.split('\n')) {
+    if (!line.startsWith('data: {')) continue;
+    const ev = JSON.parse(line.slice(6)) as { choices?: { delta?: { content?: string } }[]; usage?: typeof usage };
+    text += ev.choices?.[0]?.delta?.content ?? '';
+    if (ev.usage) usage = ev.usage;
+  }
+  return {
+    node: String(r.headers['x-viiwork-node']),
+    route: String(r.headers['x-viiwork-route']),
+    ms: Math.round(performance.now() - t0),
+    text: text.slice(0, 200),
+    promptTokens: usage?.prompt_tokens,
+    cachedTokens: usage?.prompt_tokens_details?.cached_tokens,
+  };
+}
+
+const cachedCell = (t: Turn) => (t.promptTokens === undefined ? '-' : `${t.cachedTokens ?? 0}/${t.promptTokens}`);
+
+const ROUTE_MEANING: Record<string, string> = {
+  local: 'the entry node itself was among the fastest',
+  scored: 'the host predicted to answer first',
+  session: "the session key's host",
+  prefix: 'the host ranked first for the prompt’s start (prefix affinity)',
+  pinned: 'pinned with ?host=',
+  preferred: 'preferred with ?prefer=',
+  explore: 'an unscored host trying for a score',
+  'most-free': 'the host with the most free slots',
+  queued: 'waited in the queue first',
+};
+
+/** What the run shows, in words, derived from where the requests really ran. */
+export function narrate(conversation: readonly Turn[], cold: readonly Turn[], slowNode: string): string[] {
+  const lines: string[] = [];
+  const homes = [...new Set(conversation.map((t) => t.node))];
+  const later = conversation.slice(1);
+  const cached = later.reduce((n, t) => n + (t.cachedTokens ?? 0), 0);
+  const prompt = later.reduce((n, t) => n + (t.promptTokens ?? 0), 0);
+  const share = prompt ? ` (turns 2–${conversation.length} found ${Math.round((100 * cached) / prompt)}% of their prompt tokens in its cache)` : '';
+  if (homes.length === 1) lines.push(`The conversation entered through ${[...new Set(conversation.map((t) => t.entry))].join(', ')} and ran on ${homes[0]} every turn: its prompt cache stayed warm${share}.`);
+  else {
+    const moves = conversation.flatMap((t, k) => (k > 0 && t.node !== conversation[k - 1].node ? [`turn ${k + 1} → ${t.node} (${t.route})`] : []));
+    lines.push(`The conversation ran on ${homes.join(', ')}; it moved ${moves.length === 1 ? 'once' : `${moves.length} times`}: ${moves.join(', ')}${share}.`);
+  }
+  const where = new Map<string, number>();
+  for (const t of cold) where.set(t.node, (where.get(t.node) ?? 0) + 1);
+  const spread = [...where.entries()].sort((a, b) => b[1] - a[1]).map(([n, c]) => `${n} ×${c}`).join(', ');
+  const slow = where.get(slowNode) ?? 0;
+  lines.push(`Cold requests ran on ${spread}${slow === 0 ? `, never on ${slowNode}, whose engine is 4× slower` : ''}.`);
+  const routes = new Map<string, number>();
+  for (const t of [...conversation, ...cold]) routes.set(t.route, (routes.get(t.route) ?? 0) + 1);
+  for (const [route, n] of [...routes.entries()].sort((a, b) => b[1] - a[1])) lines.push(`  route "${route}" ×${n}: ${ROUTE_MEANING[route] ?? route}`);
+  return lines;
 }
 
 async function waitUntil(pred: () => Promise<boolean>, ms: number, what: string): Promise<void> {

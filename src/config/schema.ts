@@ -56,6 +56,12 @@ function size(min: number, max: number, maxText: string) {
     });
 }
 
+/** Bytes a model entry or a node may use: a size, or `auto` (computed; see src/engines/memory.ts). */
+const memorySize = z.union([z.literal('auto'), size(0, 2 ** 50, '1PiB')], { error: 'expected "auto" or a size such as "8GiB"' });
+
+/** `idle_unload`: a duration, or "0" (never unloaded for idleness). */
+const idleDuration = z.union([z.literal('0').transform(() => 0), z.literal(0), duration], { error: 'expected a duration such as "15m", or "0" for never' });
+
 /** An environment variable's name, as a shell would accept it. */
 export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const envName = z.string().regex(ENV_NAME, 'expected the name of an environment variable, such as LLAMA_KEY');
@@ -114,12 +120,25 @@ const modelCommon = {
   replicas: positiveInt.default(1),
   /** The environment variable holding the key this engine wants (a bearer token); never logged, reported or forwarded. */
   api_key_env: envName.optional(),
+  /** always: loaded at start and kept; on_demand: loaded when asked for, unloaded after idle_unload (SPEC section 11). */
+  load: z.enum(['always', 'on_demand'], { error: 'expected always or on_demand' }).default('always'),
+  /** on_demand only: unloaded after this long without a request; 0 = never. */
+  idle_unload: idleDuration.default(15 * 60_000),
+  /** Bytes one backend needs; auto: from the GGUF (llamacpp, embedded), 0 for openai and sim. */
+  memory: memorySize.default('auto'),
 };
 
 const openaiModel = z.strictObject({
   ...modelCommon,
   engine: z.literal('openai'),
   url: z.url({ protocol: /^https?$/, error: 'expected an http:// or https:// URL such as http://127.0.0.1:9100' }),
+}).superRefine((m, ctx) => {
+  if (m.load === 'on_demand')
+    ctx.addIssue({
+      code: 'custom',
+      path: ['load'],
+      message: 'an openai entry cannot be on_demand: the node cannot start or stop a server it does not run (use load: always, or a llamacpp or embedded entry)',
+    });
 });
 
 const llamacppModel = z.strictObject({
@@ -163,6 +182,8 @@ const simModel = z
         prefill_ms_per_1k: nonNegativeInt.default(40),
         tokens_per_s: z.number().positive('expected a positive number').default(60),
         output_tokens: positiveInt.default(32),
+        /** A simulated load: the backend is `loading` this long before it serves (SPEC section 11). */
+        load_ms: nonNegativeInt.optional(),
         /*
          * The keys below model the engine, not the node: left out, the sim
          * behaves as llama-server does by default (cache on, similarity 0.5,
@@ -220,6 +241,8 @@ export const configSchema = z.strictObject({
     .strictObject({
       name: z.string().regex(NODE_NAME, 'expected a name matching [A-Za-z0-9][A-Za-z0-9._-]{0,62}').default(() => os.hostname().slice(0, 63)),
       state_dir: z.string().default('~/.local/state/viiwork').transform(expandHome),
+      /** Bytes the engines here may use; auto: GPU memory (nvidia-smi, rocm-smi) less other processes' use, else 75% of RAM. */
+      memory_budget: memorySize.default('auto'),
     })
     .prefault({}),
   api: z
@@ -271,11 +294,10 @@ export const configSchema = z.strictObject({
       capacity_poll: duration.default(1000),
       /**
        * Members this node does not route to are polled this often (never more
-       * often than capacity_poll). The default, equal to capacity_poll, polls
-       * every member every capacity_poll as SPEC section 7 says; 15s is the
-       * setting proposed for large meshes (docs/benchmarks.md).
+       * often than capacity_poll; SPEC section 7: 10s by default). The first
+       * request for one of their models polls them at once before it is placed.
        */
-      capacity_background: duration.default(1000),
+      capacity_background: duration.default(10_000),
       /** A model asked for at this node keeps its hosts polled every capacity_poll this long after its last request. */
       capacity_interest: duration.default(600_000),
       label: z
@@ -292,6 +314,10 @@ export const configSchema = z.strictObject({
       forward_retry: nonNegativeInt.default(1),
       stale_after: duration.default(3000),
       prefix_affinity: z.boolean().default(true),
+      /** How long a request waits for an on-demand load (SPEC section 11). */
+      load_wait: duration.default(300_000),
+      /** Queueing this long on a model whose loaded copies are all busy loads one more copy. */
+      scale_after: duration.default(10_000),
     })
     .prefault({}),
   models: z.array(modelEntry).default([]),

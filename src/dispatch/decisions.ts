@@ -13,6 +13,12 @@ export interface DecisionRecord {
   ttft_ms: number | null;
   outcome: string;
   alias?: string;
+  /** Prompt tokens the entry predicted the executor's engine holds (null: not priced). */
+  predicted_cached?: number | null;
+  /** The engine's own count of prompt tokens it served from its cache (null: it did not say). */
+  cached_tokens?: number | null;
+  /** A model load or unload on this node (SPEC section 11): route is `load` or `unload`, outcome what happened. */
+  lifecycle?: { event: string; reason: string; detail: string };
 }
 
 export class DecisionFeed {

@@ -13,16 +13,22 @@ import { relay, upstreamErrorText, type AnswerTranslator } from '../http/relay.t
 import { RES_ALIAS, RES_MODEL, RES_NODE, RES_ORIGIN, RES_QUEUED_MS, RES_ROUTE } from '../http/viiwork-headers.ts';
 import { candidates } from '../route/eligibility.ts';
 import { decide } from '../route/decide.ts';
+import { holdStep, NO_HOLD, type HoldState } from '../route/hold.ts';
+import { prefixChain, walkPrompt } from '../route/prefix-chain.ts';
 import type { Candidate, HostView, RouteReason } from '../route/types.ts';
+import { warmCandidates } from '../route/warmth.ts';
 import { isScoredWorkload } from '../workloads/workloads.ts';
 import { resolveModelName } from './alias.ts';
-import { prefixKey } from './prefix.ts';
+import { prefixKeyOf } from './prefix.ts';
+import { RecentRoutes } from './recent-routes.ts';
 import { measure } from './measure.ts';
 import { INITIAL, step, type Failure, type PlacementAction, type PlacementEvent, type PlacementState } from './placement.ts';
 import type { DispatchPorts } from './ports.ts';
 import type { DispatchRequest, Placement, RunOutcome } from './types.ts';
 import { engineBody, forwardBody } from './upstream-body.ts';
 import { sha256HexAsync } from '../security/signing.ts';
+import type { CacheRun } from '../engines/cache-book.ts';
+import { usageOfBody } from '../http/engine-usage.ts';
 import { planResponses, RESPONSES_PATH } from './responses.ts';
 import { COUNT_TOKENS_PATH, countTokens, MESSAGES_PATH, planMessages } from './messages.ts';
 import { ToolOrderMemory, type Hygiene } from './tool-order.ts';
@@ -39,13 +45,29 @@ interface Trace {
   outcome: string;
   /** The model is one some member serves (so it may be a metric label). */
   known: boolean;
+  /** Prompt tokens the entry's pricing (or, run here unpriced, this executor's cache model) expected the host to hold. */
+  predictedCached?: number;
+  /** The engine's own count of prompt tokens served from its cache. */
+  cachedTokens?: number;
+  /** The engine's prompt tokens (this node's own executions). */
+  promptTokens?: number;
+}
+
+/** One request's wait for a warm host (route/hold.ts), shared by its attempts. */
+interface HoldCell {
+  state: HoldState;
 }
 
 export class Dispatcher {
+  /** What this node routed where lately: a host's cache until its next digest (SPEC 9.6). */
+  readonly #routes: RecentRoutes;
+  /** model \0 host → requests of this node waiting for that host's warm slot. */
+  readonly #holding = new Map<string, number>();
   /** Prompt-cache hygiene of the requests this node executes (api.agent_hygiene; the tool order is per session). */
   readonly #hygiene: Hygiene;
 
   constructor(private readonly p: DispatchPorts) {
+    this.#routes = new RecentRoutes(() => p.now());
     this.#hygiene = { on: p.rules.agentHygiene ?? true, toolOrder: new ToolOrderMemory(() => p.now()) };
   }
 
@@ -62,7 +84,13 @@ export class Dispatcher {
         await warming;
         hosts = this.p.snapshot();
       }
-      if (req.sessionKey === undefined && req.scan && this.p.rules.prefixAffinity) req.prefixKey = prefixKey(req.body, req.scan, req.path);
+      if (req.scan && isScoredWorkload(req.workload)) {
+        // One bounded walk gives the chain pricing uses and the prefix key.
+        const walk = walkPrompt(req.body, req.scan, req.path, { hygiene: this.#hygiene.on });
+        req.chain = walk.chain;
+        if (walk.complete) req.pricedTokens = walk.chain[walk.chain.length - 1].tokens;
+        if (req.sessionKey === undefined && this.p.rules.prefixAffinity) req.prefixKey = prefixKeyOf(walk);
+      }
       const resolved = resolveModelName(this.p.aliases, req.model, req.workload, hosts);
       if (resolved !== undefined) {
         req.alias = req.model;
@@ -117,54 +145,64 @@ export class Dispatcher {
     checkServable(req, hosts, first);
     trace.known = true;
     const arrived = p.now();
-    const deadline = arrived + p.rules.queueTimeoutMs;
+    // An on-demand model nobody has loaded: a host is asked to load it, and the request waits up to load_wait.
+    const forLoad = p.loads ? await p.loads.ensure(req.model, req.workload, 'request', `a ${req.workload} request entering ${p.name}`) : false;
+    const deadline = arrived + (forLoad ? Math.max(p.rules.queueTimeoutMs, p.loads!.waitMs) : p.rules.queueTimeoutMs);
     const queue = p.queues.get(req.model, req.workload);
     const rules = { queueMax: p.rules.queueMax, forwardRetry: p.rules.forwardRetry };
     const extra: Record<string, string> = req.alias !== undefined ? { [RES_ALIAS]: req.alias, [RES_MODEL]: req.model } : {};
     let state: PlacementState = INITIAL;
     let placement: Placement | undefined;
     let event: PlacementEvent = { kind: 'arrived', queueDepth: queue.depth };
-    for (;;) {
-      let action: PlacementAction;
-      [state, action] = step(state, event, rules);
-      switch (action.kind) {
-        case 'try': {
-          const failed = state.failed;
-          placement = this.#attempt(req, failed, first);
-          first = undefined;
-          event = { kind: 'tried', placed: placement !== undefined, routeLeft: placement !== undefined || this.#routeLeft(req, failed) };
-          break;
-        }
-        case 'wait': {
-          const failed = state.failed;
-          const out = queue.enqueue(() => this.#attempt(req, failed), { signal, deadline, front: action.front });
-          p.waiting();
-          const outcome = await out;
-          if (outcome.ok) {
-            placement = outcome.value;
-            p.metrics.queueWait.observe(outcome.queuedMs / 1000);
+    const hold: HoldCell = { state: NO_HOLD };
+    try {
+      for (;;) {
+        let action: PlacementAction;
+        [state, action] = step(state, event, rules);
+        switch (action.kind) {
+          case 'try': {
+            const failed = state.failed;
+            placement = this.#attempt(req, failed, hold, undefined, first && { cands: first, hosts });
+            first = undefined;
+            event = { kind: 'tried', placed: placement !== undefined, routeLeft: placement !== undefined || this.#routeLeft(req, failed) };
+            break;
           }
-          event = { kind: 'waited', how: outcome.ok ? 'placed' : outcome.reason };
-          break;
+          case 'wait': {
+            const failed = state.failed;
+            const out = queue.enqueue((wake) => this.#attempt(req, failed, hold, wake) ?? this.#loadFailed(req, arrived), { signal, deadline, front: action.front });
+            p.waiting();
+            const outcome = await out;
+            if (outcome.ok) {
+              placement = outcome.value;
+              p.metrics.queueWait.observe(outcome.queuedMs / 1000);
+            }
+            event = { kind: 'waited', how: outcome.ok ? 'placed' : outcome.reason };
+            break;
+          }
+          case 'run': {
+            const where = placement!;
+            placement = undefined;
+            if (where.kind === 'load-failed') throw errors.loadFailed(req.model, where.text);
+            const queuedMs = state.queued ? Math.max(1, p.now() - arrived) : 0;
+            const route: RouteReason = state.queued ? 'queued' : where.reason;
+            trace.queuedMs = queuedMs;
+            trace.route = route;
+            const outcome = await this.#run(req, where, res, signal, { origin: p.name, route, queuedMs, extra }, trace);
+            event = { kind: 'ran', outcome };
+            break;
+          }
+          case 'end':
+            if (trace.outcome === 'ok' && signal.aborted) trace.outcome = 'aborted';
+            return;
+          case 'fail':
+            if (action.failure === 'queue-timeout' && forLoad && !this.#candidates(req).some((c) => c.healthy)) throw errors.loadTimeout(req.model, deadline - arrived);
+            if (action.failure === 'queue-timeout' && this.#onlyLoading(req)) throw errors.modelLoading(req.model, p.rules.queueTimeoutMs);
+            throw failureError(action.failure, req.model, p.rules.queueTimeoutMs, state.engineError);
         }
-        case 'run': {
-          const where = placement!;
-          placement = undefined;
-          const queuedMs = state.queued ? Math.max(1, p.now() - arrived) : 0;
-          const route: RouteReason = state.queued ? 'queued' : where.reason;
-          trace.queuedMs = queuedMs;
-          trace.route = route;
-          const outcome = await this.#run(req, where, res, signal, { origin: p.name, route, queuedMs, extra }, trace);
-          event = { kind: 'ran', outcome };
-          break;
-        }
-        case 'end':
-          if (trace.outcome === 'ok' && signal.aborted) trace.outcome = 'aborted';
-          return;
-        case 'fail':
-          if (action.failure === 'queue-timeout' && this.#onlyLoading(req)) throw errors.modelLoading(req.model, p.rules.queueTimeoutMs);
-          throw failureError(action.failure, req.model, p.rules.queueTimeoutMs, state.engineError);
       }
+    } finally {
+      // However it ends, it waits for no host any more.
+      this.#setHold(req.model, hold, NO_HOLD);
     }
   }
 
@@ -183,6 +221,12 @@ export class Dispatcher {
     return candidates({ hosts, forwards: this.p.forwards.tally, marks: this.p.forwards.marks }, req.model, req.workload);
   }
 
+  /** The load this request waited for failed: a placement that ends it with 503 (undefined: keep waiting). */
+  #loadFailed(req: DispatchRequest, arrived: number): Placement | undefined {
+    const text = this.p.loads?.failure(req.model, arrived);
+    return text === undefined ? undefined : { kind: 'load-failed', text };
+  }
+
   /** Nothing capable is healthy, and something is still loading. */
   #onlyLoading(req: DispatchRequest): boolean {
     const c = this.#candidates(req);
@@ -194,20 +238,72 @@ export class Dispatcher {
     return this.#candidates(req).some((c) => c.healthy && !failed.includes(c.host) && (c.fresh || c.local));
   }
 
-  /** One routing attempt: decide and reserve (a local lease, or a forward counted in the book). */
-  #attempt(req: DispatchRequest, failed: readonly string[], cands: Candidate[] = this.#candidates(req)): Placement | undefined {
+  /**
+   * One routing attempt: price, decide and reserve (a local lease, or a
+   * forward counted in the book), or wait — for a warm full host while that
+   * pays (`hold`; `wake` tries again when its time is up), else for any slot.
+   */
+  #attempt(
+    req: DispatchRequest,
+    failed: readonly string[],
+    hold: HoldCell,
+    wake?: (at: number) => void,
+    known?: { cands: Candidate[]; hosts: readonly HostView[] },
+  ): Placement | undefined {
     const p = this.p;
+    const hosts = known?.hosts ?? p.snapshot();
+    let cands = known?.cands ?? this.#candidates(req, hosts);
     if (failed.length) cands = cands.filter((c) => !failed.includes(c.host));
-    const d = decide(cands, req, { performance: p.rules.performance, random: p.random, roundRobin: p.nextRoundRobin() });
+    if (req.chain || this.#holding.size > 0) {
+      const own = hold.state.hold?.host;
+      cands = warmCandidates(cands, {
+        hosts,
+        model: req.model,
+        workload: req.workload,
+        chain: req.chain ?? [],
+        memory: this.#routes,
+        holding: (host) => (this.#holding.get(`${req.model}\0${host}`) ?? 0) - (host === own ? 1 : 0),
+      });
+    }
+    const opts = { performance: p.rules.performance, random: p.random, roundRobin: p.nextRoundRobin() };
+    // Without a queue nothing can wait for a warm host: it runs on the best free one.
+    const never = p.rules.queueMax === 0 ? cands.map((c) => c.host) : [];
+    const step = holdStep(hold.state, (extra) => decide(cands, { ...req, noWait: [...(extra.noWait ?? []), ...never] }, opts), p.now());
+    this.#setHold(req.model, hold, step.state);
+    if (step.wakeAt !== undefined) wake?.(step.wakeAt);
+    const d = step.decision;
     if (d.kind === 'wait') return undefined;
     if (d.local) {
       const lease = p.slots.tryLease(req.model, req.workload, req.sessionKey ?? req.prefixKey);
-      return lease ? { kind: 'local', lease, reason: d.reason } : undefined;
+      if (!lease) return undefined;
+      if (req.chain) this.#routes.record(d.host, req.model, req.chain);
+      return { kind: 'local', lease, reason: d.reason, predictedCached: d.predictedCached };
     }
-    return { kind: 'remote', host: d.host, reason: d.reason, end: p.forwards.start(d.host, req.model, req.workload, d.target) };
+    if (req.chain) this.#routes.record(d.host, req.model, req.chain);
+    return { kind: 'remote', host: d.host, reason: d.reason, end: p.forwards.start(d.host, req.model, req.workload, d.target), predictedCached: d.predictedCached };
   }
 
-  async #run(req: DispatchRequest, where: Placement, res: http.ServerResponse, signal: AbortSignal, h: ResponseMeta, trace: Trace): Promise<RunOutcome> {
+  /** Move a request's hold, keeping the count of requests waiting for each host. */
+  #setHold(model: string, cell: HoldCell, next: HoldState): void {
+    const before = cell.state.hold?.host;
+    const after = next.hold?.host;
+    cell.state = next;
+    if (before === after) return;
+    if (before !== undefined) {
+      const k = `${model}\0${before}`;
+      const n = (this.#holding.get(k) ?? 1) - 1;
+      if (n > 0) this.#holding.set(k, n);
+      else this.#holding.delete(k);
+    }
+    if (after !== undefined) {
+      const k = `${model}\0${after}`;
+      this.#holding.set(k, (this.#holding.get(k) ?? 0) + 1);
+    }
+  }
+
+  async #run(req: DispatchRequest, where: Exclude<Placement, { kind: 'load-failed' }>, res: http.ServerResponse, signal: AbortSignal, h: ResponseMeta, trace: Trace): Promise<RunOutcome> {
+    trace.predictedCached = where.predictedCached;
+    trace.cachedTokens = undefined;
     if (where.kind === 'local') {
       trace.executor = this.p.name;
       return this.#runLocal(req, where.lease, res, signal, h, trace);
@@ -247,6 +343,7 @@ export class Dispatcher {
       trace.executor = where.host;
       if (outcome.kind === 'answered') {
         trace.firstContentAt = outcome.firstContentAt;
+        trace.cachedTokens = outcome.cachedTokens;
         trace.outcome = outcome.status ? String(outcome.status) : 'broken';
       } else trace.outcome = 'aborted';
       p.metrics.forwards.inc({ outcome: outcome.kind === 'answered' ? (outcome.status ? 'done' : 'broken') : 'aborted' });
@@ -258,10 +355,17 @@ export class Dispatcher {
   /** Run on a local backend; an engine failure before its first byte is reported back, not answered. */
   async #runLocal(req: DispatchRequest, lease: Lease, res: http.ServerResponse, signal: AbortSignal, h: ResponseMeta, trace: Trace): Promise<RunOutcome> {
     const p = this.p;
+    let run: CacheRun | undefined;
     try {
       const base = lease.backend.url;
       if (!base) return { kind: 'engine-failed', host: p.name, text: `backend ${lease.backend.id} has no address` };
-      let { body, stripUsage } = await engineBody(req);
+      // What this request asks of the engine's cache, in the executor's record (issue 17): where it runs, what it reuses.
+      const generation = isScoredWorkload(req.workload);
+      // The entry computed the chain for pricing; a forward's executor computes the same chain from the body it received.
+      const chain = generation && req.scan && p.cache ? (req.chain ??= prefixChain(req.body, req.scan, req.path, { hygiene: this.#hygiene.on })) : undefined;
+      run = chain && chain.length ? p.cache!.begin(lease.backend, chain) : undefined;
+      if (run && trace.predictedCached === undefined) trace.predictedCached = run.predicted;
+      let { body, stripUsage } = await engineBody(req, run?.idSlot);
       let path = req.path;
       let translate: AnswerTranslator | undefined;
       const responseHeaders = { ...h.extra, ...mesh(p.name, h.origin, h.route, h.queuedMs) };
@@ -279,7 +383,6 @@ export class Dispatcher {
           if (plan.omittedTools.length) responseHeaders[RES_OMITTED_TOOLS] = plan.omittedTools.join(', ').slice(0, 1024);
         }
       }
-      const generation = isScoredWorkload(req.workload);
       const headers: Record<string, string> = {
         'content-type': req.scan ? 'application/json' : req.contentType,
         accept: req.stream ? 'text/event-stream' : 'application/json',
@@ -292,6 +395,7 @@ export class Dispatcher {
         streamStallMs: p.rules.streamStallMs,
         writeStallMs: p.rules.writeStallMs,
         translate,
+        cachedOut: generation,
       });
       p.log.debug('request', { model: req.model, workload: req.workload, backend: lease.backend.id, route: h.route, result: result.kind });
       switch (result.kind) {
@@ -306,19 +410,34 @@ export class Dispatcher {
         case 'broken':
           trace.outcome = 'broken';
           return { kind: 'answered', status: 0 };
-        case 'done':
+        case 'done': {
           trace.firstContentAt = result.firstContentAt;
           trace.outcome = String(result.status);
+          trace.cachedTokens = result.cachedTokens;
+          trace.promptTokens = result.promptTokens ?? (result.body ? usageOfBody(result.body).promptTokens : undefined);
+          run?.finish({ processed: true, promptTokens: trace.promptTokens, cachedTokens: result.cachedTokens });
+          if (generation && trace.promptTokens !== undefined) {
+            const cached = Math.min(trace.promptTokens, result.cachedTokens ?? trace.predictedCached ?? 0);
+            p.metrics.promptTokens.inc({ model: req.model, host: p.name, cache: 'cached' }, cached);
+            p.metrics.promptTokens.inc({ model: req.model, host: p.name, cache: 'uncached' }, trace.promptTokens - cached);
+          }
           if (generation && result.status < 300) {
-            const m = measure(lease.grantedAt, result);
+            // Score measurement subtracts the tokens the engine served from its cache; when it gives no count, the prediction.
+            const m = measure(lease.grantedAt, result, trace.predictedCached);
             if (m) {
               p.recordScore(req.model, m.promptTokens, m.ttftMs);
               p.metrics.ttft.observe({ model: req.model }, m.ttftMs / 1000);
             }
           }
           return { kind: 'answered', status: result.status, firstContentAt: result.firstContentAt };
+        }
       }
+      // Every kind of result returned above.
+      const none: never = result;
+      return none;
     } finally {
+      // Not answered (refused, aborted, broken): the slot keeps at most what the prediction said it reused.
+      run?.finish({ processed: false });
       lease.release();
     }
   }
@@ -339,7 +458,16 @@ export class Dispatcher {
       ttft_ms: trace.firstContentAt === undefined ? null : Math.round(trace.firstContentAt - trace.startedAt),
       outcome: trace.outcome,
       ...(req.alias !== undefined ? { alias: clientModel.slice(0, FEED_NAME_MAX) } : {}),
+      predicted_cached: trace.predictedCached ?? null,
+      cached_tokens: trace.cachedTokens ?? null,
     });
+    if (trace.executor !== null && trace.predictedCached !== undefined && trace.cachedTokens !== undefined && trace.known) {
+      // How well routing knows the caches: the entry's prediction against the engine's count.
+      const labels = { model: req.model, host: trace.executor };
+      p.metrics.cachePredictionError.observe(labels, Math.abs(trace.predictedCached - trace.cachedTokens));
+      p.metrics.cachedTokens.inc({ ...labels, source: 'predicted' }, trace.predictedCached);
+      p.metrics.cachedTokens.inc({ ...labels, source: 'engine' }, trace.cachedTokens);
+    }
   }
 }
 
@@ -369,7 +497,8 @@ function checkServable(req: DispatchRequest, hosts: readonly HostView[], cands: 
   }
   if (cands.length === 0) throw errors.unsupportedWorkload(req.model, req.workload);
   // A backend still loading counts as full: the request waits for it (up to queue_timeout).
-  if (!cands.some((c) => c.healthy || c.loading)) throw errors.noHealthyBackend(req.model);
+  // An on-demand target that is not loaded can be (SPEC section 11): the request waits for its load.
+  if (!cands.some((c) => c.healthy || c.loading || c.available)) throw errors.noHealthyBackend(req.model);
 }
 
 function failureError(f: Failure, model: string, timeoutMs: number, engineError: string | undefined): ApiError {

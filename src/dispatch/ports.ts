@@ -3,6 +3,9 @@
  * node (node/node.ts) implements this; table tests implement it with fakes.
  */
 import type { AliasLookup } from '../aliases/resolve.ts';
+import type { Backend } from '../engines/backend.ts';
+import type { CacheRun } from '../engines/cache-book.ts';
+import type { PrefixChain } from '../route/cache.ts';
 import type { Lease } from '../engines/targets.ts';
 import type { ForwardBook } from '../forward/book.ts';
 import type { PeerLink } from '../forward/send.ts';
@@ -13,6 +16,7 @@ import type { HostView } from '../route/types.ts';
 import type { Workload } from '../workloads/workloads.ts';
 import type { DecisionFeed } from './decisions.ts';
 import type { Placement } from './types.ts';
+import type { Loads } from './load.ts';
 
 export interface DispatchRules {
   /** routing.queue_max */
@@ -64,4 +68,8 @@ export interface DispatchPorts {
   readonly metrics: Metrics;
   readonly decisions: DecisionFeed;
   readonly log: Log;
+  /** The executor's record of its engines' caches (engines/cache-book.ts); absent: none kept. */
+  readonly cache?: { begin(backend: Backend, chain: PrefixChain): CacheRun };
+  /** On-demand loads asked by this node (SPEC section 11); absent: never asks. */
+  readonly loads?: Loads;
 }

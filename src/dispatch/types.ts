@@ -1,6 +1,7 @@
 /** What the life of one request works on: the parsed request, where it runs, and how a run ended. */
 import type { ScannedObject } from '../http/json-scan.ts';
 import type { Lease } from '../engines/targets.ts';
+import type { PrefixChain } from '../route/cache.ts';
 import type { RouteReason } from '../route/types.ts';
 import type { Workload } from '../workloads/workloads.ts';
 
@@ -17,6 +18,10 @@ export interface DispatchRequest {
   sessionKey: string | undefined;
   /** Prefix affinity's implicit key (set by the dispatcher when there is no session header). */
   prefixKey?: string;
+  /** The prompt's prefix chain (SPEC 9.6), set by the dispatcher for generation requests. */
+  chain?: PrefixChain;
+  /** The prompt's tokens as pricing counts them: the chain's when it covers the whole prompt. */
+  pricedTokens?: number;
   pin: string | undefined;
   prefer: string[];
   /** The body exactly as the client sent it. */
@@ -36,8 +41,11 @@ export interface DispatchRequest {
 }
 
 /** Where a request will run, holding what it reserved there. */
+/** `predictedCached`: the tokens pricing took as held where it runs (undefined: not priced). */
 export type Placement =
-  | { kind: 'local'; lease: Lease; reason: RouteReason }
-  | { kind: 'remote'; host: string; reason: RouteReason; end: (how: 'served' | 'refused') => void };
+  | { kind: 'local'; lease: Lease; reason: RouteReason; predictedCached?: number }
+  | { kind: 'remote'; host: string; reason: RouteReason; end: (how: 'served' | 'refused') => void; predictedCached?: number }
+  /** The on-demand load this request waited for failed (SPEC section 11): it ends with 503 and the engine's text. */
+  | { kind: 'load-failed'; text: string };
 
 export type { RefusedBy, RunOutcome } from '../forward/outcome.ts';

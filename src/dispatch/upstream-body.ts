@@ -29,10 +29,15 @@ export function asksUsage(req: DispatchRequest): boolean {
   return req.stream && req.scan !== undefined && GENERATION_WORKLOADS.includes(req.workload) && !req.clientWantsUsage && req.path !== '/v1/responses' && !req.path.startsWith('/v1/messages');
 }
 
-/** The body for a local engine, and whether the usage chunk must be removed from the stream. */
-export async function engineBody(req: DispatchRequest): Promise<{ body: Buffer; stripUsage: boolean }> {
+/**
+ * The body for a local engine, and whether the usage chunk must be removed
+ * from the stream. `idSlot`: the llama-server slot the node chose for it
+ * (engines/cache-book.ts), set as `id_slot` like `model`.
+ */
+export async function engineBody(req: DispatchRequest, idSlot?: number): Promise<{ body: Buffer; stripUsage: boolean }> {
   if (!req.scan) return { body: req.alias !== undefined ? multipartModel(req) : req.body, stripUsage: false };
   const edits = modelEdits(req);
+  if (idSlot !== undefined) edits.push(...setMemberEdits(req.scan, 'id_slot', String(idSlot)));
   if (!asksUsage(req)) return { body: await spliceAsync(req.body, edits), stripUsage: false };
   const usage = usageEdits(req.body, req.scan);
   if (!usage) return { body: await spliceAsync(req.body, edits), stripUsage: false };

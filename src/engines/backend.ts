@@ -143,3 +143,24 @@ export abstract class Backend extends EventEmitter {
     this.emit('state', next, prev);
   }
 }
+
+/**
+ * The stand-in of an on-demand backend that is not loaded (SPEC section 11):
+ * it keeps the entry's target listed (0 slots, state `unloaded`) until the
+ * lifecycle swaps a real backend in. It never serves and never starts.
+ */
+export class UnloadedBackend extends Backend {
+  constructor(info: BackendInfo, descriptor: Descriptor, why = 'not loaded (on demand)') {
+    super(info, descriptor, () => {});
+    this.setState('stopped', why);
+  }
+  get url(): string | undefined {
+    return undefined;
+  }
+  /** A load of this entry is under way (waiting for room or its turn): counted as loading, so requests queue for it. */
+  pending(why: string): void {
+    this.setState('starting', why);
+  }
+  async start(): Promise<void> {}
+  async stop(): Promise<void> {}
+}

@@ -16,6 +16,28 @@ export function entryKey(m: ModelConfig): string {
   return JSON.stringify(m);
 }
 
+/** The ids of one entry's backends (`replicas` of them), from the lowest indices not yet taken for that model name. */
+export function entryInfos(m: ModelConfig, taken: Set<string>): BackendInfo[] {
+  const out: BackendInfo[] = [];
+  for (let r = 0, index = 0; r < m.replicas; r++, index++) {
+    while (taken.has(`${m.name}/${index}`)) index++;
+    out.push({ id: `${m.name}/${index}`, model: m.name, index, parallel: m.parallel, context: m.context, engine: m.engine });
+    taken.add(`${m.name}/${index}`);
+  }
+  return out;
+}
+
+/** Real backends of an entry with the given ids (an on-demand entry's load), not started. */
+export async function createBackendsFor(m: ModelConfig, infos: readonly BackendInfo[], log: Logger, stateDir?: string): Promise<Backend[]> {
+  const out: Backend[] = [];
+  for (const info of infos) {
+    const b = await createBackend(m, info, log, stateDir);
+    if (m.api_key_env) b.useApiKey(process.env[m.api_key_env]);
+    out.push(b);
+  }
+  return out;
+}
+
 /**
  * The backends of one model entry (`replicas` of them), indexed from the
  * lowest indices not yet taken for that model name.
@@ -33,7 +55,7 @@ export async function createEntryBackends(m: ModelConfig, taken: Set<string>, lo
   return out;
 }
 
-async function createBackend(m: ModelConfig, info: BackendInfo, log: Logger, stateDir: string | undefined): Promise<Backend> {
+export async function createBackend(m: ModelConfig, info: BackendInfo, log: Logger, stateDir: string | undefined): Promise<Backend> {
   let descriptor = configDescriptor(m);
   if (m.engine === 'llamacpp' && !m.workloads) descriptor = { ...descriptor, workloads: workloadsFromArgs(m.llamacpp.args) };
   // What the engine reports about itself can fill a list the config left out, or withdraw (never add) a listed workload.

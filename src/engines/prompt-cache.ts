@@ -11,9 +11,10 @@
  * of n characters costs O(n) work at most once per free slot, compared in
  * blocks, so a 1 MB prompt costs a few milliseconds.
  */
+import { CHARS_PER_TOKEN, chatSegments, completionText, renderChat } from '../route/prefix-chain.ts';
 
-/** Characters of rendered prompt per simulated token. */
-export const CHARS_PER_TOKEN = 4;
+/** Characters of rendered prompt per simulated token: the prefix chain's, so its links count the tokens this cache reuses. */
+export { CHARS_PER_TOKEN };
 
 /**
  * llama-server's `--slot-prompt-similarity` default: a free slot is chosen
@@ -22,55 +23,21 @@ export const CHARS_PER_TOKEN = 4;
  */
 export const DEFAULT_SLOT_PROMPT_SIMILARITY = 0.5;
 
-/** The generation prompt that ends a rendered chat, and the marker that opens each turn. */
-const turnOpen = (role: string) => `<|${role}|>\n`;
-const TURN_CLOSE = '\n';
-
-function partText(part: unknown): string {
-  if (typeof part === 'string') return part;
-  if (part && typeof part === 'object') {
-    const p = part as { type?: unknown; text?: unknown };
-    if (p.type === 'text' && typeof p.text === 'string') return p.text;
-    return JSON.stringify(part);
-  }
-  return part === undefined || part === null ? '' : String(part);
-}
-
-function contentText(content: unknown): string {
-  if (Array.isArray(content)) return content.map(partText).join('');
-  return partText(content);
-}
-
 /**
- * The text a model would see, as a chat template renders it: for chat, each
- * message as `<|role|>\ncontent\n` in order (tool calls as JSON after the
- * content), the tools (`<|tools|>\n` and each tool's JSON) right after a
- * leading system message or else first, and then the assistant's opening;
- * for completions, the prompt.
- * undefined when the body has no messages (chat) or prompt (completions).
+ * The text a model would see, as a chat template renders it — the prefix
+ * chain's canonical text (src/route/prefix-chain.ts), so the chain's links
+ * and this cache agree on what a prompt's first messages are and how many
+ * tokens they hold: each message as `<|role|>\ncontent\n` (tool calls
+ * after the content), the tools (one `<|tools|>` segment each) right after
+ * the leading system message(s), then the assistant's opening; for completions, the prompt. undefined when the body
+ * has no messages (chat) or prompt (completions).
  */
 export function renderPrompt(chat: boolean, body: Record<string, unknown>): string | undefined {
   if (chat) {
-    if (!Array.isArray(body.messages)) return undefined;
-    const parts: string[] = [];
-    // Tools where chat templates put them: first, with the system prompt (after its text), one JSON each.
-    const tools = Array.isArray(body.tools) ? (body.tools as unknown[]).map((t) => `${turnOpen('tools')}${JSON.stringify(t)}${TURN_CLOSE}`) : [];
-    const leadingSystem = (body.messages as { role?: unknown }[])[0]?.role === 'system';
-    if (!leadingSystem) parts.push(...tools);
-    (body.messages as unknown[]).forEach((m, i) => {
-      const msg = (m && typeof m === 'object' ? m : {}) as { role?: unknown; content?: unknown; tool_calls?: unknown };
-      parts.push(turnOpen(String(msg.role ?? 'user')), contentText(msg.content));
-      if (msg.tool_calls !== undefined) parts.push(JSON.stringify(msg.tool_calls));
-      parts.push(TURN_CLOSE);
-      if (i === 0 && leadingSystem) parts.push(...tools);
-    });
-    parts.push(turnOpen('assistant'));
-    return parts.join('');
+    const segments = chatSegments(body);
+    return segments && renderChat(segments);
   }
-  const prompt = body.prompt;
-  if (typeof prompt === 'string') return prompt;
-  if (Array.isArray(prompt)) return prompt.map((p) => (typeof p === 'string' ? p : JSON.stringify(p))).join('\n');
-  return undefined;
+  return completionText(body);
 }
 
 /** Simulated tokens in a text (at least one, as every prompt has a start). */

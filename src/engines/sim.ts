@@ -90,7 +90,22 @@ export class SimBackend extends Backend {
     return this.#url;
   }
 
+  #loadTimer: NodeJS.Timeout | undefined;
+  #loadDone: (() => void) | undefined;
+  #stopped = false;
+
   async start(): Promise<void> {
+    const loadMs = this.sim.load_ms ?? 0;
+    if (loadMs > 0) {
+      // A simulated model load (SPEC section 11): `starting` (loading, counted as full) for load_ms.
+      this.setState('starting', `simulating a load of ${loadMs} ms`);
+      await new Promise<void>((resolve) => {
+        this.#loadDone = resolve;
+        this.#loadTimer = setTimeout(resolve, loadMs);
+      });
+      this.#loadTimer = undefined;
+      if (this.#stopped) return;
+    }
     const server = http.createServer((req, res) => this.#handle(req, res));
     server.keepAliveTimeout = 65_000;
     await new Promise<void>((resolve, reject) => {
@@ -104,6 +119,12 @@ export class SimBackend extends Backend {
   }
 
   async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#loadTimer) {
+      clearTimeout(this.#loadTimer);
+      this.#loadTimer = undefined;
+      this.#loadDone?.();
+    }
     const server = this.#server;
     this.#server = undefined;
     if (server) {

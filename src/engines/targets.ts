@@ -5,6 +5,7 @@
  */
 import type { Backend } from './backend.ts';
 import { rendezvousRank } from '../route/rendezvous.ts';
+import { nextMeanBusy, releaseEstimate } from './release.ts';
 import { descriptorDoes, descriptorKey, type Descriptor, type Workload } from '../workloads/workloads.ts';
 
 export interface LocalTarget {
@@ -32,6 +33,12 @@ export interface TargetSummary {
 export class SlotTable {
   readonly #busy = new Map<Backend, number>();
   readonly #listeners = new Set<() => void>();
+  /** When each running lease of a backend was granted (performance.now()), for release_ms. */
+  readonly #running = new Map<Backend, Set<{ at: number }>>();
+  /** Each backend's recent mean lease time, ms. */
+  readonly #meanBusy = new Map<Backend, number>();
+  /** performance.now() of each backend's last lease or release: how long it has been idle (on-demand unloading). */
+  readonly #lastUsed = new Map<Backend, number>();
   #targets: LocalTarget[] = [];
 
   constructor(backends: readonly Backend[] = []) {
@@ -48,7 +55,13 @@ export class SlotTable {
       g.backends.push(b);
       if (!this.#busy.has(b)) this.#busy.set(b, 0);
     }
-    for (const b of [...this.#busy.keys()]) if (!backends.includes(b) && this.#busy.get(b) === 0) this.#busy.delete(b);
+    for (const b of [...this.#busy.keys()])
+      if (!backends.includes(b) && this.#busy.get(b) === 0) {
+        this.#busy.delete(b);
+        this.#lastUsed.delete(b);
+        this.#running.delete(b);
+        this.#meanBusy.delete(b);
+      }
     this.#targets = [...groups.values()].sort((a, c) =>
       a.model === c.model ? descriptorKey(a.descriptor).localeCompare(descriptorKey(c.descriptor)) : a.model < c.model ? -1 : 1,
     );
@@ -72,6 +85,11 @@ export class SlotTable {
     return () => this.#listeners.delete(fn);
   }
 
+  /** performance.now() of the backend's last lease or release; undefined if it never served. */
+  lastUsedOf(b: Backend): number | undefined {
+    return this.#lastUsed.get(b);
+  }
+
   busyOf(b: Backend): number {
     return this.#busy.get(b) ?? 0;
   }
@@ -90,6 +108,27 @@ export class SlotTable {
       busy += this.busyOf(b);
     }
     return { descriptor: t.descriptor, slots, busy, loading };
+  }
+
+  /**
+   * release_ms of a target (SPEC section 7): with no free slot, the expected
+   * time until one of its running requests ends; undefined when a slot is
+   * free or nothing is known.
+   */
+  releaseMs(t: LocalTarget, now = performance.now()): number | undefined {
+    const elapsed: number[] = [];
+    let mean: number | undefined;
+    let n = 0;
+    for (const b of t.backends) {
+      if (this.freeOf(b) > 0) return undefined;
+      for (const r of this.#running.get(b) ?? []) elapsed.push(now - r.at);
+      const m = this.#meanBusy.get(b);
+      if (m !== undefined) {
+        mean = ((mean ?? 0) * n + m) / (n + 1);
+        n++;
+      }
+    }
+    return releaseEstimate(elapsed, mean);
   }
 
   /** Does any target of this model do the workload (healthy or not)? */
@@ -133,15 +172,24 @@ export class SlotTable {
       for (const f of free) if (f.n > pick.n) pick = f;
     }
     this.#busy.set(pick.b, this.busyOf(pick.b) + 1);
+    this.#lastUsed.set(pick.b, performance.now());
     let released = false;
+    const grantedAt = performance.now();
+    const run = { at: grantedAt };
+    let running = this.#running.get(pick.b);
+    if (!running) this.#running.set(pick.b, (running = new Set()));
+    running.add(run);
     return {
       backend: pick.b,
       target: pick.t,
-      grantedAt: performance.now(),
+      grantedAt,
       release: () => {
         if (released) return;
         released = true;
+        running.delete(run);
+        this.#meanBusy.set(pick.b, nextMeanBusy(this.#meanBusy.get(pick.b), performance.now() - grantedAt));
         this.#busy.set(pick.b, Math.max(0, this.busyOf(pick.b) - 1));
+        this.#lastUsed.set(pick.b, performance.now());
         for (const fn of this.#listeners) fn();
       },
     };

@@ -6,7 +6,8 @@ export type RefusedBy = 'full' | 'workload' | 'auth' | 'connection' | 'quiet';
 /** How one run (local or forwarded) ended, as placement sees it. */
 export type RunOutcome =
   /** Something was sent to the client (a result, a relayed error, or a stream that later broke). */
-  | { kind: 'answered'; status: number; firstContentAt?: number }
+  /** cachedTokens: the engine's own cached-token count, when it said (X-Viiwork-Cached-Tokens from an executor). */
+  | { kind: 'answered'; status: number; firstContentAt?: number; cachedTokens?: number }
   | { kind: 'aborted' }
   /** A forward refused before its first byte, by the receiver's mark or no connection: retried. */
   | { kind: 'refused'; by: RefusedBy; detail: string }

@@ -75,12 +75,14 @@ export async function sendForward(link: PeerLink, call: ForwardCall, res: http.S
     quietReason: () => `member ${call.host} went quiet (its reports are stale or it is no longer alive)`,
     streamStallMs: call.streamStallMs,
     writeStallMs: call.writeStallMs,
+    // The executor's count reaches the client too, as it came (header or trailer).
+    cachedOut: true,
   };
   try {
     const r = await relay({ origin: api, path: call.path, method: 'POST', headers, body: call.body, signal: call.signal, dispatcher: link.dispatcher }, res, opts);
     switch (r.kind) {
       case 'done':
-        return { kind: 'answered', status: r.status, firstContentAt: r.firstContentAt };
+        return { kind: 'answered', status: r.status, firstContentAt: r.firstContentAt, ...(r.cachedTokens !== undefined ? { cachedTokens: r.cachedTokens } : {}) };
       case 'broken':
         return { kind: 'answered', status: 0 };
       case 'aborted':

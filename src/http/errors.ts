@@ -55,6 +55,11 @@ export const errors = {
     new ApiError(403, `writes from origin ${origin} are not allowed; add it to api.cors.allow_origins to permit it`, 'permission_error', 'forbidden_origin'),
   forbiddenHost: (host: string) =>
     new ApiError(403, `a browser reached this node as "${host.slice(0, 80)}", which is not one of its names; add it to api.allowed_hosts to permit it`, 'permission_error', 'forbidden_host'),
+  forbiddenLifecycle: () =>
+    new ApiError(403, 'loading and unloading models is for members, clients with a key (api.keys_env, api.keys_file) or this machine; run the viiwork CLI on the node itself', 'permission_error', 'forbidden'),
+  modelBusy: (model: string) => new ApiError(409, `model "${model}" has requests running or queued here; it is unloaded once idle`, 'invalid_request_error', 'model_busy'),
+  modelAlways: (model: string) => new ApiError(409, `model "${model}" is load: always here and is never unloaded; set load: on_demand to unload it`, 'invalid_request_error', 'model_always'),
+  modelUnloading: (model: string) => new ApiError(409, `model "${model}" is being unloaded here; ask again when it is unloaded`, 'invalid_request_error', 'model_unloading', 1),
   forbiddenRemoteWrite: () =>
     new ApiError(403, 'alias changes are accepted only from this machine; run the viiwork CLI on the node itself', 'permission_error', 'forbidden'),
   unknownModel: (model: string) => invalid(404, `model "${model}" is not served by any member of this mesh; GET /v1/models lists them`, 'model_not_found'),
@@ -75,6 +80,13 @@ export const errors = {
     new ApiError(503, `model "${model}" has no healthy backend anywhere in the mesh; check the engines (GET /health on each node)`, 'server_error', 'no_healthy_backend', 5),
   modelLoading: (model: string, ms: number) =>
     new ApiError(503, `model "${model}" is still loading: no backend became ready within ${ms} ms (routing.queue_timeout); retry shortly`, 'server_error', 'model_loading', 5),
+  loadTimeout: (model: string, ms: number) =>
+    new ApiError(503, `model "${model}" is still loading: it was not ready within ${ms} ms (routing.load_wait); retry shortly`, 'server_error', 'model_loading', 5),
+  loadFailed: (model: string, text: string) =>
+    new ApiError(503, `loading model "${model}" failed: ${text.slice(0, 1024)}; the next request tries again (another host first)`, 'server_error', 'model_load_failed', 2),
+  /** A host asked to load a model it cannot fit even after unloading every idle on-demand model (SPEC section 11). */
+  loadNoRoom: (model: string, detail: string) =>
+    new ApiError(503, `this node cannot fit "${model}": ${detail}; the entry node asks another host`, 'server_error', 'insufficient_memory', 5, { [RES_REFUSED]: 'memory' }),
   forwardLacksModel: (model: string, workload: string) =>
     new ApiError(503, `this node does not serve "${model}" for ${workload}; the entry node retries elsewhere`, 'server_error', 'model_not_here', 1, { [RES_REFUSED]: 'workload' }),
   invalidAlias: (detail: string) => invalid(400, `invalid alias request: ${detail}`, 'invalid_alias'),

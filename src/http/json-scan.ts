@@ -362,3 +362,50 @@ export function setMemberEdits(o: ScannedObject, key: string, json: string): Edi
   const empty = o.members.size === 0;
   return [{ span: { start: o.close, end: o.close }, text: `${empty ? '' : ','}${JSON.stringify(key)}:${json}` }];
 }
+
+/**
+ * The elements of a JSON array whose bytes the scanner has already checked,
+ * one at a time: only as far as the caller reads, and no further than
+ * `limit` bytes into the array (an element cut there ends at the limit).
+ * Strings are skipped with indexOf, so a long message costs little.
+ */
+export function* arrayElements(buf: Buffer, span: Span, limit = Infinity): Generator<Span> {
+  let i = span.start + 1;
+  const end = Math.min(span.end - 1, span.start + 1 + limit); // the closing bracket, or the limit
+  let depth = 0;
+  let start = -1;
+  while (i < end) {
+    const b = buf[i];
+    if (b === QUOTE) {
+      if (start < 0) start = i;
+      i = stringEnd(buf, i, end);
+      continue;
+    }
+    if (b === 0x7b || b === 0x5b) {
+      if (start < 0) start = i;
+      depth++;
+    } else if (b === 0x7d || b === 0x5d) depth--;
+    else if (b === 0x2c && depth === 0) {
+      if (start >= 0) yield { start, end: trimEnd(buf, start, i) };
+      start = -1;
+    } else if (start < 0 && b !== 0x20 && b !== 0x0a && b !== 0x0d && b !== 0x09) start = i;
+    i++;
+  }
+  if (start >= 0) yield { start, end: trimEnd(buf, start, end) };
+}
+
+/** Just past the string that opens at `i`, or `end` when it runs on past it. */
+function stringEnd(buf: Buffer, i: number, end: number): number {
+  for (let q = buf.indexOf(QUOTE, i + 1); q >= 0 && q < end; q = buf.indexOf(QUOTE, q + 1)) {
+    let k = q - 1;
+    while (buf[k] === BACKSLASH) k--;
+    if ((q - 1 - k) % 2 === 0) return q + 1;
+  }
+  return end;
+}
+
+function trimEnd(buf: Buffer, start: number, end: number): number {
+  while (end > start && (buf[end - 1] === 0x20 || buf[end - 1] === 0x0a || buf[end - 1] === 0x0d || buf[end - 1] === 0x09)) end--;
+  return end;
+}
+

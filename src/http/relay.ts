@@ -13,8 +13,9 @@
 import type http from 'node:http';
 import type { Readable } from 'node:stream';
 import { Agent, type Dispatcher } from 'undici';
+import { engineCachedTokens, usageOfBody } from './engine-usage.ts';
 import { SseScanner, type SseObservation } from './sse.ts';
-import { RES_PASSED_ON } from './viiwork-headers.ts';
+import { cachedTokensValue, RES_CACHED_TOKENS, RES_PASSED_ON } from './viiwork-headers.ts';
 
 /** One keep-alive pool for every engine this node talks to. */
 export const engineAgent = new Agent({
@@ -60,6 +61,12 @@ export interface RelayOptions {
   writeStallMs?: number;
   /** Rewrite a 2xx answer (default: pass it through). */
   translate?: AnswerTranslator;
+  /**
+   * Tell the client the engine's cached-token count (X-Viiwork-Cached-Tokens):
+   * a header on a whole answer (held until its end, up to `keepBody` bytes,
+   * unless the upstream already sent the header), a trailer on a stream.
+   */
+  cachedOut?: boolean;
 }
 
 /**
@@ -86,6 +93,7 @@ export const REFUSAL_BODY_MAX = 16 * 1024;
 
 export type RelayResult =
   | { kind: 'refused'; status?: number; detail: string; headers?: http.IncomingHttpHeaders; body?: Buffer }
+  /** cachedTokens: the engine's own count (its usage, timings, or the executor's header or trailer), when it said. */
   | { kind: 'done'; status: number; firstContentAt?: number; promptTokens?: number; cachedTokens?: number; body?: Buffer }
   | { kind: 'broken'; detail: string }
   | { kind: 'aborted' };
@@ -173,8 +181,15 @@ async function relayInner(
     headers['cache-control'] = 'no-cache';
     headers['x-accel-buffering'] = 'no';
   }
+  // An executor's count (a forward's answer) passes on as it came; a stream's comes as a trailer.
+  const upstreamCached = cachedTokensValue(upstream.headers[RES_CACHED_TOKENS]);
+  if (opts.cachedOut && upstreamCached !== undefined) headers[RES_CACHED_TOKENS] = String(upstreamCached);
+  const trailers = isSse && opts.cachedOut && canTrail(res);
+  if (trailers) headers.trailer = RES_CACHED_TOKENS;
+  // A whole answer whose count only its body tells is held to its end (up to keepBody), so the count can be a header.
+  let deferred = !isSse && opts.cachedOut === true && upstreamCached === undefined && (opts.keepBody ?? 0) > 0;
   // Headers leave with the first event (one write, not two): a client learns nothing useful from them earlier.
-  res.writeHead(status, headers);
+  if (!deferred) res.writeHead(status, headers);
 
   const scanner = isSse ? new SseScanner(opts.stripUsage) : undefined;
   const kept: Buffer[] = [];
@@ -195,10 +210,19 @@ async function relayInner(
           kept.push(buf);
           keptBytes += buf.length;
         }
-        out = held;
-        held = buf;
+        if (deferred) {
+          if (keptBytes < opts.keepBody!) continue;
+          // Too large to hold: it goes as it comes, without the count.
+          deferred = false;
+          res.writeHead(status, headers);
+          out = Buffer.concat(kept.slice(0, -1));
+          held = buf;
+        } else {
+          out = held;
+          held = buf;
+        }
       }
-      if (out && !res.write(out)) {
+      if (out && out.length && !res.write(out)) {
         const drained = await waitDrain(res, opts.writeStallMs);
         if (!drained) {
           // The client stopped reading: cancel the engine's work and free the slot.
@@ -225,11 +249,29 @@ async function relayInner(
   }
   if (call.signal.aborted || res.destroyed) return { kind: 'aborted' };
   if (scanner) {
-    res.end(scanner.flush());
-    return doneOf(status, scanner.seen);
+    const done = doneOf(status, scanner.seen, cachedTokensValue(upstream.trailers?.[RES_CACHED_TOKENS]));
+    const rest = scanner.flush();
+    if (trailers && done.cachedTokens !== undefined) {
+      if (rest) res.write(rest);
+      res.addTrailers({ [RES_CACHED_TOKENS]: String(done.cachedTokens) });
+      res.end();
+    } else res.end(rest);
+    return done;
   }
-  res.end(held);
-  return { kind: 'done', status, body: kept.length ? Buffer.concat(kept) : undefined };
+  const body = kept.length ? Buffer.concat(kept) : undefined;
+  const cached = upstreamCached ?? (opts.cachedOut || opts.keepBody ? engineCachedTokens(usageOfBody(body)) : undefined);
+  if (deferred) {
+    if (cached !== undefined) headers[RES_CACHED_TOKENS] = String(cached);
+    res.writeHead(status, headers);
+    res.end(body);
+  } else res.end(held);
+  return { kind: 'done', status, body, ...(cached !== undefined ? { cachedTokens: cached } : {}) };
+}
+
+/** Can this response carry trailers (chunked: HTTP/1.1 and no fixed length)? */
+function canTrail(res: http.ServerResponse): boolean {
+  const req = res.req as http.IncomingMessage | undefined;
+  return req !== undefined && (req.httpVersionMajor > 1 || (req.httpVersionMajor === 1 && req.httpVersionMinor >= 1));
 }
 
 /** A 2xx answer rewritten on its way (see AnswerTranslator); measurement still reads the upstream's own events. */
@@ -248,9 +290,11 @@ async function relayTranslated(
     const body = await readSome(upstream.body, WHOLE_MAX);
     if (call.signal.aborted || res.destroyed) return { kind: 'aborted' };
     const out = tr.whole(body ?? Buffer.alloc(0));
-    res.writeHead(out.status, { ...opts.responseHeaders, 'content-type': 'application/json', 'content-length': out.body.length });
+    const cached = engineCachedTokens(usageOfBody(body));
+    const count = opts.cachedOut && cached !== undefined ? { [RES_CACHED_TOKENS]: String(cached) } : {};
+    res.writeHead(out.status, { ...opts.responseHeaders, ...count, 'content-type': 'application/json', 'content-length': out.body.length });
     res.end(out.body);
-    return { kind: 'done', status: out.status, body };
+    return { kind: 'done', status: out.status, body, ...(cached !== undefined ? { cachedTokens: cached } : {}) };
   }
   res.writeHead(status, { ...opts.responseHeaders, 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
   res.write(tr.stream.start());
@@ -290,8 +334,9 @@ async function relayTranslated(
   }
   if (call.signal.aborted || res.destroyed) return { kind: 'aborted' };
   const rest = scanner.flush();
+  const done = doneOf(status, scanner.seen);
   res.end((rest ? tr.stream.push(rest) : '') + tr.stream.end());
-  return doneOf(status, scanner.seen);
+  return done;
 }
 
 /** What a client is told when its stream ends early: the stall or quiet member, else the engine's failure. */
@@ -312,8 +357,9 @@ function stallWatch(ms: number | undefined, stop: (why: string) => void): { arm(
   };
 }
 
-function doneOf(status: number, seen: SseObservation): RelayResult {
-  return { kind: 'done', status, firstContentAt: seen.firstContentAt, promptTokens: seen.promptTokens, cachedTokens: seen.cachedTokens };
+function doneOf(status: number, seen: SseObservation, fromExecutor?: number): RelayResult & { kind: 'done' } {
+  const cached = fromExecutor ?? engineCachedTokens(seen);
+  return { kind: 'done', status, firstContentAt: seen.firstContentAt, promptTokens: seen.promptTokens, ...(cached !== undefined ? { cachedTokens: cached } : {}) };
 }
 
 /** An SSE `error` event in OpenAI's error shape. */

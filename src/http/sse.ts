@@ -12,10 +12,14 @@ export interface SseObservation {
   firstContentAt?: number;
   promptTokens?: number;
   cachedTokens?: number;
+  /** llama-server's `timings`: prompt tokens processed, and (newer builds) reused from the slot. */
+  promptN?: number;
+  cacheN?: number;
 }
 
 const CONTENT_KEYS = ['content', 'reasoning_content', 'tool_calls', 'refusal'];
 const USAGE = Buffer.from('"usage"');
+const TIMINGS = Buffer.from('"timings"');
 const LF = 0x0a;
 const CR = 0x0d;
 
@@ -86,7 +90,7 @@ export class SseScanner {
   /** Inspect one whole event; true when it is the usage-only chunk to drop. */
   #drop(event: Buffer): boolean {
     const needContent = this.seen.firstContentAt === undefined;
-    const mayHaveUsage = event.includes(USAGE);
+    const mayHaveUsage = event.includes(USAGE) || event.includes(TIMINGS);
     if (!needContent && !mayHaveUsage) return false;
     const data = event
       .toString('utf8')
@@ -95,7 +99,7 @@ export class SseScanner {
       .map((l) => l.slice(5).trimStart())
       .join('\n');
     if (!data || data === '[DONE]') return false;
-    let parsed: { choices?: []; usage?: { prompt_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } } } | undefined;
+    let parsed: { choices?: []; usage?: { prompt_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } }; timings?: { prompt_n?: unknown; cache_n?: unknown } } | undefined;
     try {
       parsed = JSON.parse(data);
     } catch {
@@ -103,6 +107,11 @@ export class SseScanner {
     }
     if (!parsed || typeof parsed !== 'object') return false;
     if (needContent && hasContent(parsed)) this.seen.firstContentAt = this.clock();
+    const t = parsed.timings;
+    if (t && typeof t === 'object') {
+      if (typeof t.prompt_n === 'number') this.seen.promptN = t.prompt_n;
+      if (typeof t.cache_n === 'number') this.seen.cacheN = t.cache_n;
+    }
     if (parsed.usage && typeof parsed.usage.prompt_tokens === 'number') {
       this.seen.promptTokens = parsed.usage.prompt_tokens;
       const cached = parsed.usage.prompt_tokens_details?.cached_tokens;

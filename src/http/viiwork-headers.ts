@@ -30,9 +30,23 @@ export const RES_PASSED_ON: ReadonlySet<string> = new Set([RES_OMITTED_TOOLS]);
  */
 export const RES_REFUSED = 'x-viiwork-refused';
 
-export type RefusalMarker = 'full' | 'workload' | 'auth' | 'engine';
+export type RefusalMarker = 'full' | 'workload' | 'auth' | 'engine' | 'memory';
 
 export function refusalMarker(value: string | string[] | undefined): RefusalMarker | undefined {
   const v = Array.isArray(value) ? value[0] : value;
-  return v === 'full' || v === 'workload' || v === 'auth' || v === 'engine' ? v : undefined;
+  return v === 'full' || v === 'workload' || v === 'auth' || v === 'engine' || v === 'memory' ? v : undefined;
+}
+
+/**
+ * The engine's own count of prompt tokens it served from its cache (SPEC
+ * section 9, step 6): a response header when the executor knows it before
+ * its headers go out (whole answers), else an HTTP trailer (streams).
+ */
+export const RES_CACHED_TOKENS = 'x-viiwork-cached-tokens';
+
+/** A cached-token header or trailer value: a non-negative integer, else undefined. */
+export function cachedTokensValue(value: string | string[] | undefined): number | undefined {
+  const v = Array.isArray(value) ? value[0] : value;
+  if (v === undefined || !/^\d{1,12}$/.test(v.trim())) return undefined;
+  return Number(v.trim());
 }

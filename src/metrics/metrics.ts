@@ -53,10 +53,48 @@ export class Metrics {
     labelNames: ['model'] as const,
     registers: [this.registry],
   });
+  readonly modelLoads = new Counter({
+    name: 'viiwork_model_loads_total',
+    help: 'On-demand model loads finished on this node, by model and reason (request, scale, operator)',
+    labelNames: ['model', 'reason'] as const,
+    registers: [this.registry],
+  });
+  readonly modelUnloads = new Counter({
+    name: 'viiwork_model_unloads_total',
+    help: 'Model unloads on this node, by model and reason (idle, room, operator, failed)',
+    labelNames: ['model', 'reason'] as const,
+    registers: [this.registry],
+  });
+  /** Set on each scrape from the node's lifecycle (budget, used, free). */
+  readonly memoryBytes = new Gauge({
+    name: 'viiwork_memory_bytes',
+    help: 'Memory budget of this node and what its engines use of it, in bytes (kind: budget, used, free)',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
   readonly authRejected = new Counter({
     name: 'viiwork_forward_auth_rejected_total',
     help: 'Requests rejected with 401 for bad X-Viiwork-* forward headers',
     labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  readonly promptTokens = new Counter({
+    name: 'viiwork_prompt_tokens_total',
+    help: 'Prompt tokens of this node’s own executions by model, host and whether the engine served them from its cache (cache="cached") or processed them ("uncached")',
+    labelNames: ['model', 'host', 'cache'] as const,
+    registers: [this.registry],
+  });
+  readonly cachedTokens = new Counter({
+    name: 'viiwork_cached_tokens_total',
+    help: 'Cached prompt tokens of requests that entered here, by model and executing host: as the entry predicted (source="predicted") and as the engine counted (source="engine")',
+    labelNames: ['model', 'host', 'source'] as const,
+    registers: [this.registry],
+  });
+  readonly cachePredictionError = new Histogram({
+    name: 'viiwork_cache_prediction_error_tokens',
+    help: 'Absolute difference between the cached tokens the entry predicted and the engine’s own count, per request, by model and executing host',
+    labelNames: ['model', 'host'] as const,
+    buckets: [0, 16, 64, 256, 1024, 4096, 16384, 65536],
     registers: [this.registry],
   });
   /** Sampled every 10 ms; each scrape reads the longest delay since the previous one, then starts afresh. */

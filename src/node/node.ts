@@ -9,7 +9,10 @@ import type { AddressInfo } from 'node:net';
 import { answerRawErrors, createApiHandler } from '../api/server.ts';
 import type { Config } from '../config/schema.ts';
 import type { Backend } from '../engines/backend.ts';
-import { createEntryBackends, entryKey } from '../engines/factory.ts';
+import { createBackendsFor, createEntryBackends, entryInfos, entryKey, configDescriptor } from '../engines/factory.ts';
+import { MemoryBudget } from '../engines/budget.ts';
+import { bytesText, Lifecycle, type LifecycleEvent } from '../engines/lifecycle.ts';
+import { entryMemory } from '../engines/memory.ts';
 import { hideFromEngines } from '../engines/llamacpp.ts';
 import { SlotTable } from '../engines/targets.ts';
 import { createLog, type Log } from '../log.ts';
@@ -25,9 +28,14 @@ import type { ApiNode, NodePhase } from '../api/ports.ts';
 import type { RequestLimits } from '../api/request.ts';
 import { ClientKeys } from '../api/client-keys.ts';
 import { readClientKeys } from '../config/keys.ts';
+import type { HeldDigests } from '../capacity/digest.ts';
 import { buildReport, type CapacityReport } from '../capacity/report.ts';
+import { CacheBook } from '../engines/cache-book.ts';
 import { Agent, request as undiciRequest } from 'undici';
 import { engineAgent } from '../http/relay.ts';
+import { Loads, type AskResult } from '../dispatch/load.ts';
+import type { LoadAnswer, LoadReason, UnloadAnswer } from '../engines/lifecycle.ts';
+import { sha256Hex } from '../security/signing.ts';
 import { CapacityPoller, type PeerReport } from '../capacity/poller.ts';
 import { Interest, routedMember, unsettled } from '../capacity/schedule.ts';
 import { Membership } from '../mesh/membership.ts';
@@ -56,6 +64,8 @@ export class ViiworkNode implements ApiNode {
   readonly log: Log;
   readonly metrics = new Metrics();
   readonly slots = new SlotTable();
+  /** What this node sent its engines and what their caches are believed to hold (issue 17). */
+  readonly cacheBook = new CacheBook();
   readonly queues: QueueSet<Placement>;
   readonly perf: PerfScores;
   readonly now: () => number;
@@ -73,6 +83,12 @@ export class ViiworkNode implements ApiNode {
   peerAgent!: Agent;
   #rr = 0;
   backends: Backend[] = [];
+  /** node.memory_budget: fixed, or re-read from the GPUs every 10 s. */
+  readonly budget: MemoryBudget;
+  /** Loads and unloads of this node's model entries (SPEC section 11). */
+  readonly lifecycle: Lifecycle;
+  /** On-demand loads this node asks of hosts for its requests. */
+  readonly loads: Loads;
   /** The life of each request: placement, runs, forwards, measurement. */
   readonly dispatcher: Dispatcher;
   #server: http.Server | undefined;
@@ -101,6 +117,24 @@ export class ViiworkNode implements ApiNode {
     this.forwards = new ForwardBook(this.now);
     this.aliases = AliasTable.load(config.node.state_dir, { log: (msg) => this.log.warn(msg), now: this.now });
     this.aliases.seed(config.aliases);
+    this.budget = new MemoryBudget(config.node.memory_budget, () => ({ pids: this.#enginePids(), accounted: this.lifecycle.accounted() }));
+    this.lifecycle = new Lifecycle({
+      slots: this.slots,
+      queued: (model) => this.queues.depth(model),
+      budget: () => this.budget.bytes,
+      create: (entry, infos) => this.#wire(createBackendsFor(entry, infos, (msg, fields) => this.#engineLog(msg, fields), this.config.node.state_dir)),
+      swap: (old, next) => this.#swap(old, next),
+      onEvent: (e) => this.#lifecycleEvent(e),
+    });
+    this.loads = new Loads({
+      self: this.name,
+      loadWaitMs: config.routing.load_wait,
+      now: this.now,
+      snapshot: () => this.hostViews(),
+      askLocal: (model, reason, detail) => askResult(this.loadModel(model, reason, detail)),
+      askRemote: (host, model, reason, detail) => this.#askLoad(host, model, reason, detail),
+      log: (msg) => this.log.info(msg),
+    });
     this.dispatcher = new Dispatcher(this.#dispatchPorts());
     const keys = readClientKeys(config.api, opts.env ?? process.env);
     if (keys.problems.length) throw new Error(keys.problems.map((p) => `${p.key}: ${p.message}; ${p.fix}`).join('\n'));
@@ -174,22 +208,68 @@ export class ViiworkNode implements ApiNode {
       metrics: this.metrics,
       decisions: this.decisions,
       log: this.log,
+      cache: this.cacheBook,
+      loads: this.loads,
     };
   }
 
-  capacityReport(): CapacityReport {
+  loadModel(model: string, reason: LoadReason, detail: string): LoadAnswer {
+    return this.lifecycle.load(model, reason, detail);
+  }
+
+  unloadModel(model: string, detail: string): UnloadAnswer {
+    return this.lifecycle.unload(model, detail);
+  }
+
+  /** POST /v1/models/{id}/load to a member, signed like a forward. */
+  async #askLoad(host: string, model: string, reason: LoadReason, detail: string): Promise<AskResult> {
+    const api = this.members.get(host)?.api;
+    if (!api) return { kind: 'failed', detail: 'no API address' };
+    const path = `/v1/models/${encodeURIComponent(model)}/load`;
+    const body = Buffer.from(JSON.stringify({ reason, detail }));
+    try {
+      const r = await undiciRequest(api + path, {
+        method: 'POST',
+        body,
+        headers: { 'content-type': 'application/json', ...this.signForward('POST', path, sha256Hex(body), host) },
+        dispatcher: this.peerAgent,
+        headersTimeout: LOAD_ASK_MS,
+        bodyTimeout: LOAD_ASK_MS,
+      });
+      const text = await r.body.text();
+      if (r.statusCode === 200) return { kind: 'loaded' };
+      if (r.statusCode === 202) return { kind: 'loading' };
+      const message = (() => {
+        try {
+          return String(JSON.parse(text).error?.message ?? text);
+        } catch {
+          return text;
+        }
+      })().slice(0, 300);
+      return r.headers['x-viiwork-refused'] === 'memory' ? { kind: 'refused', detail: message } : { kind: 'failed', detail: `${r.statusCode}: ${message}` };
+    } catch (err) {
+      return { kind: 'failed', detail: (err as Error).message };
+    }
+  }
+
+  capacityReport(held?: HeldDigests): CapacityReport {
     const node = this;
-    return buildReport({
-      name: this.name,
-      version: this.version,
-      now: this.now,
-      slots: this.slots,
-      perf: this.perf,
-      queued: (model) => this.queues.depth(model),
-      get aliasVersion() {
-        return node.aliases.version;
+    return buildReport(
+      {
+        lifecycle: this.lifecycle,
+        name: this.name,
+        version: this.version,
+        now: this.now,
+        slots: this.slots,
+        perf: this.perf,
+        queued: (model) => this.queues.depth(model),
+        get aliasVersion() {
+          return node.aliases.version;
+        },
+        cache: this.cacheBook,
       },
-    });
+      held,
+    );
   }
 
   #releaseWaiters = 0;
@@ -245,6 +325,15 @@ export class ViiworkNode implements ApiNode {
     }
   }
 
+  /** Requests waiting here: ask again for a model nobody holds; past scale_after, one more copy (SPEC section 11). */
+  #loadForWaiting(): void {
+    for (const q of this.queues.entries()) {
+      if (q.depth === 0) continue;
+      const oldest = this.queues.get(q.model, q.workload).oldestAt;
+      if (oldest !== undefined) this.loads.waiting(q.model, q.workload, oldest, q.depth, this.config.routing.scale_after);
+    }
+  }
+
   slotReleased(model: string, ms: number): Promise<void> {
     if (this.slots.hasFree(model) || !this.slots.models().includes(model) || this.#releaseWaiters >= MAX_RELEASE_WAITERS) return Promise.resolve();
     this.#releaseWaiters++;
@@ -279,7 +368,7 @@ export class ViiworkNode implements ApiNode {
   /** The routing snapshot: this node now, and every alive or suspect peer from its last report. */
   hostViews(): HostView[] {
     const now = this.now();
-    return [localView(this.name, this.slots, this.perf, now), ...peerViews(this.members.peers(), this.poller, this.config.routing.stale_after, now)];
+    return [localView(this.name, this.slots, this.perf, now, this.cacheBook, this.lifecycle), ...peerViews(this.members.peers(), this.poller, this.config.routing.stale_after, now)];
   }
 
   nextRoundRobin(): number {
@@ -345,10 +434,13 @@ export class ViiworkNode implements ApiNode {
       this.queues.pumpAll();
       this.#hurry();
       this.#noteAsked();
+      this.#loadForWaiting();
     }, 250);
     this.#tick.unref();
     this.#saveTimer = setInterval(() => this.#savePerf(), 30_000);
     this.#saveTimer.unref();
+    this.lifecycle.start();
+    await this.budget.start();
     // Engines load in the background: the API answers (with 503 for their models) meanwhile.
     const models = this.slots.models();
     this.log.info(models.length ? `loading ${this.backends.length} backend(s) for ${models.join(', ')}` : 'serving no models (gateway)');
@@ -432,16 +524,90 @@ export class ViiworkNode implements ApiNode {
     const out: Backend[] = [];
     for (const m of entries) {
       const key = entryKey(m);
-      const made = await createEntryBackends(m, taken, (msg, fields) => this.#engineLog(msg, fields), this.config.node.state_dir);
-      for (const b of made) {
-        b.on('state', () => this.queues.pumpAll());
-        b.on('descriptor', () => this.slots.setBackends(this.backends));
-        b.on('restart', () => this.metrics.engineRestarts.inc({ model: b.info.model }));
+      let memory = 0;
+      try {
+        memory = await entryMemory(m);
+      } catch (err) {
+        this.log.warn(`${(err as Error).message}; counting it as 0 bytes`);
       }
+      // An on-demand entry starts as placeholders (its target listed with 0 slots); the lifecycle loads it when asked.
+      const made =
+        m.load === 'on_demand'
+          ? Lifecycle.placeholders(entryInfos(m, taken), configDescriptor(m))
+          : await this.#wire(createEntryBackends(m, taken, (msg, fields) => this.#engineLog(msg, fields), this.config.node.state_dir));
+      this.lifecycle.add(m, made, memory);
+      if (m.load === 'on_demand') this.log.info(`${m.name}: on demand, ${bytesText(memory * made.length)} when loaded`);
       this.#byEntry.set(key, [...(this.#byEntry.get(key) ?? []), ...made]);
       out.push(...made);
     }
     return out;
+  }
+
+  /** The node's events on real backends: queues wake on state changes, descriptors regroup targets, restarts count. */
+  async #wire(made: Promise<Backend[]>): Promise<Backend[]> {
+    const list = await made;
+    for (const b of list) {
+      b.on('state', () => this.queues.pumpAll());
+      b.on('descriptor', () => this.slots.setBackends(this.backends));
+      b.on('restart', () => this.metrics.engineRestarts.inc({ model: b.info.model }));
+    }
+    return list;
+  }
+
+  /** The lifecycle replaced an entry's backends (loaded, unloaded): the node's lists and slot table follow. */
+  #swap(old: readonly Backend[], next: readonly Backend[]): void {
+    const swapIn = (list: Backend[]) => {
+      const out = list.filter((b) => !old.includes(b));
+      const at = list.findIndex((b) => old.includes(b));
+      out.splice(at < 0 ? out.length : at, 0, ...next);
+      return out;
+    };
+    this.backends = swapIn(this.backends);
+    for (const [key, list] of this.#byEntry) if (list.some((b) => old.includes(b))) this.#byEntry.set(key, swapIn(list));
+    this.slots.setBackends(this.backends);
+    this.queues.pumpAll();
+  }
+
+  /** Pids of this node's engine processes (memory_budget: auto does not count their GPU use as others'). */
+  #enginePids(): Set<number> {
+    const pids = new Set<number>();
+    for (const b of this.backends) {
+      const pid = (b as { pid?: number }).pid;
+      if (typeof pid === 'number') pids.add(pid);
+    }
+    return pids;
+  }
+
+  /** One log line, one feed entry and the metrics for each load and unload, saying why. */
+  #lifecycleEvent(e: LifecycleEvent): void {
+    const line = {
+      loading: `loading ${e.model} (${e.reason}): ${e.detail}`,
+      loaded: `loaded ${e.model} (${e.reason}): ${e.detail}`,
+      'load-failed': `load of ${e.model} failed: ${e.detail}`,
+      refused: `refused to load ${e.model}: ${e.detail}`,
+      unloading: `unloading ${e.model} (${e.reason}): ${e.detail}`,
+      unloaded: `unloaded ${e.model} (${e.reason})`,
+    }[e.kind];
+    if (e.kind === 'load-failed' || e.kind === 'refused') this.log.warn(line);
+    else this.log.info(line);
+    if (e.kind === 'loaded') this.metrics.modelLoads.inc({ model: e.model, reason: e.reason });
+    if (e.kind === 'unloaded') this.metrics.modelUnloads.inc({ model: e.model, reason: e.reason });
+    if (e.kind === 'load-failed') this.metrics.modelUnloads.inc({ model: e.model, reason: 'failed' });
+    if (e.kind === 'loading' || e.kind === 'unloading' || e.kind === 'load-failed' || e.kind === 'refused' || e.kind === 'loaded') {
+      this.decisions.add({
+        at: Date.now(),
+        entry: this.name,
+        executor: this.name,
+        model: e.model,
+        workload: '-',
+        route: e.kind === 'unloading' ? 'unload' : 'load',
+        queued_ms: 0,
+        ttft_ms: null,
+        outcome: e.kind,
+        lifecycle: { event: e.kind, reason: e.reason, detail: e.detail.slice(0, 512) },
+      });
+    }
+    this.queues.pumpAll();
   }
 
   /**
@@ -475,6 +641,7 @@ export class ViiworkNode implements ApiNode {
     const have = new Set(this.#byEntry.keys());
     const addedEntries = next.models.filter((m) => !have.has(entryKey(m)));
     this.backends = this.backends.filter((b) => !removed.includes(b));
+    this.lifecycle.remove(removed);
     for (const m of addedEntries) if (m.api_key_env) hideFromEngines(m.api_key_env);
     const added = await this.#createBackends(addedEntries);
     this.backends = [...this.backends, ...added];
@@ -494,6 +661,8 @@ export class ViiworkNode implements ApiNode {
     if (this.phase === 'stopped') return;
     this.phase = 'stopping';
     clearInterval(this.#tick);
+    this.lifecycle.stop();
+    this.budget.stop();
     await this.poller?.stop();
     await this.membership?.stop().catch((err) => this.log.warn(`leaving the mesh: ${(err as Error).message}`));
     clearInterval(this.#saveTimer);
@@ -503,7 +672,9 @@ export class ViiworkNode implements ApiNode {
       server.closeIdleConnections();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       setTimeout(() => server.closeAllConnections(), 2000).unref();
-      await Promise.all([closed, ...this.backends.map((b) => b.stop())]);
+      await Promise.all([closed, ...this.backends.map((b) => b.stop()), this.lifecycle.settled()]);
+      // A load that finished while stopping swapped its backends in: stop those too.
+      await Promise.all(this.backends.map((b) => b.stop()));
       await this.peerAgent?.close().catch(() => {});
     } else {
       await Promise.all(this.backends.map((b) => b.stop()));
@@ -518,6 +689,21 @@ export class ViiworkNode implements ApiNode {
     } catch (err) {
       this.log.warn(`cannot save performance baseline in ${this.config.node.state_dir}: ${(err as Error).message}`);
     }
+  }
+}
+
+/** How long an ask to load may take to be answered (the load itself goes on behind it). */
+const LOAD_ASK_MS = 5000;
+
+function askResult(a: LoadAnswer): AskResult {
+  switch (a.kind) {
+    case 'loaded':
+    case 'loading':
+      return { kind: a.kind };
+    case 'refused':
+      return { kind: 'refused', detail: `needs ${a.need} bytes, ${a.free} free` };
+    default:
+      return { kind: 'failed', detail: a.kind };
   }
 }
 

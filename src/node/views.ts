@@ -2,8 +2,10 @@
  * The routing snapshot of this moment: this node's targets as they are now,
  * and each peer's from its last report. Built fresh for every decision.
  */
-import type { CapacityPoller, PeerReport } from '../capacity/poller.ts';
+import { digestKey, type CapacityPoller, type PeerReport } from '../capacity/poller.ts';
+import type { CacheBook } from '../engines/cache-book.ts';
 import type { SlotTable } from '../engines/targets.ts';
+import type { Lifecycle } from '../engines/lifecycle.ts';
 import type { MemberInfo } from '../mesh/members.ts';
 import type { PerfScores } from '../perf/scores.ts';
 import type { HostModelView, HostView } from '../route/types.ts';
@@ -11,11 +13,16 @@ import type { HostModelView, HostView } from '../route/types.ts';
 /** Routing may use this node's own scores up to this old (recomputing them on every request costs more than it is worth). */
 export const ROUTING_SCORE_MAX_AGE_MS = 250;
 
-export function localView(name: string, slots: SlotTable, perf: PerfScores, now: number): HostView {
+export function localView(name: string, slots: SlotTable, perf: PerfScores, now: number, cache?: CacheBook, lifecycle?: Pick<Lifecycle, 'targetState' | 'memory'>): HostView {
   const models = new Map<string, HostModelView>();
   for (const model of slots.models()) {
     const local = slots.targetsOf(model);
-    const targets = local.map((t) => slots.summarize(t));
+    const targets = local.map((t) => {
+      // The entry prices this node with its own exact record of what it sent its engines.
+      const s = { ...slots.summarize(t), digest: cache?.digest(t), releaseMs: slots.releaseMs(t) };
+      const life = lifecycle?.targetState(t.backends);
+      return life ? { ...s, state: life.state, memory: life.memory, onDemand: life.onDemand, loadError: life.error } : s;
+    });
     const p = perf.published(model, ROUTING_SCORE_MAX_AGE_MS);
     models.set(model, {
       ctx: Math.min(...local.flatMap((t) => t.backends.map((b) => b.info.context))),
@@ -27,7 +34,7 @@ export function localView(name: string, slots: SlotTable, perf: PerfScores, now:
       perfSamples: p.perf_samples,
     });
   }
-  return { name, local: true, rttMs: 0, fresh: true, polledAt: now, models };
+  return { name, local: true, rttMs: 0, fresh: true, polledAt: now, models, ...(lifecycle ? { memory: lifecycle.memory() } : {}) };
 }
 
 /** A report's models as routing reads them, built once per report (not once per request). */
@@ -39,7 +46,15 @@ function modelsOf(r: PeerReport): ReadonlyMap<string, HostModelView> {
   const models = new Map<string, HostModelView>();
   for (const mr of r.report.models) {
     models.set(mr.name, {
-      targets: mr.targets?.map((t) => ({ descriptor: { workloads: t.workloads, audio: t.audio }, slots: t.slots, busy: t.busy, loading: t.loading })),
+      targets: mr.targets?.map((t) => ({
+        descriptor: { workloads: t.workloads, audio: t.audio },
+        slots: t.slots,
+        busy: t.busy,
+        loading: t.loading,
+        digest: r.digests?.get(digestKey(mr.name, t.workloads, t.audio)),
+        releaseMs: t.release_ms,
+        ...(t.state !== undefined ? { state: t.state, memory: t.memory, onDemand: t.load === 'on_demand', loadError: t.load_error } : {}),
+      })),
       slots: mr.slots,
       busy: mr.busy,
       healthyBackends: mr.healthy_backends,
@@ -68,6 +83,7 @@ export function peerViews(peers: readonly MemberInfo[], poller: CapacityPoller |
       fresh: m.state === 'alive' && now - r.polledAt <= staleAfterMs,
       polledAt: r.polledAt,
       models,
+      ...(r.report.memory ? { memory: r.report.memory } : {}),
     });
   }
   return out;

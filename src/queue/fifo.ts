@@ -3,18 +3,25 @@
  * request with an `attempt` function that tries to place it; `pump()` walks
  * the queue head first and places every waiter it can. A waiter that cannot
  * be placed (pinned to a full host, say) is passed over and does not block
- * the ones behind it.
+ * the ones behind it. An attempt that waits for something with a deadline
+ * of its own (a warm host, for at most the time it saves) asks to be tried
+ * again then through `wake`.
  */
 
 export type QueueOutcome<T> =
   | { ok: true; value: T; queuedMs: number }
   | { ok: false; reason: 'full' | 'timeout' | 'aborted'; queuedMs: number };
 
+/** Try to place the waiter; `wake(at)`: try again at clock time `at` even if nothing else pumps the queue. */
+export type Attempt<T> = (wake: (at: number) => void) => T | undefined;
+
 interface Waiter<T> {
-  attempt: () => T | undefined;
+  attempt: Attempt<T>;
   enqueuedAt: number;
   deadline: number;
   timer: NodeJS.Timeout;
+  wakeTimer?: NodeJS.Timeout;
+  wake: (at: number) => void;
   settle: (o: QueueOutcome<T>) => void;
 }
 
@@ -41,12 +48,19 @@ export class WaitQueue<T> {
     return this.#waiters.length;
   }
 
+  /** Clock ms when the longest-waiting request arrived; undefined when none waits. */
+  get oldestAt(): number | undefined {
+    let t: number | undefined;
+    for (const w of this.#waiters) if (t === undefined || w.enqueuedAt < t) t = w.enqueuedAt;
+    return t;
+  }
+
   /**
    * Wait for a placement. Resolves with the attempt's value, or with a
    * reason: `full` at once when `max` waiters are already here, `timeout`
    * at the deadline, `aborted` when the client went away.
    */
-  enqueue(attempt: () => T | undefined, opts: EnqueueOptions = {}): Promise<QueueOutcome<T>> {
+  enqueue(attempt: Attempt<T>, opts: EnqueueOptions = {}): Promise<QueueOutcome<T>> {
     const enqueuedAt = this.now();
     if (this.#waiters.length >= this.max) return Promise.resolve({ ok: false, reason: 'full', queuedMs: 0 });
     return new Promise((resolve) => {
@@ -57,6 +71,10 @@ export class WaitQueue<T> {
         deadline,
         timer: setTimeout(() => finish({ ok: false, reason: 'timeout', queuedMs: this.now() - enqueuedAt }), Math.max(0, deadline - enqueuedAt)),
         settle: (o) => finish(o),
+        wake: (at) => {
+          clearTimeout(waiter.wakeTimer);
+          waiter.wakeTimer = setTimeout(() => this.pump(), Math.max(0, at - this.now()));
+        },
       };
       const onAbort = () => finish({ ok: false, reason: 'aborted', queuedMs: this.now() - enqueuedAt });
       const finish = (o: QueueOutcome<T>) => {
@@ -64,6 +82,7 @@ export class WaitQueue<T> {
         if (i < 0) return;
         this.#waiters.splice(i, 1);
         clearTimeout(waiter.timer);
+        clearTimeout(waiter.wakeTimer);
         opts.signal?.removeEventListener('abort', onAbort);
         resolve(o);
       };
@@ -87,7 +106,7 @@ export class WaitQueue<T> {
         this.#again = false;
         for (const w of [...this.#waiters]) {
           if (!this.#waiters.includes(w)) continue;
-          const value = w.attempt();
+          const value = w.attempt(w.wake);
           if (value !== undefined) w.settle({ ok: true, value, queuedMs: this.now() - w.enqueuedAt });
         }
       } while (this.#again);

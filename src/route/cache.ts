@@ -34,9 +34,16 @@ export interface CacheDigest {
 /**
  * Tokens of the prompt whose chain is `chain` that a holder of `held`
  * already has: those of the deepest link it holds (chained hashes make the
- * deepest match the longest common prefix), 0 when it holds none.
+ * deepest match the longest common prefix), 0 when it holds none. A map
+ * gives its own count for that link (a digest's tokens are the engine's own,
+ * SPEC 9.6: "token counts come from the engine's own usage reports where
+ * known"); a set, the chain's.
  */
 export function heldTokens(chain: PrefixChain, held: ReadonlyMap<string, number> | ReadonlySet<string>): number {
-  for (let i = chain.length - 1; i >= 0; i--) if (held.has(chain[i].hash)) return chain[i].tokens;
+  for (let i = chain.length - 1; i >= 0; i--) {
+    if (!held.has(chain[i].hash)) continue;
+    const own = held instanceof Map ? (held as ReadonlyMap<string, number>).get(chain[i].hash) : undefined;
+    return own ?? chain[i].tokens;
+  }
   return 0;
 }

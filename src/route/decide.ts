@@ -1,18 +1,26 @@
 /**
  * The routing decision (SPEC section 9, steps 5–7) as one pure function:
- * candidates in, a host (with the reason) or "wait" out.
+ * candidates in, a host (with the reason), or "wait" (for a named full host,
+ * for at most so long, or for any slot) out.
  */
 import { isScoredWorkload } from '../workloads/workloads.ts';
 import { rendezvousRank } from './rendezvous.ts';
-import { BAND, EXPLORE_PROBABILITY, isScored, price, type Priced } from './score.ts';
+import { BAND, EXPLORE_PROBABILITY, isScored, price, WAIT_WEIGHT, type Priced } from './price.ts';
 import type { Candidate, Decision, RouteOptions, RouteReason, RouteRequest } from './types.ts';
 
-
-const run = (c: Candidate, reason: RouteReason): Decision => ({ kind: 'run', host: c.host, local: c.local, reason, target: c.bestTarget });
+const run = (c: Candidate, reason: RouteReason, predictedCached?: number): Decision => ({
+  kind: 'run',
+  host: c.host,
+  local: c.local,
+  reason,
+  target: c.bestTarget,
+  ...(predictedCached !== undefined ? { predictedCached } : c.cached !== undefined ? { predictedCached: c.cached } : {}),
+});
 
 /**
  * Decide where a request runs now, or that it must wait. `cands` are the
- * eligible hosts (see eligibility.ts); only fresh ones are routed to.
+ * eligible hosts (see eligibility.ts), with what they hold of this prompt
+ * (warmth.ts); only fresh ones are routed to.
  */
 export function decide(cands: readonly Candidate[], req: RouteRequest, opts: RouteOptions): Decision {
   const live = cands.filter((c) => c.fresh || c.local);
@@ -21,31 +29,74 @@ export function decide(cands: readonly Candidate[], req: RouteRequest, opts: Rou
     return c && c.free > 0 ? run(c, 'pinned') : { kind: 'wait' };
   }
   const free = live.filter((c) => c.free > 0);
-  if (free.length === 0) return { kind: 'wait' };
   for (const name of req.prefer) {
     const c = free.find((x) => x.host === name);
     if (c) return run(c, 'preferred');
   }
   const steered = req.prefer.length > 0;
-  const priced = opts.performance && isScoredWorkload(req.workload) ? price(live, req.promptTokens ?? 0) : undefined;
-
-  if (req.sessionKey !== undefined) return session(live, priced, req.sessionKey, 'session');
-  if (req.prefixKey !== undefined) return session(live, priced, req.prefixKey, 'prefix');
-  if (!priced) return mostFree(free, opts.roundRobin);
+  const priced = opts.performance && isScoredWorkload(req.workload) ? price(live, req.pricedTokens ?? req.promptTokens ?? 0) : undefined;
+  if (!priced) {
+    if (free.length === 0) return { kind: 'wait' };
+    // Step 7: a session (or prefix) still picks its host by its ranking, among hosts with a free slot.
+    const key = req.sessionKey ?? req.prefixKey;
+    if (key !== undefined) return ranked(free, live, key, req.sessionKey !== undefined ? 'session' : 'prefix');
+    return mostFree(free, opts.roundRobin);
+  }
 
   const freePriced = priced.filter((p) => p.c.free > 0);
-  const best = Math.min(...freePriced.map((p) => p.prediction));
-  const band = freePriced.filter((p) => p.prediction <= BAND * best);
-  const local = band.find((p) => p.c.local);
-  if (local) return run(local.c, 'local');
-  const unscored = free.filter((c) => !isScored(c));
-  if (!steered && unscored.length > 0) {
-    if (opts.random() < EXPLORE_PROBABILITY) {
+  const bestFree = freePriced.length ? Math.min(...freePriced.map((p) => p.score)) : Infinity;
+  // A full warm host that beats every free one by more than the tie band, even after its (weighted) wait: wait for it.
+  const noWait = new Set(req.noWait ?? []);
+  const full = priced.filter((p) => p.c.free === 0 && p.c.healthy && !noWait.has(p.c.host));
+  const bestFull = lowest(full, req);
+  if (bestFull && bestFull.score * BAND < bestFree) {
+    // It pays while the wait so far, weighed, stays under what it saves over the best free host.
+    if (bestFree === Infinity) return { kind: 'wait', host: bestFull.c.host };
+    return { kind: 'wait', host: bestFull.c.host, holdMs: Math.max(0, (bestFree - bestFull.service) / WAIT_WEIGHT) };
+  }
+  if (freePriced.length === 0) return { kind: 'wait' };
+
+  if (req.sessionKey === undefined && !steered) {
+    const unscored = free.filter((c) => !isScored(c));
+    if (unscored.length > 0 && opts.random() < EXPLORE_PROBABILITY) {
       const i = Math.min(unscored.length - 1, Math.floor(opts.random() * unscored.length));
       return run(unscored[i], 'explore');
     }
   }
-  return run(weightedDraw(band, opts.random()).c, 'scored');
+
+  const band = freePriced.filter((p) => p.score <= BAND * bestFree);
+  const pick = (p: Priced, reason: RouteReason) => run(p.c, reason, p.cached);
+  if (band.length === 1) return pick(band[0], band[0].c.local ? 'local' : 'scored');
+  // Ties: the session's ranking, this node, the prefix key's ranking, then a draw.
+  if (req.sessionKey !== undefined) return pick(firstRanked(band, live, req.sessionKey), 'session');
+  const local = band.find((p) => p.c.local);
+  if (local) return pick(local, 'local');
+  if (req.prefixKey !== undefined) return pick(firstRanked(band, live, req.prefixKey), 'prefix');
+  return pick(weightedDraw(band, opts.random()), 'scored');
+}
+
+/**
+ * The lowest score; its ties (within the band) broken as free hosts' are
+ * but without a draw, so every entry node waits for the same host.
+ */
+function lowest(ps: readonly Priced[], req: RouteRequest): Priced | undefined {
+  if (ps.length === 0) return undefined;
+  const best = Math.min(...ps.map((p) => p.score));
+  const band = ps.filter((p) => p.score <= BAND * best);
+  if (band.length === 1) return band[0];
+  const key = req.sessionKey ?? req.prefixKey;
+  if (key !== undefined) return firstRanked(band, band.map((p) => p.c), key);
+  return band.reduce((a, b) => (b.score < a.score || (b.score === a.score && b.c.host < a.c.host) ? b : a));
+}
+
+/** The band's member that comes first in the key's rendezvous ranking over every live host (the same on every entry node). */
+function firstRanked(band: readonly Priced[], live: readonly Candidate[], key: string): Priced {
+  const byHost = new Map(band.map((p) => [p.c.host, p]));
+  for (const host of rendezvousRank(key, live.map((c) => c.host))) {
+    const p = byHost.get(host);
+    if (p) return p;
+  }
+  return band[0];
 }
 
 /** A draw over the band weighted by 1/prediction³ (a prediction of 0 wins outright). */
@@ -62,24 +113,12 @@ export function weightedDraw(band: readonly Priced[], u: number): Priced {
   return band[band.length - 1];
 }
 
-/**
- * A session goes to the first host of its rendezvous ranking (over every
- * eligible fresh host, so the ranking is the same from every entry node)
- * that has a free slot and, when scores exist, a speed class within 1.25× of
- * the best free one.
- */
-function session(live: readonly Candidate[], priced: Priced[] | undefined, key: string, reason: 'session' | 'prefix'): Decision {
-  const ranking = rendezvousRank(key, live.map((c) => c.host));
-  const byHost = new Map(live.map((c) => [c.host, c]));
-  let limit = Infinity;
-  const speed = new Map<string, number>();
-  if (priced) {
-    for (const p of priced) speed.set(p.c.host, p.speedClass);
-    limit = BAND * Math.min(...priced.filter((p) => p.c.free > 0).map((p) => p.speedClass));
-  }
-  for (const host of ranking) {
-    const c = byHost.get(host)!;
-    if (c.free > 0 && (speed.get(host) ?? 0) <= limit) return run(c, reason);
+/** Without prices: the first host of the key's ranking (over every live host) that has a free slot. */
+function ranked(free: readonly Candidate[], live: readonly Candidate[], key: string, reason: 'session' | 'prefix'): Decision {
+  const byHost = new Map(free.map((c) => [c.host, c]));
+  for (const host of rendezvousRank(key, live.map((c) => c.host))) {
+    const c = byHost.get(host);
+    if (c) return run(c, reason);
   }
   return { kind: 'wait' };
 }

@@ -45,13 +45,22 @@ export function candidates(inputs: CandidateInputs, model: string, workload: str
     let free = 0;
     let best = keyed[0].key;
     let bestFree = -1;
+    let overbooked = 0;
+    let releaseMs: number | undefined;
     for (const { t, key } of keyed) {
-      const tf = h.local ? Math.max(0, t.slots - t.busy) : remoteFree(t, inputs.forwards(h.name, model, key, h.polledAt));
+      let tf: number;
+      if (h.local) tf = Math.max(0, t.slots - t.busy);
+      else {
+        const tally = inputs.forwards(h.name, model, key, h.polledAt);
+        tf = remoteFree(t, tally);
+        overbooked += Math.max(0, tally.deducted - (t.slots - t.busy + Math.min(tally.freed, t.busy)));
+      }
       free += tf;
       if (tf > bestFree) {
         bestFree = tf;
         best = key;
       }
+      if (t.releaseMs !== undefined) releaseMs = Math.min(releaseMs ?? Infinity, t.releaseMs);
     }
     const refused = !h.local && inputs.marks.some((mk) => mk.host === h.name && mk.model === model && mk.workload === workload && mk.at >= h.polledAt);
     out.push({
@@ -60,11 +69,14 @@ export function candidates(inputs: CandidateInputs, model: string, workload: str
       fresh: h.fresh,
       healthy: targets.some((t) => t.slots > 0),
       loading: targets.some((t) => (t.loading ?? 0) > 0),
+      available: targets.some((t) => t.onDemand === true && t.state === 'unloaded'),
       free: refused ? 0 : free,
       rttMs: h.rttMs,
       overheadMs: m.overheadMs,
       ratePer1k: m.ratePer1k,
       bestTarget: best,
+      ...(releaseMs !== undefined ? { releaseMs } : {}),
+      ...(overbooked > 0 ? { ahead: overbooked } : {}),
     });
   }
   return out.sort((a, b) => (a.host < b.host ? -1 : a.host > b.host ? 1 : 0));

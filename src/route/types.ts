@@ -4,6 +4,7 @@
  * passed in.
  */
 import type { Descriptor } from '../workloads/workloads.ts';
+import type { CacheDigest } from './cache.ts';
 
 export type RouteReason = 'local' | 'scored' | 'session' | 'prefix' | 'pinned' | 'preferred' | 'explore' | 'most-free' | 'queued';
 
@@ -15,6 +16,18 @@ export interface TargetView {
   busy: number;
   /** Backends still loading (undefined: not reported). */
   loading?: number;
+  /** What its engines are believed to hold in their prompt caches (SPEC section 7); undefined: not reported. */
+  digest?: CacheDigest;
+  /** With no slot free: the executor's estimate of the ms until one frees (SPEC section 7). */
+  releaseMs?: number;
+  /** Model lifecycle (SPEC section 11); undefined: an older node (loaded). */
+  state?: 'unloaded' | 'fetching' | 'loading' | 'loaded' | 'unloading';
+  /** Bytes one copy needs. */
+  memory?: number;
+  /** This host may load and unload it. */
+  onDemand?: boolean;
+  /** The engine's text of its last failed load. */
+  loadError?: string;
 }
 
 /** One model on one host, as this node sees it (local: now; remote: from its last report). */
@@ -44,6 +57,8 @@ export interface HostView {
   /** Clock ms when the poll behind the report was sent (this node: now). */
   polledAt: number;
   models: ReadonlyMap<string, HostModelView>;
+  /** The host's memory budget and use in bytes (SPEC section 11); undefined: not reported. */
+  memory?: { budget: number; used: number; free: number };
 }
 
 /**
@@ -85,6 +100,10 @@ export interface RouteRequest {
   sessionKey?: string;
   /** Prefix affinity: an implicit session key from the start of the prompt (used only without sessionKey). */
   prefixKey?: string;
+  /** The prompt's tokens as pricing counts them (the prefix chain's when it covers the whole prompt); default promptTokens. */
+  pricedTokens?: number;
+  /** Hosts this request has already waited for as long as it paid: priced, but never waited for again. */
+  noWait?: readonly string[];
   pin?: string;
   prefer: readonly string[];
 }
@@ -107,12 +126,35 @@ export interface Candidate {
   healthy: boolean;
   /** At least one eligible target has a backend still loading: requests wait for it as if it were full. */
   loading: boolean;
+  /** At least one eligible target is on demand and unloaded there: it can be loaded (SPEC section 11). */
+  available?: boolean;
   free: number;
   rttMs: number;
   overheadMs?: number;
   ratePer1k?: number;
   /** descriptorKey of the eligible target with the most free slots (ties: sorted key), where a forward is counted. */
   bestTarget: string;
+  /** Tokens at the start of this request's prompt the host is believed to hold (see warmth.ts); undefined: unknown (0). */
+  cached?: number;
+  /** With no slot free: ms until one frees there, the least over its eligible targets that report it. */
+  releaseMs?: number;
+  /** Requests this node already sent or holds for the host beyond its free slots: they start there before this one. */
+  ahead?: number;
 }
 
-export type Decision = { kind: 'run'; host: string; local: boolean; reason: RouteReason; target: string } | { kind: 'wait' };
+export type Decision =
+  | {
+      kind: 'run';
+      host: string;
+      local: boolean;
+      reason: RouteReason;
+      target: string;
+      /** The cached tokens the price assumed there (SPEC 9.6: recorded against the engine's own count); undefined: not priced. */
+      predictedCached?: number;
+    }
+  /**
+   * Nothing to run on now. With `host`: the request waits for that full host,
+   * whose warm slot beats every free one even after the wait, for at most
+   * `holdMs` (undefined: no free host to fall back on), then is priced again.
+   */
+  | { kind: 'wait'; host?: string; holdMs?: number };

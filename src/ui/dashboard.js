@@ -273,7 +273,18 @@ function renderFeed(rows) {
   put('feed', rows.map((d) => d.seq), () => {
     if (!rows.length) return empty('No requests yet. Each routing decision made by this node appears here as it ends.');
     return table(
-      ['Time', 'Entry', 'Executor', 'Model', 'Workload', 'Route', h('th', { class: 'num' }, 'Queued'), h('th', { class: 'num' }, 'TTFT'), 'Outcome'],
+      [
+        'Time',
+        'Entry',
+        'Executor',
+        'Model',
+        'Workload',
+        'Route',
+        h('th', { class: 'num' }, 'Queued'),
+        h('th', { class: 'num' }, 'TTFT'),
+        h('th', { class: 'num', title: 'Prompt tokens the entry predicted the engine holds, and the engine’s own count' }, 'Cached pred. / engine'),
+        'Outcome',
+      ],
       rows.map((d) =>
         h(
           'tr',
@@ -286,12 +297,19 @@ function renderFeed(rows) {
           td(text(d.route)),
           td(num(d.queued_ms, ' ms'), 'num'),
           td(num(d.ttft_ms, ' ms'), 'num'),
+          td(cachedCell(d), 'num'),
           td(text(d.outcome), outcomeTone(d.outcome)),
         ),
       ),
       'feed',
     );
   });
+}
+
+/** Predicted against actual cached tokens (issue 17): how well routing knows the caches, per request. */
+function cachedCell(d) {
+  if (!isNum(d.predicted_cached) && !isNum(d.cached_tokens)) return '—';
+  return `${num(d.predicted_cached)} / ${num(d.cached_tokens)}`;
 }
 
 // --------------------------------------------------------------- header

@@ -25,6 +25,8 @@ export interface MeshNodeSpec {
   api?: Record<string, unknown>;
   env?: Record<string, string>;
   stateDir?: string;
+  /** Extra `node` keys (name and state_dir are set by the helper), such as memory_budget. */
+  node?: Record<string, unknown>;
 }
 
 export interface MeshNode {
@@ -45,7 +47,7 @@ export async function startMeshNode(spec: MeshNodeSpec, opts: { waitHealthy?: bo
   const stateDir = spec.stateDir ?? path.join(dir, 'state');
   const secured = spec.env?.VIIWORK_MESH_SECRET !== undefined;
   const doc = {
-    node: { name: spec.name, state_dir: stateDir },
+    node: { ...(spec.node ?? {}), name: spec.name, state_dir: stateDir },
     api: { ...(spec.api ?? {}), host: spec.ip, port: 8086 },
     mesh: {
       open: !secured,
@@ -55,6 +57,8 @@ export async function startMeshNode(spec: MeshNodeSpec, opts: { waitHealthy?: bo
       port: 7946,
       seeds: spec.seeds ?? [],
       capacity_poll: '250ms',
+      // Every member every poll, as these tests were written for (the product's default polls members it does not route to every 10 s).
+      capacity_background: '250ms',
       rejoin_interval: '2s',
       ...(spec.mesh ?? {}),
     },

@@ -20,3 +20,7 @@ test('a host holding nothing of the prompt has 0 tokens of it', () => {
   assert.equal(heldTokens(chain, new Map([['ffffffffffffffff', 5000]])), 0);
   assert.equal(heldTokens([], new Set(['000000000000000a'])), 0);
 });
+
+test("a digest's own token counts (the engine's) win over the chain's estimate", () => {
+  assert.equal(heldTokens(chain, new Map([['000000000000000b', 1700]])), 1700);
+});

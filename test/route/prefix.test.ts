@@ -1,16 +1,17 @@
 /**
- * Issue 11, acceptance 4: the prefix-affinity rule. The key comes from the
- * system message and the first user message only (so every turn of a
- * conversation has the same key), a different system prompt gives an
- * independent key, the work is bounded on a 1 MB prompt, and in routing the
- * key yields to pins, preferences and explicit sessions and stays within the
- * speed class.
+ * Issue 11, acceptance 4, rewritten for issue 17: the prefix key is the
+ * prefix chain's first boundary — tools and system (with neither, the first
+ * message; completions, the first KiB) — so every turn of a conversation
+ * and every conversation sharing a system prompt has the same key, a
+ * different system prompt gives an independent key, the work is bounded,
+ * and in routing the key yields to pins, preferences and explicit sessions.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { prefixKey, PREFIX_MESSAGE_MAX, PREFIX_SCAN_MAX } from '../../src/dispatch/prefix.ts';
+import { prefixKey } from '../../src/dispatch/prefix.ts';
 import { scanJsonObject } from '../../src/http/json-scan.ts';
 import { decide } from '../../src/route/decide.ts';
+import { CHAIN_WALK_MAX } from '../../src/route/prefix-chain.ts';
 import type { Candidate, RouteRequest } from '../../src/route/types.ts';
 
 function key(doc: unknown, path = '/v1/chat/completions'): string | undefined {
@@ -25,24 +26,27 @@ const user = (t: string) => ({ role: 'user', content: t });
 const asst = (t: string) => ({ role: 'assistant', content: t });
 
 describe('the prefix key', () => {
-  it('is the same for every turn of a conversation', () => {
+  it('is the same for every turn of a conversation, and for conversations sharing a system prompt', () => {
     const t1 = key({ model: 'm', messages: [sys('be brief'), user('hello')] });
     const t2 = key({ model: 'm', messages: [sys('be brief'), user('hello'), asst('hi'), user('more')] });
     const t3 = key({ model: 'm', stream: true, messages: [sys('be brief'), user('hello'), asst('hi'), user('more'), asst('ok'), user('bye')] });
     assert.ok(t1);
     assert.equal(t2, t1);
     assert.equal(t3, t1);
+    assert.equal(key({ model: 'm', messages: [sys('be brief'), user('other')] }), t1);
   });
 
-  it('differs with a different system prompt or first question; a prompt-less request has none', () => {
+  it('differs with a different system prompt (or, without one, first message); a prompt-less request has none', () => {
     const base = key({ model: 'm', messages: [sys('be brief'), user('hello')] });
     assert.notEqual(key({ model: 'm', messages: [sys('be verbose'), user('hello')] }), base);
-    assert.notEqual(key({ model: 'm', messages: [sys('be brief'), user('hello!')] }), base);
+    const noSys = key({ model: 'm', messages: [user('hello'), asst('hi'), user('more')] });
+    assert.equal(key({ model: 'm', messages: [user('hello')] }), noSys);
+    assert.notEqual(key({ model: 'm', messages: [user('hello!')] }), noSys);
     assert.equal(key({ model: 'm', messages: [] }), undefined);
     assert.equal(key({ model: 'm', input: 'embed me' }, '/v1/embeddings'), undefined);
   });
 
-  it('keys completions on the first bytes of the prompt', () => {
+  it('keys completions on the first KiB of the prompt', () => {
     const a = key({ model: 'm', prompt: `${'x'.repeat(3000)} one` }, '/v1/completions');
     const b = key({ model: 'm', prompt: `${'x'.repeat(3000)} two` }, '/v1/completions');
     assert.ok(a);
@@ -50,21 +54,10 @@ describe('the prefix key', () => {
     assert.notEqual(key({ model: 'm', prompt: 'y' }, '/v1/completions'), a);
   });
 
-  it('reads a bounded start of a 1 MB prompt: what lies past the bound does not change the key', () => {
-    const big = 'z'.repeat(1024 * 1024);
-    const k1 = key({ model: 'm', messages: [sys(big + 'A'), user('q')] });
-    const k2 = key({ model: 'm', messages: [sys(big + 'B'), user('q')] });
-    assert.equal(k1, k2, `only the first ${PREFIX_MESSAGE_MAX} bytes of a message are hashed`);
-    // 10,000 messages before the first user message: only the first few are looked at.
-    const many = Array.from({ length: 10_000 }, (_, i) => asst(`m${i}`));
-    assert.equal(key({ model: 'm', messages: [...many, user('late')] }), undefined);
-  });
-
-  it('walks at most PREFIX_SCAN_MAX bytes of the messages, however many escaped quotes a message holds', () => {
-    // A system prompt of escaped quotes (each one a stop for the string scan) longer than the walk: no user message is in reach, so no key.
-    const quotes = '"'.repeat(PREFIX_SCAN_MAX);
+  it('walks a bounded start of the body, however many escaped quotes a message holds', () => {
+    // A system prompt of escaped quotes (each one a stop for the string scan) longer than the walk: no boundary is in reach, so no key.
+    const quotes = '"'.repeat(CHAIN_WALK_MAX);
     assert.equal(key({ model: 'm', messages: [sys(quotes), user('q')] }), undefined);
-    // Within the walk, a quote-heavy system prompt still keys, on its first bytes.
     const k1 = key({ model: 'm', messages: [sys('"'.repeat(1000) + 'A'), user('q')] });
     assert.ok(k1);
     assert.notEqual(k1, key({ model: 'm', messages: [sys('"'.repeat(1000) + 'B'), user('q')] }));
@@ -90,8 +83,8 @@ describe('prefix affinity in routing', () => {
     assert.equal((decide(hosts, req({ prefer: ['c'] }), opts) as { reason: string }).reason, 'preferred');
     assert.equal((decide(hosts, req({ sessionKey: 's1' }), opts) as { reason: string }).reason, 'session');
   });
-  it('never sends a conversation to a host slower than the speed class allows', () => {
-    const winner = (decide(hosts, req(), opts) as { host: string }).host;
+  it('breaks ties among equally priced hosts by the key, and yields to a clearly cheaper host', () => {
+    const winner = (decide(hosts.map((c) => ({ ...c, overheadMs: 100 })), req(), opts) as { host: string }).host;
     const slowWinner = hosts.map((c) => (c.host === winner ? { ...c, overheadMs: 1000, ratePer1k: 10 } : { ...c, overheadMs: 100, ratePer1k: 10 }));
     const d = decide(slowWinner, req(), opts) as { host: string; reason: string };
     assert.notEqual(d.host, winner);

@@ -208,6 +208,9 @@ describe('dashboards in a browser', { skip: HAVE_CHROMIUM ? false : `${CHROMIUM}
       assert.match(await fleetPage.locator('#members tr[data-member="n1"]').innerText(), /this node/);
       assert.match(await fleetPage.locator('#aliases tr[data-alias="gone"]').innerText(), /unserved/);
       assert.match(await fleetPage.locator('#feed tbody tr').first().innerText(), /gpu2\s+fast → qwen\s+chat\s+scored/);
+      // Predicted against the engine's own cached-token count (issue 17); a request without them shows a dash.
+      assert.match(await fleetPage.locator('#feed tbody tr').first().innerText(), /230 ms\s+1200 \/ 1180\s+200/);
+      assert.match(await fleetPage.locator('#feed tbody tr[data-seq="1"]').innerText(), /150 ms\s+—\s+200/);
       assert.match(await fleetPage.locator('#summary').innerText(), /4\/14/);
       await fleetPage.screenshot({ path: path.join(SHOTS, 'mesh-fleet-dark.png'), fullPage: true });
     } finally {
@@ -279,7 +282,7 @@ function cannedFleet(at: number): Record<string, unknown> {
       data: [
         { seq: 1, at: at - 3000, entry: 'n1', executor: 'n1', model: 'qwen', workload: 'chat', route: 'local', queued_ms: 0, ttft_ms: 150, outcome: '200' },
         { seq: 2, at: at - 2000, entry: 'n1', executor: null, model: 'qwen', workload: 'chat', route: 'queued', queued_ms: 30000, ttft_ms: null, outcome: '429' },
-        { seq: 3, at: at - 1000, entry: 'n1', executor: 'gpu2', model: 'qwen', workload: 'chat', route: 'scored', queued_ms: 12, ttft_ms: 230, outcome: '200', alias: 'fast' },
+        { seq: 3, at: at - 1000, entry: 'n1', executor: 'gpu2', model: 'qwen', workload: 'chat', route: 'scored', queued_ms: 12, ttft_ms: 230, outcome: '200', alias: 'fast', predicted_cached: 1200, cached_tokens: 1180 },
       ],
     },
     '/health': { status: 'ok', node: 'n1', version: '0.1.0', role: 'node', serving: true, models: { qwen: { backends: 1, healthy_backends: 1 } }, backends: [] },

@@ -18,6 +18,23 @@ describe('wait queue', () => {
     assert.deepEqual(order, [1, 2, 3]);
   });
 
+  it('tries a waiter again at the time its attempt asked for, with nothing else pumping (a wait for a warm host ends)', async () => {
+    const q = new WaitQueue<string>(10, 60_000);
+    const t0 = Date.now();
+    let tries = 0;
+    const out = await q.enqueue((wake) => {
+      tries++;
+      if (Date.now() - t0 < 60) {
+        wake(t0 + 60);
+        return undefined;
+      }
+      return 'placed';
+    });
+    assert.ok(out.ok && out.value === 'placed');
+    assert.ok(Date.now() - t0 >= 60);
+    assert.ok(tries >= 2 && tries <= 3, `${tries} tries`);
+  });
+
   it('refuses at once when full', async () => {
     const q = new WaitQueue<number>(1, 60_000);
     const ac = new AbortController();

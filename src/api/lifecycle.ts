@@ -1,0 +1,80 @@
+/**
+ * POST /v1/models/{id}/load and POST /v1/models/{id}/unload (SPEC section 11):
+ * a member's ask (signed like a forward in a secured mesh), or an operator
+ * with a client key or on this machine. A load answers at once: 200 loaded,
+ * 202 loading (the same load for every ask), 503 marked
+ * `X-Viiwork-Refused: memory` when it cannot fit even after unloading every
+ * idle on-demand model. Body (optional JSON): {"reason": "...", "detail": "..."}.
+ */
+import type http from 'node:http';
+import { judgeForward } from '../forward/verify.ts';
+import { readBody } from '../http/body.ts';
+import { errors, sendJson } from '../http/errors.ts';
+import type { ApiNode } from './ports.ts';
+import type { LoadReason } from '../engines/lifecycle.ts';
+import { bytesText } from '../engines/lifecycle.ts';
+
+const LOAD = /^\/v1\/models\/(.+)\/(load|unload)$/;
+
+/** Is this path a lifecycle endpoint? Returns the model id and the action. */
+export function lifecyclePath(pathname: string): { model: string; action: 'load' | 'unload' } | undefined {
+  const m = LOAD.exec(pathname);
+  if (!m) return undefined;
+  let model: string;
+  try {
+    model = decodeURIComponent(m[1]);
+  } catch {
+    return undefined;
+  }
+  return { model, action: m[2] as 'load' | 'unload' };
+}
+
+const isLoopback = (ip: string | undefined) => !!ip && (ip === '::1' || ip.startsWith('127.') || ip.startsWith('::ffff:127.'));
+
+export async function handleLifecycle(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, model: string, action: 'load' | 'unload'): Promise<void> {
+  if (req.method !== 'POST') {
+    req.resume();
+    throw errors.methodNotAllowed(req.method ?? 'GET', `/v1/models/{id}/${action}`, 'POST');
+  }
+  const body = await readBody(req, 64 * 1024, node.config.api.body_idle_timeout);
+  const sender = await judgeForward(req, body, node.meshMode, node.members, () => node.metrics.authRejected.inc({ reason: 'lifecycle' }), node.name);
+  // A client key was checked by the server already when keys are configured; without keys only this machine may.
+  if (sender.kind === 'client' && !node.clientKeys.enabled && !isLoopback(req.socket.remoteAddress)) throw errors.forbiddenLifecycle();
+  let asked: { reason?: unknown; detail?: unknown } = {};
+  if (body.length) {
+    try {
+      asked = JSON.parse(body.toString('utf8'));
+    } catch {
+      throw errors.malformedJson('expected {"reason": ..., "detail": ...} or no body');
+    }
+  }
+  const who = sender.kind === 'forward' ? `asked by ${sender.from}` : 'asked by an operator';
+  const detail = `${typeof asked.detail === 'string' ? asked.detail.slice(0, 200) : 'no detail'}; ${who}`;
+  if (action === 'load') {
+    const reason: LoadReason = asked.reason === 'scale' || asked.reason === 'request' ? asked.reason : sender.kind === 'forward' ? 'request' : 'operator';
+    const a = node.loadModel(model, reason, detail);
+    switch (a.kind) {
+      case 'unknown':
+        throw errors.unknownModel(model.slice(0, 200));
+      case 'refused':
+        throw errors.loadNoRoom(model, `it needs ${bytesText(a.need)}; ${bytesText(a.free)} of ${bytesText(a.budget)} free and ${bytesText(a.freeable)} held by idle on-demand models`);
+      case 'unloading':
+        throw errors.modelUnloading(model);
+      case 'loaded':
+        return sendJson(res, 200, { model, node: node.name, state: 'loaded' });
+      case 'loading':
+        return sendJson(res, 202, { model, node: node.name, state: 'loading' });
+    }
+  }
+  const u = node.unloadModel(model, detail);
+  switch (u.kind) {
+    case 'unknown':
+      throw errors.unknownModel(model.slice(0, 200));
+    case 'busy':
+      throw errors.modelBusy(model);
+    case 'always':
+      throw errors.modelAlways(model);
+    default:
+      return sendJson(res, 200, { model, node: node.name, state: u.kind });
+  }
+}

@@ -1,0 +1,126 @@
+/**
+ * The cache digest on the wire (SPEC section 7; docs/api.md "Cache digest"):
+ * per target `{"v": version, "links": base64}`, where the base64 packs, most
+ * recently used first, one record per chain link: its 8-byte hash (the 16
+ * hex digits of a ChainLink) then its tokens as an unsigned LEB128 varint.
+ * At most 1,024 links and 16 KiB of JSON per target. A poll that says which
+ * version it holds (`?digests=<epoch>.<version>`) gets `{"v": version}` alone
+ * for every target unchanged since, and keeps the digest it has.
+ *
+ * Pure: encode and decode, no I/O.
+ */
+import type { CacheDigest } from '../route/cache.ts';
+
+/** The wire form: `links` absent means "unchanged since the version you hold". */
+export interface DigestWire {
+  v: number;
+  links?: string;
+}
+
+/** Bound on one target's serialized digest (SPEC section 7). */
+export const DIGEST_MAX_BYTES = 16 * 1024;
+export const DIGEST_WIRE_MAX_ENTRIES = 1024;
+
+/** What a poll says it holds: the executor's epoch and the node-wide digest version. */
+export interface HeldDigests {
+  epoch: string;
+  version: number;
+}
+
+/** `?digests=<epoch>.<version>` → what it holds; undefined when absent or malformed (then everything is sent). */
+export function parseHeld(param: string | null): HeldDigests | undefined {
+  if (!param) return undefined;
+  const m = /^([0-9a-f]{1,32})\.(\d{1,15})$/.exec(param);
+  return m ? { epoch: m[1], version: Number(m[2]) } : undefined;
+}
+
+export function heldParam(h: HeldDigests): string {
+  return `${h.epoch}.${h.version}`;
+}
+
+const HEX16 = /^[0-9a-f]{16}$/;
+/** Byte → two hex digits (decoding a digest is on every poll: a table beats Buffer.toString per link). */
+const HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, '0'));
+/** `{"v":<15 digits>,"links":""}` and a margin. */
+const WIRE_OVERHEAD = 40;
+
+/**
+ * Encode links (most recently used first) within the bounds: the least
+ * recently used are left out when they do not fit. Links whose hash is not
+ * 16 hex digits are skipped (no chain makes them).
+ */
+export function encodeDigest(version: number, links: Iterable<{ hash: string; tokens: number }>, maxBytes = DIGEST_MAX_BYTES): DigestWire {
+  // base64 turns 3 bytes into 4 characters.
+  const maxRaw = Math.floor(((maxBytes - WIRE_OVERHEAD) * 3) / 4);
+  const buf = Buffer.allocUnsafe(Math.min(maxRaw, DIGEST_WIRE_MAX_ENTRIES * 16));
+  let at = 0;
+  let n = 0;
+  for (const l of links) {
+    if (n >= DIGEST_WIRE_MAX_ENTRIES) break;
+    if (!HEX16.test(l.hash)) continue;
+    const tokens = Math.max(0, Math.min(2 ** 35, Math.round(l.tokens)));
+    const need = 8 + varintLength(tokens);
+    if (at + need > buf.length) break;
+    buf.write(l.hash, at, 8, 'hex');
+    at = writeVarint(buf, at + 8, tokens);
+    n++;
+  }
+  return { v: version, links: buf.subarray(0, at).toString('base64') };
+}
+
+/** Decode a wire digest's links; undefined when malformed. */
+export function decodeLinks(version: number, b64: string): CacheDigest | undefined {
+  if (b64.length > DIGEST_MAX_BYTES) return undefined;
+  const buf = Buffer.from(b64, 'base64');
+  const held = new Map<string, number>();
+  let at = 0;
+  while (at < buf.length) {
+    if (at + 9 > buf.length || held.size >= DIGEST_WIRE_MAX_ENTRIES) return undefined;
+    const hash = HEX[buf[at]] + HEX[buf[at + 1]] + HEX[buf[at + 2]] + HEX[buf[at + 3]] + HEX[buf[at + 4]] + HEX[buf[at + 5]] + HEX[buf[at + 6]] + HEX[buf[at + 7]];
+    const r = readVarint(buf, at + 8);
+    if (!r) return undefined;
+    if (!held.has(hash)) held.set(hash, r.value);
+    at = r.next;
+  }
+  return { version, held };
+}
+
+/** A digest member of a report as received: the wire form, or undefined when it is not one. */
+export function readWire(x: unknown): DigestWire | undefined {
+  if (!x || typeof x !== 'object') return undefined;
+  const d = x as Record<string, unknown>;
+  if (typeof d.v !== 'number' || !Number.isSafeInteger(d.v) || d.v < 0) return undefined;
+  if (d.links === undefined) return { v: d.v };
+  return typeof d.links === 'string' ? { v: d.v, links: d.links } : undefined;
+}
+
+function varintLength(n: number): number {
+  let len = 1;
+  while (n >= 0x80) {
+    n = Math.floor(n / 0x80);
+    len++;
+  }
+  return len;
+}
+
+function writeVarint(buf: Buffer, at: number, n: number): number {
+  while (n >= 0x80) {
+    buf[at++] = (n % 0x80) | 0x80;
+    n = Math.floor(n / 0x80);
+  }
+  buf[at++] = n;
+  return at;
+}
+
+function readVarint(buf: Buffer, at: number): { value: number; next: number } | undefined {
+  let value = 0;
+  let scale = 1;
+  for (let i = 0; i < 6; i++) {
+    if (at >= buf.length) return undefined;
+    const b = buf[at++];
+    value += (b & 0x7f) * scale;
+    if ((b & 0x80) === 0) return { value, next: at };
+    scale *= 0x80;
+  }
+  return undefined;
+}

@@ -1,0 +1,67 @@
+/**
+ * The entry node's record of its own recent routes (SPEC section 9, step 6):
+ * per (host, model), the prefix chains of the last requests it sent there,
+ * with when. Pricing reads it as a host's cache until that host's next
+ * digest (which then knows those requests), so a burst of related requests
+ * meets on one host instead of scattering before the next poll.
+ *
+ * Bounded: ROUTES_PER_HOST chains per (host, model), each keeping its first
+ * HEAD_LINKS and last TAIL_LINKS links (the shared system prompt and the
+ * conversation so far: what another request can share), none older than
+ * ROUTE_MAX_AGE_MS.
+ */
+import type { PrefixChain } from '../route/cache.ts';
+import type { RouteMemory } from '../route/warmth.ts';
+
+export const ROUTES_PER_HOST = 32;
+export const HEAD_LINKS = 32;
+export const TAIL_LINKS = 224;
+export const ROUTE_MAX_AGE_MS = 10 * 60_000;
+
+interface Route {
+  at: number;
+  held: Map<string, number>;
+}
+
+export class RecentRoutes implements RouteMemory {
+  /** host \0 model → routes, oldest first. */
+  readonly #routes = new Map<string, Route[]>();
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  /** A request with this chain was just placed on `host`. */
+  record(host: string, model: string, chain: PrefixChain): void {
+    if (chain.length === 0) return;
+    const now = this.now();
+    const key = `${host}\0${model}`;
+    const list = (this.#routes.get(key) ?? []).filter((r) => now - r.at <= ROUTE_MAX_AGE_MS);
+    const kept = chain.length <= HEAD_LINKS + TAIL_LINKS ? chain : [...chain.slice(0, HEAD_LINKS), ...chain.slice(-TAIL_LINKS)];
+    list.push({ at: now, held: new Map(kept.map((l) => [l.hash, l.tokens])) });
+    if (list.length > ROUTES_PER_HOST) list.splice(0, list.length - ROUTES_PER_HOST);
+    this.#routes.set(key, list);
+    // Hosts that were never sent to again drop out once their routes are all old.
+    if (this.#routes.size > 4 * ROUTES_PER_HOST) this.#prune(now);
+  }
+
+  held(host: string, model: string, chain: PrefixChain, since: number, slots: number): number {
+    const list = this.#routes.get(`${host}\0${model}`);
+    if (!list) return 0;
+    const now = this.now();
+    let best = 0;
+    for (let i = list.length - 1, seen = 0; i >= 0 && seen < slots; i--, seen++) {
+      const r = list[i];
+      if (r.at < since || now - r.at > ROUTE_MAX_AGE_MS) break;
+      for (let k = chain.length - 1; k >= 0 && chain[k].tokens > best; k--) {
+        if (r.held.has(chain[k].hash)) {
+          best = chain[k].tokens;
+          break;
+        }
+      }
+    }
+    return best;
+  }
+
+  #prune(now: number): void {
+    for (const [key, list] of this.#routes) if (list.every((r) => now - r.at > ROUTE_MAX_AGE_MS)) this.#routes.delete(key);
+  }
+}

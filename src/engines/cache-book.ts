@@ -1,0 +1,143 @@
+/**
+ * The executor's record of its engines' prompt caches (SPEC section 7,
+ * "Cache digest"): one cache model per backend (cache-model.ts), fed with
+ * the chain of every request this node sends the backend and corrected by
+ * the engine's cached-token counts; per target, the digest routing reads
+ * (this node's own view, and the capacity report's).
+ *
+ * Versions are one counter for the whole node, so a poller can say "I hold
+ * version N" once and be sent only the targets that changed since; the
+ * epoch tells a restarted executor's counters from the old ones.
+ */
+import { randomBytes } from 'node:crypto';
+import type { CacheDigest, PrefixChain } from '../route/cache.ts';
+import type { Backend } from './backend.ts';
+import { cacheModel, type CacheModel, type CacheModelKind, type CacheOutcome, type CacheTicket, type HeldLink } from './cache-model.ts';
+import type { LocalTarget } from './targets.ts';
+
+/** A digest lists at most this many links per target (SPEC section 7). */
+export const DIGEST_MAX_ENTRIES = 1024;
+
+/** The model of each engine kind: llama-server is told its slot (`id_slot`), so its model is exact. */
+export function modelKindOf(engine: Backend['info']['engine']): CacheModelKind {
+  switch (engine) {
+    case 'llamacpp':
+      return 'chosen';
+    case 'sim':
+      return 'llama';
+    case 'embedded':
+      return 'lifo';
+    case 'openai':
+      return 'blocks';
+  }
+}
+
+/** One request on one backend, between begin and finish. */
+export interface CacheRun {
+  readonly ticket: CacheTicket;
+  /** The slot to name to the engine as `id_slot` (node-chosen slots only). */
+  readonly idSlot?: number;
+  /** Tokens this node predicts the engine reuses. */
+  readonly predicted: number;
+  finish(o: CacheOutcome): void;
+}
+
+/** A target's digest: its links most recently used first, with the version at which it last changed. */
+export interface TargetDigest extends CacheDigest {
+  readonly links: readonly HeldLink[];
+}
+
+interface Entry {
+  model: CacheModel;
+  /** The node-wide version at this backend's last change. */
+  version: number;
+  seen: number;
+}
+
+export class CacheBook {
+  /** Tells this node's counters from those of an earlier run of it. */
+  readonly epoch = randomBytes(4).toString('hex');
+  #version = 0;
+  #clock = 0;
+  readonly #models = new Map<Backend, Entry>();
+  readonly #digests = new WeakMap<LocalTarget, TargetDigest>();
+
+  /** The node-wide digest version: the latest change of any backend's model. */
+  get version(): number {
+    return this.#version;
+  }
+
+  #entry(b: Backend): Entry {
+    let e = this.#models.get(b);
+    if (!e) {
+      e = this.#fresh(b);
+      // A backend that stops serving (restart, crash, reload) comes back with an empty cache: a new, empty
+      // model with a new version (a target's version never goes back, so a poller never keeps a stale digest).
+      b.on('state', (next: string) => {
+        if (next === 'starting' || next === 'dead' || next === 'stopped') this.#fresh(b);
+      });
+    }
+    return e;
+  }
+
+  #fresh(b: Backend): Entry {
+    const model = cacheModel({ kind: modelKindOf(b.info.engine), slots: b.info.parallel, budgetTokens: b.info.parallel * b.info.context });
+    const e = { model, version: ++this.#version, seen: 0 };
+    this.#models.set(b, e);
+    return e;
+  }
+
+  /** A request with `chain` starts on backend `b`. */
+  begin(b: Backend, chain: PrefixChain): CacheRun {
+    const e = this.#entry(b);
+    const ticket = e.model.begin(chain, ++this.#clock);
+    this.#touched(e);
+    let done = false;
+    return {
+      ticket,
+      idSlot: e.model.kind === 'chosen' ? ticket.slot : undefined,
+      predicted: ticket.predicted,
+      finish: (o) => {
+        if (done) return;
+        done = true;
+        // A backend replaced meanwhile: its new model never saw this request.
+        if (this.#models.get(b) !== e) return;
+        e.model.finish(ticket, o, ++this.#clock);
+        this.#touched(e);
+      },
+    };
+  }
+
+  #touched(e: Entry): void {
+    if (e.model.changes === e.seen) return;
+    e.seen = e.model.changes;
+    e.version = ++this.#version;
+  }
+
+  /** The digest of a target (its backends' links merged, most recently used first, bounded); undefined when it holds nothing known. */
+  digest(t: LocalTarget): TargetDigest | undefined {
+    let version = 0;
+    const entries: Entry[] = [];
+    for (const b of t.backends) {
+      const e = this.#models.get(b);
+      if (!e) continue;
+      entries.push(e);
+      version = Math.max(version, e.version);
+    }
+    if (entries.length === 0) return undefined;
+    const cached = this.#digests.get(t);
+    if (cached && cached.version === version) return cached;
+    const all = entries.length === 1 ? entries[0].model.held() : entries.flatMap((e) => e.model.held()).sort((a, b) => b.used - a.used);
+    const held = new Map<string, number>();
+    const links: HeldLink[] = [];
+    for (const l of all) {
+      if (held.has(l.hash)) continue;
+      held.set(l.hash, l.tokens);
+      links.push(l);
+      if (links.length >= DIGEST_MAX_ENTRIES) break;
+    }
+    const d: TargetDigest = { version, held, links };
+    this.#digests.set(t, d);
+    return d;
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * How many bytes one backend of a model entry needs (SPEC section 11,
+ * `memory: auto`). For a GGUF engine: the weights as they lie in the file,
+ * plus the KV cache llama.cpp allocates for `context × parallel` tokens, plus
+ * a margin for its compute buffers and the process. The GGUF header is read
+ * by @huggingface/gguf (a parser we do not write ourselves); the sum is ours,
+ * a pure function so it is tested by a table.
+ */
+import fs from 'node:fs';
+import { gguf } from '@huggingface/gguf';
+import type { ModelConfig } from '../config/schema.ts';
+
+/** Bytes per KV cache element: llama-server's default cache type is f16 for both K and V. */
+export const KV_BYTES_PER_ELEMENT = 2;
+/**
+ * The margin added to weights and KV cache: a fixed 64 MiB for compute and
+ * output buffers and the process itself, plus 5% of the rest (compute buffers
+ * grow with the model). llama-server b4748 on the project's tiny GGUF
+ * reports a 5.5 MiB compute buffer; on 7B-class models a few hundred MiB, so
+ * the margin errs on the side of never overselling a budget.
+ */
+export const MEMORY_MARGIN_FIXED = 64 * 1024 * 1024;
+export const MEMORY_MARGIN_SHARE = 0.05;
+
+/** What a GGUF's metadata says of its attention, for the KV cache. */
+export interface GgufShape {
+  architecture: string;
+  layers: number;
+  heads: number;
+  kvHeads: number;
+  /** Per-head key and value sizes (llama.cpp's n_embd_head_k / _v). */
+  keyLength: number;
+  valueLength: number;
+}
+
+export interface MemoryEstimate {
+  weights: number;
+  kvCache: number;
+  margin: number;
+  total: number;
+}
+
+/** Weights + KV cache for `tokens` (context × parallel) + the documented margin. */
+export function estimateMemory(weightsBytes: number, shape: GgufShape, tokens: number): MemoryEstimate {
+  const kvCache = shape.layers * tokens * shape.kvHeads * (shape.keyLength + shape.valueLength) * KV_BYTES_PER_ELEMENT;
+  const margin = Math.round(MEMORY_MARGIN_FIXED + MEMORY_MARGIN_SHARE * (weightsBytes + kvCache));
+  return { weights: weightsBytes, kvCache, margin, total: weightsBytes + kvCache + margin };
+}
+
+/** The attention shape from GGUF metadata (llama.cpp's keys: `{arch}.block_count`, `{arch}.attention.*`). */
+export function shapeFromMetadata(meta: Record<string, unknown>): GgufShape {
+  const arch = String(meta['general.architecture'] ?? '');
+  if (!arch) throw new Error('the GGUF has no general.architecture');
+  const num = (key: string): number | undefined => {
+    const v = meta[`${arch}.${key}`];
+    if (typeof v === 'number') return v;
+    if (typeof v === 'bigint') return Number(v);
+    // Per-layer arrays (some architectures): the largest layer bounds the cache.
+    if (Array.isArray(v) && v.length) return Math.max(...v.map(Number));
+    return undefined;
+  };
+  const layers = num('block_count');
+  const heads = num('attention.head_count');
+  const embd = num('embedding_length');
+  if (!layers || !heads || !embd) throw new Error(`the GGUF lacks ${arch}.block_count, .attention.head_count or .embedding_length`);
+  const kvHeads = num('attention.head_count_kv') ?? heads;
+  const keyLength = num('attention.key_length') ?? embd / heads;
+  const valueLength = num('attention.value_length') ?? embd / heads;
+  return { architecture: arch, layers, heads, kvHeads, keyLength, valueLength };
+}
+
+/** Read a GGUF file's header and estimate one backend for `tokens` of KV cache. */
+export async function ggufMemory(file: string, tokens: number): Promise<MemoryEstimate & { shape: GgufShape }> {
+  const { metadata, tensorDataOffset } = await gguf(file, { allowLocalFile: true });
+  const shape = shapeFromMetadata(metadata as unknown as Record<string, unknown>);
+  // The tensors are what the engine maps: the file less its header.
+  const weights = fs.statSync(file).size - Number(tensorDataOffset);
+  return { ...estimateMemory(weights, shape, tokens), shape };
+}
+
+/**
+ * Bytes one backend of this entry needs: the configured size, else (auto)
+ * the GGUF estimate for llamacpp and embedded, 0 for openai and sim.
+ * Rejects with a message naming the file when it cannot be read.
+ */
+export async function entryMemory(m: ModelConfig): Promise<number> {
+  if (m.memory !== 'auto') return m.memory;
+  if (m.engine !== 'llamacpp' && m.engine !== 'embedded') return 0;
+  try {
+    return (await ggufMemory(m.path, m.context * m.parallel)).total;
+  } catch (err) {
+    throw new Error(`memory: auto for ${m.name} cannot read ${m.path}: ${(err as Error).message}; set memory to a size such as "8GiB", or fix the path`);
+  }
+}

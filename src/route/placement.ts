@@ -1,0 +1,77 @@
+/**
+ * Which host loads a model (SPEC section 11, placement). Pure: hosts with
+ * their memory and idle models in, the host to ask out, or none.
+ *
+ * First the hosts where the model fits in free memory, then those where it
+ * fits after unloading idle on-demand models (a model with a request running
+ * or queued is never idle; an `always` model is never unloaded); each group
+ * ranked by the rendezvous hash of (model, host), so every entry node picks
+ * the same host for the same model. A host that refused moves the choice to
+ * the next one.
+ */
+import { rendezvousRank } from './rendezvous.ts';
+import { eligibleTargets } from './eligibility.ts';
+import type { HostView } from './types.ts';
+
+/** What placement knows of one host that could load the model. */
+export interface LoadHost {
+  host: string;
+  /** Bytes one copy of the model needs there. */
+  need: number;
+  /** Free bytes of its budget. */
+  free: number;
+  /** Bytes its idle on-demand models hold (what unloading them would free). */
+  idle: number;
+}
+
+export interface LoadChoice {
+  host: string;
+  /** `free`: fits without unloading anything; `unload`: after unloading idle models. */
+  fits: 'free' | 'unload';
+}
+
+/** The rendezvous key of a model's placement (distinct from session keys). */
+export const placementKey = (model: string) => `load\0${model}`;
+
+/** The host to ask, best first: fits in free memory, then fits after unloading; each by rendezvous of (model, host). */
+export function rankLoadHosts(model: string, hosts: readonly LoadHost[], refused: readonly string[] = []): LoadChoice[] {
+  const open = hosts.filter((h) => !refused.includes(h.host));
+  const free = open.filter((h) => h.need <= h.free);
+  const unload = open.filter((h) => h.need > h.free && h.need <= h.free + h.idle);
+  const rank = (list: LoadHost[]) => rendezvousRank(placementKey(model), list.map((h) => h.host));
+  return [...rank(free).map((host) => ({ host, fits: 'free' as const })), ...rank(unload).map((host) => ({ host, fits: 'unload' as const }))];
+}
+
+export function chooseLoadHost(model: string, hosts: readonly LoadHost[], refused: readonly string[] = []): LoadChoice | undefined {
+  return rankLoadHosts(model, hosts, refused)[0];
+}
+
+/**
+ * The hosts that could load (model, workload) from the routing snapshot:
+ * fresh (or this node), with an on-demand eligible target unloaded there.
+ * With `scale`, only hosts that do not already hold a copy (one more copy).
+ */
+export function loadHosts(hosts: readonly HostView[], model: string, workload: string): LoadHost[] {
+  const out: LoadHost[] = [];
+  for (const h of hosts) {
+    if (!h.fresh && !h.local) continue;
+    const m = h.models.get(model);
+    if (!m) continue;
+    const targets = eligibleTargets(m, workload);
+    const unloaded = targets.filter((t) => t.onDemand && t.state === 'unloaded');
+    if (unloaded.length === 0) continue;
+    // A host that holds a copy (loaded or on its way) is not asked to load another.
+    if (targets.some((t) => t.state === 'loaded' || t.state === 'loading' || t.state === 'fetching')) continue;
+    const need = Math.min(...unloaded.map((t) => t.memory ?? 0));
+    const mem = h.memory;
+    if (!mem) continue;
+    let idle = 0;
+    for (const [name, other] of h.models) {
+      // Idle: on demand, loaded, no request running there and none queued there for the model.
+      if ((other.queued ?? 0) > 0) continue;
+      for (const t of other.targets ?? []) if (t.onDemand && t.state === 'loaded' && t.busy === 0 && name !== model) idle += t.memory ?? 0;
+    }
+    out.push({ host: h.name, need, free: mem.free, idle });
+  }
+  return out;
+}

@@ -1,0 +1,72 @@
+/**
+ * Pricing (SPEC section 9, step 6): every eligible fresh host's expected
+ * time to first token for this prompt, free or full. With prompt caches a
+ * host's time is mostly the prefill of the tokens it does not hold, plus the
+ * wait for a slot:
+ *
+ *   prediction = wait + ttft_overhead_ms + prefill_ms_per_1k × (tokens − cached) ÷ 1000 + RTT
+ *
+ * A missing part is filled with the median of that part over the hosts that
+ * have it; a host with no score at all is priced at the median service time
+ * (plus its own wait). Hosts are ranked by `score`, in which the wait counts
+ * WAIT_WEIGHT times: a wrong wait queues others behind it, and a slot's
+ * release time is a guess, where prefill is measured.
+ */
+import { median } from '../perf/estimator.ts';
+import type { Candidate } from './types.ts';
+
+/** Predictions within this factor of the lowest are ties (SPEC: 10%). */
+export const BAND = 1.1;
+/**
+ * How much heavier a ms of waiting for a full host weighs than a ms of
+ * prefill when hosts are ranked (docs/decisions.md, "Pricing"): the routing
+ * benchmark's oracle's weight (a queued request also delays those behind
+ * it), so a full warm host is waited for only when it saves at least three
+ * times the expected wait.
+ */
+export const WAIT_WEIGHT = 3;
+export const EXPLORE_PROBABILITY = 1 / 20;
+
+export function isScored(c: Candidate): boolean {
+  return c.overheadMs !== undefined || c.ratePer1k !== undefined;
+}
+
+export interface Priced {
+  c: Candidate;
+  /** Expected ms to first token: wait + service. */
+  prediction: number;
+  /** Overhead + prefill of the uncached tokens + RTT. */
+  service: number;
+  /** Expected ms until a slot is there for this request: 0 with one free. */
+  wait: number;
+  /** The ranking: service + WAIT_WEIGHT × wait. */
+  score: number;
+  /** Tokens priced as held there. */
+  cached: number;
+}
+
+/**
+ * Price every candidate for a prompt of `tokens`; undefined when no
+ * candidate has any score (then step 7 routes without prices).
+ *
+ * wait (a full host): its reported `release_ms` (else the median over hosts
+ * that report one, else its own service time for this prompt, a request's
+ * time being the best guess of a slot's) times one plus the requests this
+ * node already sent or holds for it (`ahead`): each of those takes the slot
+ * that frees before this one can.
+ */
+export function price(cands: readonly Candidate[], tokens: number): Priced[] | undefined {
+  const scored = cands.filter(isScored);
+  if (scored.length === 0) return undefined;
+  const medOverhead = median(scored.flatMap((c) => (c.overheadMs === undefined ? [] : [c.overheadMs]))) ?? 0;
+  const medRate = median(scored.flatMap((c) => (c.ratePer1k === undefined ? [] : [c.ratePer1k]))) ?? 0;
+  const medRelease = median(cands.flatMap((c) => (c.free === 0 && c.releaseMs !== undefined ? [c.releaseMs] : [])));
+  const uncached = (c: Candidate) => Math.max(0, tokens - Math.min(c.cached ?? 0, tokens));
+  const service = (c: Candidate) => (c.overheadMs ?? medOverhead) + ((c.ratePer1k ?? medRate) * uncached(c)) / 1000 + c.rttMs;
+  const medService = median(scored.map(service))!;
+  return cands.map((c) => {
+    const s = isScored(c) ? service(c) : medService;
+    const wait = c.free > 0 ? 0 : (c.releaseMs ?? medRelease ?? s) * (1 + (c.ahead ?? 0));
+    return { c, prediction: s + wait, service: s, wait, score: s + WAIT_WEIGHT * wait, cached: Math.min(c.cached ?? 0, tokens) };
+  });
+}
