@@ -33,8 +33,15 @@ function cacheDir(name: string, version: string): string {
  */
 function npmInstall(dir: string, spec: string): string | undefined {
   const mine = `${dir}.partial-${process.pid}`;
+  const clear = () => {
+    try {
+      fs.rmSync(mine, { recursive: true, force: true });
+    } catch {
+      // nothing of ours to clear
+    }
+  };
   try {
-    fs.rmSync(mine, { recursive: true, force: true });
+    clear();
     fs.mkdirSync(mine, { recursive: true });
     execFileSync('npm', ['install', '--no-save', '--no-audit', '--no-fund', '--prefix', mine, spec], { stdio: 'pipe', timeout: 600_000 });
     try {
@@ -50,7 +57,7 @@ function npmInstall(dir: string, spec: string): string | undefined {
   } catch (err) {
     return `npm install ${spec} failed: ${String((err as { stderr?: Buffer }).stderr ?? (err as Error).message).slice(0, 300)}`;
   } finally {
-    fs.rmSync(mine, { recursive: true, force: true });
+    clear();
   }
 }
 

@@ -20,22 +20,29 @@ let script: (json: any) => Answer = () => undefined;
 
 describe('the Messages API through the official Anthropic SDK, translated for a chat-only engine', () => {
   let engine: FakeEngine;
+  let native: FakeEngine;
   let t: TestNode;
   let client: Anthropic;
 
   before(async () => {
     engine = await startFakeEngine({ name: 'chat-only', model: MODEL, script: (json) => script(json) });
+    native = await startFakeEngine({ name: 'native', model: 'native-model' });
     process.env.MESSAGES_SDK_KEYS = KEY;
     t = await startNode({
       node: { name: 'm1' },
       api: { keys_env: 'MESSAGES_SDK_KEYS' },
-      models: [{ name: MODEL, engine: 'openai', url: engine.url, parallel: 2, context: 4096 }],
+      models: [
+        { name: MODEL, engine: 'openai', url: engine.url, parallel: 2, context: 4096 },
+        { name: 'native-model', engine: 'openai', url: native.url, parallel: 1, workloads: ['chat', 'messages'] },
+      ],
+      aliases: { claude: MODEL },
     });
     client = new Anthropic({ baseURL: t.url, apiKey: KEY, maxRetries: 0 });
   });
   after(async () => {
     await t?.stop();
     await engine?.close();
+    await native?.close();
   });
   beforeEach(() => {
     engine.resetCounters();
@@ -192,5 +199,26 @@ describe('the Messages API through the official Anthropic SDK, translated for a 
     assert.deepEqual(body.tools.map((x: any) => x.function.name), ['local']);
     assert.deepEqual(body.stop, ['END']);
     assert.equal(body.thinking, undefined);
+  });
+
+  it('an alias resolves for /v1/messages and count_tokens; the answer names the alias', async () => {
+    const { data, response } = await client.messages.create({ model: 'claude', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] }).withResponse();
+    assert.equal(data.model, 'claude');
+    assert.equal(response.headers.get('x-viiwork-model'), MODEL);
+    assert.equal(sent()[0].model, MODEL);
+    assert.ok((await client.messages.countTokens({ model: 'claude', messages: [{ role: 'user', content: 'hi' }] })).input_tokens > 0);
+  });
+
+  it('a target listing `messages` gets the request as it is, at /v1/messages, streamed or not', async () => {
+    native.resetCounters();
+    const body = { model: 'native-model', max_tokens: 7, stream: true, system: [{ type: 'text', text: 'x-anthropic-billing-header: cc_version=1;' }], messages: [{ role: 'user', content: 'as is' }] };
+    const text = JSON.stringify(body);
+    const r = await request(`${t.url}/v1/messages?beta=true`, { method: 'POST', headers: { 'x-api-key': KEY, 'content-type': 'application/json' }, body: text });
+    await r.body.text();
+    const got = native.requests.filter((q) => q.path === '/v1/messages');
+    assert.equal(got.length, 1);
+    // Byte for byte: no stream_options spliced in, no hygiene (the engine speaks Messages itself).
+    assert.equal(got[0].body.toString('utf8'), text);
+    assert.equal(native.count('/v1/chat/completions'), 0);
   });
 });
