@@ -2,7 +2,8 @@
  * The cache digest on the wire (SPEC section 7; docs/api.md "Cache digest"):
  * per target `{"v": version, "links": base64}`, where the base64 packs, most
  * recently used first, one record per chain link: its 8-byte hash (the 16
- * hex digits of a ChainLink) then its tokens as an unsigned LEB128 varint.
+ * hex digits of a ChainLink) then, as an unsigned LEB128 varint, twice its
+ * tokens plus one when only busy slots hold it (CacheDigest.busy).
  * At most 1,024 links and 16 KiB of JSON per target. A poll that says which
  * version it holds (`?digests=<epoch>.<version>`) gets `{"v": version}` alone
  * for every target unchanged since, and keeps the digest it has.
@@ -49,7 +50,7 @@ const WIRE_OVERHEAD = 40;
  * recently used are left out when they do not fit. Links whose hash is not
  * 16 hex digits are skipped (no chain makes them).
  */
-export function encodeDigest(version: number, links: Iterable<{ hash: string; tokens: number }>, maxBytes = DIGEST_MAX_BYTES): DigestWire {
+export function encodeDigest(version: number, links: Iterable<{ hash: string; tokens: number; busy?: boolean }>, maxBytes = DIGEST_MAX_BYTES): DigestWire {
   // base64 turns 3 bytes into 4 characters.
   const maxRaw = Math.floor(((maxBytes - WIRE_OVERHEAD) * 3) / 4);
   const buf = Buffer.allocUnsafe(Math.min(maxRaw, DIGEST_WIRE_MAX_ENTRIES * 16));
@@ -58,11 +59,11 @@ export function encodeDigest(version: number, links: Iterable<{ hash: string; to
   for (const l of links) {
     if (n >= DIGEST_WIRE_MAX_ENTRIES) break;
     if (!HEX16.test(l.hash)) continue;
-    const tokens = Math.max(0, Math.min(2 ** 35, Math.round(l.tokens)));
-    const need = 8 + varintLength(tokens);
+    const field = 2 * Math.max(0, Math.min(2 ** 34, Math.round(l.tokens))) + (l.busy ? 1 : 0);
+    const need = 8 + varintLength(field);
     if (at + need > buf.length) break;
     buf.write(l.hash, at, 8, 'hex');
-    at = writeVarint(buf, at + 8, tokens);
+    at = writeVarint(buf, at + 8, field);
     n++;
   }
   return { v: version, links: buf.subarray(0, at).toString('base64') };
@@ -73,16 +74,20 @@ export function decodeLinks(version: number, b64: string): CacheDigest | undefin
   if (b64.length > DIGEST_MAX_BYTES) return undefined;
   const buf = Buffer.from(b64, 'base64');
   const held = new Map<string, number>();
+  const busy = new Set<string>();
   let at = 0;
   while (at < buf.length) {
     if (at + 9 > buf.length || held.size >= DIGEST_WIRE_MAX_ENTRIES) return undefined;
     const hash = HEX[buf[at]] + HEX[buf[at + 1]] + HEX[buf[at + 2]] + HEX[buf[at + 3]] + HEX[buf[at + 4]] + HEX[buf[at + 5]] + HEX[buf[at + 6]] + HEX[buf[at + 7]];
     const r = readVarint(buf, at + 8);
     if (!r) return undefined;
-    if (!held.has(hash)) held.set(hash, r.value);
+    if (!held.has(hash)) {
+      held.set(hash, Math.floor(r.value / 2));
+      if (r.value % 2 === 1) busy.add(hash);
+    }
     at = r.next;
   }
-  return { version, held };
+  return busy.size ? { version, held, busy } : { version, held };
 }
 
 /** A digest member of a report as received: the wire form, or undefined when it is not one. */

@@ -130,13 +130,18 @@ export class CacheBook {
     const all = entries.length === 1 ? entries[0].model.held() : entries.flatMap((e) => e.model.held()).sort((a, b) => b.used - a.used);
     const held = new Map<string, number>();
     const links: HeldLink[] = [];
+    // Of several backends, a link is busy only when every backend listing it holds it busy.
+    const idle = new Set(all.filter((l) => !l.busy).map((l) => l.hash));
+    const busy = new Set<string>();
     for (const l of all) {
       if (held.has(l.hash)) continue;
       held.set(l.hash, l.tokens);
-      links.push(l);
+      const onlyBusy = l.busy === true && !idle.has(l.hash);
+      if (onlyBusy) busy.add(l.hash);
+      links.push(onlyBusy === (l.busy === true) ? l : { hash: l.hash, tokens: l.tokens, used: l.used });
       if (links.length >= DIGEST_MAX_ENTRIES) break;
     }
-    const d: TargetDigest = { version, held, links };
+    const d: TargetDigest = { version, held, links, ...(busy.size ? { busy } : {}) };
     this.#digests.set(t, d);
     return d;
   }

@@ -66,6 +66,8 @@ export interface HeldLink {
   readonly hash: string;
   readonly tokens: number;
   readonly used: number;
+  /** Held only by slots busy with another request, short of its last link (see CacheDigest.busy). */
+  readonly busy?: boolean;
 }
 
 export interface CacheModel {
@@ -229,15 +231,19 @@ class SlotCache implements CacheModel {
 
   held(): HeldLink[] {
     const order = [...this.slots].filter((s) => s.links.length).sort((a, b) => Math.max(b.taken, b.freed) - Math.max(a.taken, a.freed) || a.id - b.id);
+    // What a new request could get now: the engine places it in a free slot only.
+    const free = this.slots.filter((s) => !s.busy);
     const seen = new Set<string>();
     const out: HeldLink[] = [];
     for (const s of order) {
       const used = Math.max(s.taken, s.freed);
+      const last = s.links.length - 1;
       for (const i of sampledIndices(s.links.length)) {
         const l = s.links[i];
         if (seen.has(l.hash)) continue;
         seen.add(l.hash);
-        out.push({ hash: l.hash, tokens: l.tokens, used });
+        const busy = s.busy && i !== last && !free.some((f) => f.hashes.has(l.hash));
+        out.push(busy ? { hash: l.hash, tokens: l.tokens, used, busy } : { hash: l.hash, tokens: l.tokens, used });
       }
     }
     return out;

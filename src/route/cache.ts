@@ -29,6 +29,15 @@ export interface CacheDigest {
   /** Bumped by the executor on every change; an unchanged digest is not resent. */
   readonly version: number;
   readonly held: ReadonlyMap<string, number>;
+  /**
+   * Hashes of `held` that only slots busy with another request hold, short of
+   * that request's last link: a new request that shares only a prefix of a
+   * running one (a shared system prompt) gets a free slot, which lacks it, so
+   * they count only when the host has no free slot (SPEC 9.6: the wait for a
+   * warm full host). A running request's last link is never here: its next
+   * turn comes after it and finds its slot.
+   */
+  readonly busy?: ReadonlySet<string>;
 }
 
 /**
@@ -37,11 +46,11 @@ export interface CacheDigest {
  * deepest match the longest common prefix), 0 when it holds none. A map
  * gives its own count for that link (a digest's tokens are the engine's own,
  * SPEC 9.6: "token counts come from the engine's own usage reports where
- * known"); a set, the chain's.
+ * known"); a set, the chain's. Hashes in `skip` count as not held.
  */
-export function heldTokens(chain: PrefixChain, held: ReadonlyMap<string, number> | ReadonlySet<string>): number {
+export function heldTokens(chain: PrefixChain, held: ReadonlyMap<string, number> | ReadonlySet<string>, skip?: ReadonlySet<string>): number {
   for (let i = chain.length - 1; i >= 0; i--) {
-    if (!held.has(chain[i].hash)) continue;
+    if (!held.has(chain[i].hash) || skip?.has(chain[i].hash)) continue;
     const own = held instanceof Map ? (held as ReadonlyMap<string, number>).get(chain[i].hash) : undefined;
     return own ?? chain[i].tokens;
   }

@@ -50,7 +50,8 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
         slots += t.slots;
         if (!t.digest) continue;
         digested = true;
-        fromDigest = Math.max(fromDigest, heldTokens(w.chain, t.digest.held));
+        // With a free slot the engine places the request there: what only busy slots hold does not count.
+        fromDigest = Math.max(fromDigest, heldTokens(w.chain, t.digest.held, c.free > 0 ? t.digest.busy : undefined));
       }
     }
     const since = !c.local && digested && h ? h.polledAt : -Infinity;

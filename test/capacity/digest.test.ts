@@ -9,6 +9,18 @@ import { releaseEstimate, nextMeanBusy } from '../../src/engines/release.ts';
 const hex = (i: number) => i.toString(16).padStart(16, '0');
 
 describe('digest wire format', () => {
+  it('round-trips which links only busy slots hold', () => {
+    const w = encodeDigest(3, [
+      { hash: hex(1), tokens: 900, busy: true },
+      { hash: hex(2), tokens: 300 },
+      { hash: hex(3), tokens: 2 ** 30, busy: true },
+    ]);
+    const d = decodeLinks(3, w.links!)!;
+    assert.deepEqual([...d.held.entries()], [[hex(1), 900], [hex(2), 300], [hex(3), 2 ** 30]]);
+    assert.deepEqual([...(d.busy ?? [])], [hex(1), hex(3)]);
+    assert.equal(decodeLinks(4, encodeDigest(4, [{ hash: hex(2), tokens: 300 }]).links!)!.busy, undefined, 'none busy: no set');
+  });
+
   it('round-trips links most recently used first, with their tokens', () => {
     const links = [
       { hash: hex(3), tokens: 5000 },

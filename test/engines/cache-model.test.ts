@@ -103,6 +103,23 @@ describe('slot models (llama-server, node-chosen, sim)', () => {
     assert.deepEqual(m.held().map((h) => h.hash), ['s/b/c/d', 's/b/c', 's/b', 's', 's/a']);
   });
 
+  it('held(): a running request marks what only its slot holds short of its last link busy (a new request gets a free slot); its follow-up still finds it', () => {
+    const m = cacheModel({ kind: 'chosen', slots: 2 });
+    const run = m.begin(chain(['s', 'a', 'b']), ++clock);
+    const busy = () => new Map(m.held().map((h) => [h.hash, h.busy === true]));
+    assert.deepEqual([...busy()], [['s/a/b', false], ['s/a', true], ['s', true]]);
+    m.finish(run, { processed: true, cachedTokens: 0 }, ++clock);
+    assert.deepEqual([...busy()].filter(([, b]) => b), [], 'ended: its slot is free, nothing is busy');
+    // A free slot holding the shared system prompt: that link is not busy while the other slot runs.
+    const m2 = cacheModel({ kind: 'chosen', slots: 2 });
+    serial(m2, [chain(['s', 'x'])]);
+    m2.begin(chain(['s', 'y', 'z']), ++clock);
+    const held = new Map(m2.held().map((h) => [h.hash, h.busy === true]));
+    assert.equal(held.get('s'), false);
+    assert.equal(held.get('s/y'), true);
+    assert.equal(held.get('s/y/z'), false);
+  });
+
   it('a long conversation publishes its last links, then ever further back, and its first', () => {
     assert.deepEqual(sampledIndices(50), [49, 48, 47, 45, 41, 33, 17, 0]);
     assert.deepEqual(sampledIndices(3), [2, 1, 0]);

@@ -208,6 +208,20 @@ describe('what a host holds: its digest and this node’s own recent routes', ()
     assert.equal(local[0].cached, chain[1].tokens);
   });
 
+  it('what only a busy slot holds counts when the host is full, not when a free slot would take the request', () => {
+    const routes = new RecentRoutes(() => 0);
+    const running = chainOf([SYSTEM, { role: 'user', content: 'running now' }]);
+    const other = chainOf([SYSTEM, { role: 'user', content: 'another conversation' }]);
+    const followUp = chainOf([SYSTEM, { role: 'user', content: 'running now' }, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'next' }]);
+    // The executor marks the running request's links short of its last as busy (engines/cache-model.ts).
+    const digest = { version: 2, held: new Map(running.map((l) => [l.hash, l.tokens])), busy: new Set([running[0].hash]) };
+    const at = (free: number, chain: PrefixChain) =>
+      warmCandidates([cand('a', { free })], { hosts: [host('a', { polledAt: 1 }, chatTarget({ digest }))], model: 'm', workload: 'chat', chain, memory: routes })[0].cached;
+    assert.equal(at(1, other), 0, 'a free slot takes it: the shared system prompt in the busy slot is not there');
+    assert.equal(at(0, other), running[0].tokens, 'full: it waits, and may get that slot');
+    assert.equal(at(1, followUp), running[1].tokens, 'the running request’s next turn finds its whole prompt');
+  });
+
   it('looks only at as many recent routes as the host has slots (a slot holds one prompt)', () => {
     const routes = new RecentRoutes(() => 0);
     const chain = chainOf([{ role: 'user', content: 'mine' }]);
