@@ -94,7 +94,11 @@ export function fleetCapacity(node: ApiNode) {
         slots: t.slots,
         busy: t.busy,
         free: Math.max(0, t.slots - t.busy),
+        ...(t.state !== undefined ? { state: t.state, memory: t.memory, on_demand: t.onDemand === true } : {}),
       }));
+      // The model's lifecycle state on this host (SPEC section 11): the most advanced of its targets'.
+      const states = (m.targets ?? []).map((t) => t.state).filter((x) => x !== undefined);
+      const state = (['loaded', 'loading', 'fetching', 'unloading', 'unloaded'] as const).find((x) => states.includes(x));
       const list = byModel.get(name) ?? [];
       list.push({
         node: h.name,
@@ -109,6 +113,7 @@ export function fleetCapacity(node: ApiNode) {
         ...(m.ratePer1k !== undefined ? { prefill_ms_per_1k: m.ratePer1k } : {}),
         ...(m.perfSamples !== undefined ? { perf_samples: m.perfSamples } : {}),
         ...(m.targets ? { targets } : { targets: null }),
+        ...(state ? { state } : {}),
       });
       byModel.set(name, list);
     }
@@ -117,6 +122,8 @@ export function fleetCapacity(node: ApiNode) {
     node: node.name,
     at: now,
     models: [...byModel.keys()].sort().map((name) => ({ name, hosts: byModel.get(name) })),
+    // Each host's memory budget and use in bytes (SPEC section 11), where its report carries them.
+    memory: hosts.filter((h) => h.memory).map((h) => ({ node: h.name, ...h.memory! })),
   };
 }
 

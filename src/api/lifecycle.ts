@@ -29,9 +29,25 @@ export function lifecyclePath(pathname: string): { model: string; action: 'load'
   return { model, action: m[2] as 'load' | 'unload' };
 }
 
+/** `?host=NAME`: that member does it; `?host=*`: load where placement picks, unload everywhere it is loaded. */
+async function relay(node: ApiNode, res: http.ServerResponse, model: string, action: 'load' | 'unload', host: string, detail: string): Promise<void> {
+  if (host === '*' && action === 'load') {
+    const placed = await node.placeModel(model, detail);
+    if (!placed.host) return sendJson(res, 503, { error: { message: `no member can load "${model}": ${placed.why}`, type: 'server_error', code: 'insufficient_memory' } }, { 'retry-after': '5' });
+    return sendJson(res, 202, { model, node: placed.host, state: 'loading', why: placed.why });
+  }
+  if (host === '*') {
+    const holders = node.hostViews().filter((h) => (h.fresh || h.local) && h.models.get(model)?.targets?.some((t) => t.state === 'loaded' && t.onDemand));
+    const results = await Promise.all(holders.map(async (h) => ({ node: h.name, ...(await node.askMember(h.name, model, 'unload', detail)) })));
+    return sendJson(res, 200, { model, results: results.map((r) => ({ node: r.node, status: r.status, ...(r.body as object) })) });
+  }
+  const r = await node.askMember(host, model, action, detail);
+  sendJson(res, r.status, r.body);
+}
+
 const isLoopback = (ip: string | undefined) => !!ip && (ip === '::1' || ip.startsWith('127.') || ip.startsWith('::ffff:127.'));
 
-export async function handleLifecycle(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, model: string, action: 'load' | 'unload'): Promise<void> {
+export async function handleLifecycle(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, model: string, action: 'load' | 'unload', url: URL): Promise<void> {
   if (req.method !== 'POST') {
     req.resume();
     throw errors.methodNotAllowed(req.method ?? 'GET', `/v1/models/{id}/${action}`, 'POST');
@@ -50,6 +66,9 @@ export async function handleLifecycle(node: ApiNode, req: http.IncomingMessage, 
   }
   const who = sender.kind === 'forward' ? `asked by ${sender.from}` : 'asked by an operator';
   const detail = `${typeof asked.detail === 'string' ? asked.detail.slice(0, 200) : 'no detail'}; ${who}`;
+  // An operator may name another member (?host=NAME, relayed signed) or every member (?host=*): the CLI's --host.
+  const host = sender.kind === 'client' ? url.searchParams.get('host') : null;
+  if (host !== null && host !== node.name) return relay(node, res, model, action, host, detail);
   if (action === 'load') {
     const reason: LoadReason = asked.reason === 'scale' || asked.reason === 'request' ? asked.reason : sender.kind === 'forward' ? 'request' : 'operator';
     const a = node.loadModel(model, reason, detail);

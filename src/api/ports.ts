@@ -63,6 +63,10 @@ export interface ApiNode {
   loadModel(model: string, reason: LoadReason, detail: string): LoadAnswer;
   /** Unload an idle on-demand model here. */
   unloadModel(model: string, detail: string): UnloadAnswer;
+  /** Relay an operator's load or unload to member `host` (signed like a forward): its status and JSON answer. */
+  askMember(host: string, model: string, action: 'load' | 'unload', detail: string): Promise<{ status: number; body: unknown }>;
+  /** An operator's load with no host named: the host placement picks, or why none. */
+  placeModel(model: string, detail: string): Promise<{ host?: string; why: string }>;
   /** Alive viiwork members (this node included) whose reports show alias_version ≥ v. */
   aliasReach(version: number): { reached: number; members: number };
 }

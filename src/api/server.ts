@@ -173,7 +173,7 @@ async function handle(
   }
   // --- end dashboards ---
   const life = url.pathname.startsWith('/v1/models/') ? lifecyclePath(url.pathname) : undefined;
-  if (life) return handleLifecycle(node, req, res, life.model, life.action);
+  if (life) return handleLifecycle(node, req, res, life.model, life.action, url);
   if (url.pathname.startsWith('/v1/models/') && (method === 'GET' || method === 'HEAD')) return oneModel(node, res, url);
   const get = GET_ROUTES[url.pathname];
   if (get) {

@@ -8,6 +8,8 @@ import type { Command } from 'commander';
 import { formatFinding, type Finding } from '../config/load.ts';
 import { checkConfigFile } from '../preflight/preflight.ts';
 import { resolveConfigPath } from '../config/load.ts';
+import { MemoryBudget } from '../engines/budget.ts';
+import { memoryFindings } from '../engines/memory.ts';
 
 function plural(n: number, word: string): string {
   return `${n} ${word}${n === 1 ? '' : 's'}`;
@@ -21,6 +23,12 @@ export function formatFindings(findings: Finding[]): string {
 export async function check(opts: { config?: string; json?: boolean; ports?: boolean }): Promise<number> {
   const file = resolveConfigPath(opts.config);
   const result = await checkConfigFile(file, { env: process.env, ports: opts.ports });
+  if (result.config) {
+    // The lifecycle keys (SPEC section 11): every entry against this node's budget, read as serve would.
+    const budget = new MemoryBudget(result.config.node.memory_budget);
+    await budget.refresh();
+    result.findings.push(...(await memoryFindings(result.config, budget.bytes, budget.source)));
+  }
   const errors = result.findings.filter((f) => f.level === 'error').length;
   const warnings = result.findings.length - errors;
   if (opts.json) {

@@ -58,14 +58,19 @@ export async function demo(opts: { port: string; requests: string; net: string; 
       for (let k = 0; k < 6; k++) await chat(nodes[0].apiUrl, `?host=${n.name}`, [{ role: 'user', content: `speed check ${k}: ${'x'.repeat(k % 2 ? 4000 : 100)}` }]);
     }
     await waitForScores(nodes);
-    // A conversation with a long system prompt, each turn entering another node, no session header:
-    // where its turns run shows whether routing keeps its prompt cache warm.
+    // A conversation with a long system prompt, each turn entering another node, no session header, a
+    // capacity poll apart: where its turns run shows whether routing keeps its prompt cache warm.
     const conversation: Turn[] = [];
     const messages: { role: string; content: string }[] = [{ role: 'system', content: `You are the demo assistant. ${'Keep answers short. '.repeat(300)}` }];
+    let lastEnded = 0;
     for (let k = 0; k < CONVERSATION_TURNS; k++) {
       const entry = nodes[k % nodes.length];
+      // An agent thinks between turns: the next entry node has polled every other node (their cache digests
+      // included) since the last turn ended, at most one capacity_poll later.
+      if (k > 0) await waitUntil(async () => nodes.every((o) => o === entry || (entry.poller?.get(o.name)?.polledAt ?? 0) > lastEnded), 10_000, `${entry.name} to hear from every node`);
       messages.push({ role: 'user', content: `turn ${k + 1}: ${'tell me more. '.repeat(20)}` });
       const r = await chat(entry.apiUrl, '', messages);
+      lastEnded = Date.now();
       messages.push({ role: 'assistant', content: r.text || 'ok' });
       conversation.push({ entry: entry.name, ...r });
     }

@@ -20,6 +20,14 @@ export interface ModelsDoc {
   data: { id: string; owned_by: string; context_length?: number; workloads: string[]; hosts?: string[]; target?: string; fallbacks?: string[] }[];
 }
 
+/** What POST /v1/models/{id}/load|unload answers (docs/api.md). */
+interface LifecycleDoc {
+  model: string;
+  node?: string;
+  state?: string;
+  results?: { node: string; status: number; state?: string; error?: { message?: string } }[];
+}
+
 /** Machine-readable output: one JSON document and a newline, for `jq` and scripts. */
 const outJson = (doc: unknown): void => void out(`${JSON.stringify(doc, null, 2)}\n`);
 
@@ -76,6 +84,33 @@ export function registerOpsCommands(program: Command): void {
         out(formatTable([['MODEL', 'KIND', 'CONTEXT', 'WORKLOADS', 'HOSTS'], ...rows]));
       }),
     );
+
+  for (const action of ['load', 'unload'] as const) {
+    program
+      .command(`${action} <model>`)
+      .description(
+        action === 'load'
+          ? 'load an on-demand model: on --host, else where placement picks (as for a request)'
+          : 'unload an idle on-demand model: on --host, else on every host that has it loaded',
+      )
+      .option('--host <name>', 'the member to do it (default: the mesh decides)')
+      .option('--url <url>', 'any node', DEFAULT_NODE_URL)
+      .option('--json', 'print the node’s answer as JSON')
+      .action(
+        run(async (model: string, opts: { host?: string; url: string; json?: boolean }) => {
+          const doc = await call<LifecycleDoc>(opts.url, 'POST', `/v1/models/${encodeURIComponent(model)}/${action}?host=${encodeURIComponent(opts.host ?? '*')}`, {
+            detail: `viiwork ${action} from the command line`,
+          });
+          if (opts.json) return outJson(doc);
+          if (doc.results) {
+            if (doc.results.length === 0) out(`${model} is not loaded anywhere\n`);
+            for (const r of doc.results) out(`${model} on ${r.node}: ${r.state ?? r.error?.message ?? r.status}\n`);
+            return;
+          }
+          out(`${model} on ${doc.node}: ${doc.state}\n`);
+        }),
+      );
+  }
 
   program
     .command('secret')

@@ -110,6 +110,18 @@ export class Loads {
     return ask;
   }
 
+  /** An operator's load with no host named: the host placement picks (as for a request), or undefined with why. */
+  async place(model: string, workload: string, detail: string): Promise<{ host?: string; why: string }> {
+    const hosts = this.p.snapshot();
+    for (const h of hosts) {
+      const t = h.models.get(model)?.targets ?? [];
+      if ((h.fresh || h.local) && t.some((x) => x.slots > 0 || x.state === 'loading')) return { host: h.name, why: 'already loaded or loading there' };
+    }
+    const ok = await this.#ask(model, workload, 'operator', detail, hosts);
+    const t = this.#tickets.get(model);
+    return ok && t ? { host: t.host, why: 'placed' } : { why: 'no host can fit it (see the log of each host)' };
+  }
+
   async #ask(model: string, workload: string, reason: LoadReason, detail: string, hosts: HostView[]): Promise<boolean> {
     const failed = this.#failures.get(model);
     const recentlyFailed = failed && this.p.now() - failed.at < FAILED_HOST_MS ? [failed.host] : [];

@@ -8,7 +8,8 @@
  */
 import fs from 'node:fs';
 import { gguf } from '@huggingface/gguf';
-import type { ModelConfig } from '../config/schema.ts';
+import type { Config, ModelConfig } from '../config/schema.ts';
+import type { Finding } from '../config/load.ts';
 
 /** Bytes per KV cache element: llama-server's default cache type is f16 for both K and V. */
 export const KV_BYTES_PER_ELEMENT = 2;
@@ -91,4 +92,45 @@ export async function entryMemory(m: ModelConfig): Promise<number> {
   } catch (err) {
     throw new Error(`memory: auto for ${m.name} cannot read ${m.path}: ${(err as Error).message}; set memory to a size such as "8GiB", or fix the path`);
   }
+}
+
+/**
+ * `viiwork check` on the lifecycle keys (SPEC section 11): an entry that can
+ * never fit in this node's budget is a warning naming both figures, and so
+ * are `always` entries that together exceed it; `memory: auto` that cannot
+ * read its GGUF is a warning (the path checks report a missing file).
+ */
+export async function memoryFindings(config: Config, budgetBytes: number, budgetSource: string): Promise<Finding[]> {
+  const out: Finding[] = [];
+  let always = 0;
+  for (const [i, m] of config.models.entries()) {
+    let per: number;
+    try {
+      per = await entryMemory(m);
+    } catch (err) {
+      out.push({ level: 'warning', key: `models[${i}].memory`, message: (err as Error).message, fix: 'set memory to a size, or point path at a readable GGUF file' });
+      continue;
+    }
+    const need = per * m.replicas;
+    if (m.load === 'always') always += need;
+    if (need > budgetBytes)
+      out.push({
+        level: 'warning',
+        key: `models[${i}].memory`,
+        message: `${m.name} needs ${fmt(need)}${m.replicas > 1 ? ` (${m.replicas} replicas × ${fmt(per)})` : ''} but node.memory_budget is ${fmt(budgetBytes)} (${budgetSource}): it can never ${m.load === 'on_demand' ? 'load' : 'fit'} here`,
+        fix: 'raise node.memory_budget, lower context or parallel, or serve this model from a bigger machine',
+      });
+  }
+  if (always > budgetBytes && !out.some((f) => f.key.endsWith('.memory') && /always/.test(f.message)))
+    out.push({
+      level: 'warning',
+      key: 'node.memory_budget',
+      message: `the load: always entries need ${fmt(always)} together, more than node.memory_budget ${fmt(budgetBytes)} (${budgetSource}); on-demand models cannot load beside them`,
+      fix: 'make some entries load: on_demand, or raise node.memory_budget',
+    });
+  return out;
+}
+
+function fmt(n: number): string {
+  return n >= 1024 ** 3 ? `${(n / 1024 ** 3).toFixed(1)} GiB` : `${(n / 1024 ** 2).toFixed(1)} MiB`;
 }

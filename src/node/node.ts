@@ -223,10 +223,33 @@ export class ViiworkNode implements ApiNode {
 
   /** POST /v1/models/{id}/load to a member, signed like a forward. */
   async #askLoad(host: string, model: string, reason: LoadReason, detail: string): Promise<AskResult> {
+    const r = await this.#postMember(host, model, 'load', { reason, detail });
+    if (r.status === 200) return { kind: 'loaded' };
+    if (r.status === 202) return { kind: 'loading' };
+    const message = String((r.body as { error?: { message?: string } } | undefined)?.error?.message ?? r.text).slice(0, 300);
+    return r.refused === 'memory' ? { kind: 'refused', detail: message } : { kind: 'failed', detail: `${r.status || 'no answer'}: ${message}` };
+  }
+
+  async askMember(host: string, model: string, action: 'load' | 'unload', detail: string): Promise<{ status: number; body: unknown }> {
+    if (host === this.name) {
+      return action === 'load' ? lifecycleAnswer(this.name, model, this.loadModel(model, 'operator', detail)) : lifecycleAnswer(this.name, model, this.unloadModel(model, detail));
+    }
+    if (!this.members.get(host)) return { status: 404, body: { error: { message: `no member named "${host.slice(0, 63)}" (viiwork status lists them)`, type: 'invalid_request_error', code: 'unknown_host' } } };
+    const r = await this.#postMember(host, model, action, { reason: 'operator', detail });
+    return { status: r.status || 502, body: r.body ?? { error: { message: r.text, type: 'server_error', code: 'member_unreachable' } } };
+  }
+
+  placeModel(model: string, detail: string): Promise<{ host?: string; why: string }> {
+    const workload = this.hostViews().flatMap((h) => h.models.get(model)?.targets ?? []).find((t) => t.onDemand)?.descriptor.workloads[0] ?? 'chat';
+    return this.loads.place(model, workload, detail);
+  }
+
+  /** One signed POST to a member's lifecycle endpoint. */
+  async #postMember(host: string, model: string, action: 'load' | 'unload', doc: unknown): Promise<{ status: number; body: unknown; text: string; refused?: string }> {
     const api = this.members.get(host)?.api;
-    if (!api) return { kind: 'failed', detail: 'no API address' };
-    const path = `/v1/models/${encodeURIComponent(model)}/load`;
-    const body = Buffer.from(JSON.stringify({ reason, detail }));
+    if (!api) return { status: 0, body: undefined, text: `member ${host} has no API address` };
+    const path = `/v1/models/${encodeURIComponent(model)}/${action}`;
+    const body = Buffer.from(JSON.stringify(doc));
     try {
       const r = await undiciRequest(api + path, {
         method: 'POST',
@@ -237,18 +260,15 @@ export class ViiworkNode implements ApiNode {
         bodyTimeout: LOAD_ASK_MS,
       });
       const text = await r.body.text();
-      if (r.statusCode === 200) return { kind: 'loaded' };
-      if (r.statusCode === 202) return { kind: 'loading' };
-      const message = (() => {
-        try {
-          return String(JSON.parse(text).error?.message ?? text);
-        } catch {
-          return text;
-        }
-      })().slice(0, 300);
-      return r.headers['x-viiwork-refused'] === 'memory' ? { kind: 'refused', detail: message } : { kind: 'failed', detail: `${r.statusCode}: ${message}` };
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsed = undefined;
+      }
+      return { status: r.statusCode, body: parsed, text: text.slice(0, 300), refused: r.headers['x-viiwork-refused'] as string | undefined };
     } catch (err) {
-      return { kind: 'failed', detail: (err as Error).message };
+      return { status: 0, body: undefined, text: (err as Error).message };
     }
   }
 
@@ -689,6 +709,27 @@ export class ViiworkNode implements ApiNode {
     } catch (err) {
       this.log.warn(`cannot save performance baseline in ${this.config.node.state_dir}: ${(err as Error).message}`);
     }
+  }
+}
+
+/** A local lifecycle answer as the endpoint would give it (status and JSON). */
+function lifecycleAnswer(node: string, model: string, a: LoadAnswer | UnloadAnswer): { status: number; body: unknown } {
+  const err = (status: number, code: string, message: string) => ({ status, body: { error: { message, type: status === 404 ? 'invalid_request_error' : 'server_error', code } } });
+  switch (a.kind) {
+    case 'loaded':
+    case 'unloaded':
+      return { status: 200, body: { model, node, state: a.kind } };
+    case 'loading':
+    case 'unloading':
+      return { status: a.kind === 'loading' ? 202 : 200, body: { model, node, state: a.kind } };
+    case 'refused':
+      return err(503, 'insufficient_memory', `${node} cannot fit "${model}": it needs ${bytesText(a.need)}, ${bytesText(a.free)} free and ${bytesText(a.freeable)} idle`);
+    case 'busy':
+      return err(409, 'model_busy', `"${model}" has requests running or queued on ${node}`);
+    case 'always':
+      return err(409, 'model_always', `"${model}" is load: always on ${node}`);
+    case 'unknown':
+      return err(404, 'model_not_found', `${node} has no entry for "${model}"`);
   }
 }
 

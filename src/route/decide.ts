@@ -65,7 +65,9 @@ export function decide(cands: readonly Candidate[], req: RouteRequest, opts: Rou
   }
 
   const band = freePriced.filter((p) => p.score <= BAND * bestFree);
-  const pick = (p: Priced, reason: RouteReason) => run(p.c, reason, p.cached);
+  // The feed compares the prediction with the engine's own count: the tokens believed held (in the engine's tokens where
+  // the digest has them), not capped at the priced tokens (bytes ÷ 4 may undercount a real tokenizer).
+  const pick = (p: Priced, reason: RouteReason) => run(p.c, reason, p.c.cached ?? p.cached);
   if (band.length === 1) return pick(band[0], band[0].c.local ? 'local' : 'scored');
   // Ties: the session's ranking, this node, the prefix key's ranking, then a draw.
   if (req.sessionKey !== undefined) return pick(firstRanked(band, live, req.sessionKey), 'session');

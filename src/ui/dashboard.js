@@ -298,7 +298,7 @@ function renderFeed(rows) {
           td(num(d.queued_ms, ' ms'), 'num'),
           td(num(d.ttft_ms, ' ms'), 'num'),
           td(cachedCell(d), 'num'),
-          td(text(d.outcome), outcomeTone(d.outcome)),
+          d.lifecycle ? td([text(d.lifecycle.event), h('span', { class: 'muted' }, ` (${text(d.lifecycle.reason)}): ${text(d.lifecycle.detail)}`)], 'wrap') : td(text(d.outcome), outcomeTone(d.outcome)),
         ),
       ),
       'feed',
@@ -388,6 +388,7 @@ function renderMesh(d) {
   // Model × host grid.
   if (fleet) {
     const stateOf = new Map(members.map((m) => [m.name, m.state]));
+    const memoryOf = new Map((Array.isArray(fleet.memory) ? fleet.memory : []).map((x) => [x.node, x]));
     const hostNames = [];
     const local = new Set();
     for (const m of fleetModels) for (const host of m.hosts ?? []) {
@@ -396,14 +397,22 @@ function renderMesh(d) {
     }
     hostNames.sort((a, b) => (local.has(a) !== local.has(b) ? (local.has(a) ? -1 : 1) : a < b ? -1 : a > b ? 1 : 0));
     // Ages tick every poll; round them so the grid is not rebuilt for nothing.
-    const key = { fleetModels: fleetModels.map((m) => ({ ...m, hosts: (m.hosts ?? []).map((x) => ({ ...x, report_age_ms: Math.round((x.report_age_ms ?? 0) / 100) })) })), own: [...ownModels.values()], cat: [...catalog.values()], st: [...stateOf] };
+    const key = { fleetModels: fleetModels.map((m) => ({ ...m, hosts: (m.hosts ?? []).map((x) => ({ ...x, report_age_ms: Math.round((x.report_age_ms ?? 0) / 100) })) })), own: [...ownModels.values()], cat: [...catalog.values()], st: [...stateOf], mem: [...memoryOf] };
     put('grid', key, () => {
       if (!fleetModels.length) return empty('No model is served anywhere in the mesh.');
       const cols = [
         'Model',
         ...hostNames.map((n) => {
           const st = stateOf.get(n);
-          return h('th', null, n, local.has(n) ? tag('this node') : null, st && st !== 'alive' ? [' ', pill(st)] : null);
+          const mem = memoryOf.get(n);
+          return h(
+            'th',
+            null,
+            n,
+            local.has(n) ? tag('this node') : null,
+            st && st !== 'alive' ? [' ', pill(st)] : null,
+            mem ? h('div', { class: 'line muted small', 'data-memory': n }, `memory ${bytes(mem.used)} used / ${bytes(mem.budget)} · ${bytes(mem.free)} free`) : null,
+          );
         }),
       ];
       const rows = fleetModels.map((m) => {
@@ -459,6 +468,17 @@ function renderMesh(d) {
   if (d.decisions) renderFeed(d.decisions);
 }
 
+/** Pill tones of a model's lifecycle state. */
+const LIFE_TONE = { loaded: 'ok', loading: 'warn', fetching: 'warn', unloading: 'warn', unloaded: null };
+
+/** Bytes as an operator reads them. */
+function bytes(n) {
+  if (!isNum(n)) return '—';
+  if (n >= 1024 ** 3) return `${(n / 1024 ** 3).toFixed(1)} GiB`;
+  if (n >= 1024 ** 2) return `${(n / 1024 ** 2).toFixed(0)} MiB`;
+  return `${Math.round(n / 1024)} KiB`;
+}
+
 /** One model on one host: busy/slots, free, freshness and age; queue and scores where the host's own report is at hand. */
 function hostCell(x, report) {
   const slots = isNum(x.slots) ? x.slots : 0;
@@ -481,9 +501,13 @@ function hostCell(x, report) {
     const scores = [isNum(r.ttft_overhead_ms) ? `${num(r.ttft_overhead_ms)} ms overhead` : null, isNum(r.prefill_ms_per_1k) ? `${num(r.prefill_ms_per_1k)} ms/1k` : null].filter(Boolean);
     perf = h('div', { class: 'line' }, `queue ${isNum(r.queued) ? r.queued : '—'} · ${scores.length ? scores.join(' · ') : 'no score yet'}`);
   }
+  // An on-demand model's state there (SPEC section 11): unloaded models are available, not down.
+  const onDemand = Array.isArray(targets) && targets.some((t) => t.on_demand);
+  const life = x.state && (onDemand || x.state !== 'loaded') ? h('div', { class: 'line', 'data-state': x.state }, pill(text(x.state), LIFE_TONE[x.state]), onDemand ? ' on demand' : '', onDemand && isNum(targets[0]?.memory) ? ` · ${bytes(targets[0].memory)}` : '') : null;
   return h(
     'td',
     { class: fresh ? 'cell' : 'cell stale', 'data-host': x.node },
+    life,
     h('div', { class: 'busy' }, `${busy}/${slots} busy`),
     meter(busy, slots),
     h('div', { class: 'line' }, `${Math.max(0, isNum(x.free) ? x.free : slots - busy)} free · `, h('span', { class: fresh ? 'ok-text' : 'warn-text' }, fresh ? 'fresh' : 'stale'), ` · ${ago(x.report_age_ms)}`),
@@ -522,6 +546,7 @@ function renderNode(d) {
 
   if (cap) {
     const models = Array.isArray(cap.models) ? cap.models : [];
+    if (cap.memory) put('memory', cap.memory, () => [tile('Memory budget', bytes(cap.memory.budget)), tile('Used', bytes(cap.memory.used), ' loading, loaded or unloading'), tile('Free', bytes(cap.memory.free))]);
     put('report-meta', { v: cap.alias_version }, () => (isNum(cap.alias_version) ? `alias version ${cap.alias_version}` : ''));
     put('models', models, () => {
       if (!models.length) return empty('This node serves no model.');
@@ -548,7 +573,7 @@ function renderNode(d) {
             h(
               'tr',
               { class: 'sub' },
-              td(['target: ', list(t.workloads)]),
+              td(['target: ', list(t.workloads), t.state ? [' ', pill(text(t.state), LIFE_TONE[t.state]), t.load === 'on_demand' ? ' on demand' : '', isNum(t.memory) ? ` · ${bytes(t.memory)}` : ''] : null]),
               td(t.audio ? 'audio' : ''),
               td(`${num(t.busy)}/${num(t.slots)} busy`),
               td(''),

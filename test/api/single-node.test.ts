@@ -177,7 +177,7 @@ describe('single node with sim engines, through the openai SDK', () => {
     assert.equal(chat.healthy_backends, 1);
     // Earlier tests in this file ran chats: the target's cache digest says what its engine holds (issue 17).
     const { digest, ...target } = chat.targets[0];
-    assert.deepEqual([target], [{ workloads: ['chat', 'completion'], audio: false, slots: 2, busy: 0, loading: 0 }]);
+    assert.deepEqual([target], [{ workloads: ['chat', 'completion'], audio: false, slots: 2, busy: 0, loading: 0, state: 'loaded', memory: 0 }]);
     assert.equal(chat.targets.length, 1);
     if (digest !== undefined) {
       assert.equal(typeof digest.v, 'number');

@@ -50,6 +50,13 @@ describe('on-demand models on one node', () => {
     assert.equal(cap.models.find((m: any) => m.name === 'a').targets[0].memory, GIB);
     const models = (await (await fetch(`${n.url}/v1/models`)).json()) as any;
     assert.deepEqual(models.data.map((m: any) => m.id).sort(), ['a', 'b']);
+    // What the dashboards draw: each host's memory and each model's state there.
+    const fleet = (await (await fetch(`${n.url}/v1/fleet/capacity`)).json()) as any;
+    assert.deepEqual(fleet.memory, [{ node: 'od1', budget: 1.5 * GIB, used: 0, free: 1.5 * GIB }]);
+    const fa = fleet.models.find((m: any) => m.name === 'a').hosts[0];
+    assert.equal(fa.state, 'unloaded');
+    assert.equal(fa.targets[0].on_demand, true);
+    assert.equal(fa.targets[0].memory, GIB);
 
     const first = await chat(n.url, 'a');
     assert.equal(first.status, 200, JSON.stringify(first.body));
