@@ -20,7 +20,6 @@ import { joinName, readChatChunk, type ToolCallPiece } from './chunk.ts';
 import type { ItemStatus, OutputItem, OutputRefusal, OutputText, ReasoningText, ResponseMeta, ResponseObject, ResponseUsage } from './types.ts';
 
 type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 type MessageItem = Extract<OutputItem, { type: 'message' }>;
 type CallItem = Extract<OutputItem, { type: 'function_call' }>;

@@ -78,7 +78,7 @@ describe("agent clients' session keys across a three-node mesh", () => {
     };
     // Find two keys that live on different hosts, so the order is visible.
     const keys = Array.from({ length: 40 }, (_, i) => `order-${i}`);
-    // One at a time: at once, 40 requests fill the slots and the later ones run 'queued', not 'session'.
+    // One at a time: a burst would fill the hosts and queue some turns (route `queued`), which is not what this tests.
     const homes: string[] = [];
     for (const k of keys) homes.push(await hostOf({ 'x-session-affinity': k }));
     const i = homes.findIndex((h) => h !== homes[0]);
