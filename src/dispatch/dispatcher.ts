@@ -279,8 +279,11 @@ export class Dispatcher {
       if (req.chain) this.#routes.record(d.host, req.model, req.chain);
       return { kind: 'local', lease, reason: d.reason, predictedCached: d.predictedCached };
     }
-    if (req.chain) this.#routes.record(d.host, req.model, req.chain);
-    return { kind: 'remote', host: d.host, reason: d.reason, end: p.forwards.start(d.host, req.model, req.workload, d.target), predictedCached: d.predictedCached };
+    const routed = req.chain ? this.#routes.record(d.host, req.model, req.chain) : undefined;
+    const ended = p.forwards.start(d.host, req.model, req.workload, d.target);
+    // The record learns when the forward ended: a digest polled before that shows its slot busy, and it is free now.
+    const end = routed ? (how: 'served' | 'refused') => (routed.end(), ended(how)) : ended;
+    return { kind: 'remote', host: d.host, reason: d.reason, end, predictedCached: d.predictedCached };
   }
 
   /** Move a request's hold, keeping the count of requests waiting for each host. */

@@ -20,7 +20,14 @@ export const ROUTE_MAX_AGE_MS = 10 * 60_000;
 
 interface Route {
   at: number;
+  /** When the request ended there (undefined: still running, or never told). */
+  endedAt?: number;
   held: Map<string, number>;
+}
+
+/** One recorded route: tell it when the request ends. */
+export interface RouteHandle {
+  end(): void;
 }
 
 export class RecentRoutes implements RouteMemory {
@@ -30,17 +37,19 @@ export class RecentRoutes implements RouteMemory {
   constructor(private readonly now: () => number = Date.now) {}
 
   /** A request with this chain was just placed on `host`. */
-  record(host: string, model: string, chain: PrefixChain): void {
-    if (chain.length === 0) return;
+  record(host: string, model: string, chain: PrefixChain): RouteHandle | undefined {
+    if (chain.length === 0) return undefined;
     const now = this.now();
     const key = `${host}\0${model}`;
     const list = (this.#routes.get(key) ?? []).filter((r) => now - r.at <= ROUTE_MAX_AGE_MS);
     const kept = chain.length <= HEAD_LINKS + TAIL_LINKS ? chain : [...chain.slice(0, HEAD_LINKS), ...chain.slice(-TAIL_LINKS)];
-    list.push({ at: now, held: new Map(kept.map((l) => [l.hash, l.tokens])) });
+    const route: Route = { at: now, held: new Map(kept.map((l) => [l.hash, l.tokens])) };
+    list.push(route);
     if (list.length > ROUTES_PER_HOST) list.splice(0, list.length - ROUTES_PER_HOST);
     this.#routes.set(key, list);
     // Hosts that were never sent to again drop out once their routes are all old.
     if (this.#routes.size > 4 * ROUTES_PER_HOST) this.#prune(now);
+    return { end: () => void (route.endedAt ??= this.now()) };
   }
 
   held(host: string, model: string, chain: PrefixChain, since: number, slots: number): number {
@@ -50,7 +59,10 @@ export class RecentRoutes implements RouteMemory {
     let best = 0;
     for (let i = list.length - 1, seen = 0; i >= 0 && seen < slots; i--, seen++) {
       const r = list[i];
-      if (r.at < since || now - r.at > ROUTE_MAX_AGE_MS) break;
+      if (now - r.at > ROUTE_MAX_AGE_MS) break;
+      // The digest polled at `since` knows this request, but if it ended after that poll the digest shows its slot
+      // busy with it, and what only busy slots hold does not count with a free slot: this node knows better.
+      if (r.at < since && !(r.endedAt !== undefined && r.endedAt >= since)) continue;
       for (let k = chain.length - 1; k >= 0 && chain[k].tokens > best; k--) {
         if (r.held.has(chain[k].hash)) {
           best = chain[k].tokens;

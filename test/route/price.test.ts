@@ -222,6 +222,22 @@ describe('what a host holds: its digest and this node’s own recent routes', ()
     assert.equal(at(1, followUp), running[1].tokens, 'the running request’s next turn finds its whole prompt');
   });
 
+  it('a request of this node that ended after the digest was polled counts again: that digest shows its slot busy', () => {
+    let now = 1000;
+    const routes = new RecentRoutes(() => now);
+    const sent = chainOf([SYSTEM, { role: 'user', content: 'first' }]);
+    const next = chainOf([SYSTEM, { role: 'user', content: 'second conversation' }]);
+    const handle = routes.record('a', 'm', sent)!;
+    // Polled at 1100 while it ran: the digest marks the shared system prompt busy.
+    const digest = { version: 3, held: new Map(sent.map((l) => [l.hash, l.tokens])), busy: new Set([sent[0].hash]) };
+    const cached = () =>
+      warmCandidates([cand('a')], { hosts: [host('a', { polledAt: 1100 }, chatTarget({ digest }))], model: 'm', workload: 'chat', chain: next, memory: routes })[0].cached;
+    now = 1200;
+    assert.equal(cached(), 0, 'still running: the digest is right, a free slot would take it cold');
+    handle.end();
+    assert.equal(cached(), next[0].tokens, 'ended after the poll: its slot is free and holds the system prompt');
+  });
+
   it('looks only at as many recent routes as the host has slots (a slot holds one prompt)', () => {
     const routes = new RecentRoutes(() => 0);
     const chain = chainOf([{ role: 'user', content: 'mine' }]);
