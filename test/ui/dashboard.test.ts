@@ -116,8 +116,10 @@ describe('dashboards in a browser', { skip: HAVE_CHROMIUM ? false : `${CHROMIUM}
     const row = page.locator('#feed tbody tr').first();
     await row.filter({ hasText: 'demo' }).waitFor({ timeout: SEEN_MS });
     const cells = await row.locator('td').allInnerTexts();
-    const [, entry, executor, model, workload, route, queued, ttft, outcome] = cells;
+    const [, entry, executor, model, workload, route, queued, ttft, cached, outcome] = cells;
     assert.deepEqual({ entry, executor, model, workload, route, outcome }, { entry: 'n1', executor: 'n1', model: 'demo', workload: 'chat', route: 'prefix', outcome: '200' });
+    // Predicted and engine-counted cached tokens: a first request finds nothing cached, and the sim says so.
+    assert.equal(cached, '0 / 0');
     assert.match(queued, /^\d+ ms$/);
     assert.match(ttft, /^\d+ ms$/, 'a streamed answer has a TTFT');
     assert.equal(await page.evaluate('window.__sameDocument'), true, 'the page was not reloaded');
