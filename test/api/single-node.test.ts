@@ -175,7 +175,8 @@ describe('single node with sim engines, through the openai SDK', () => {
     assert.equal(chat.ctx, 8192);
     assert.equal(chat.backends, 1);
     assert.equal(chat.healthy_backends, 1);
-    assert.deepEqual(chat.targets, [{ workloads: ['chat', 'completion'], audio: false, slots: 2, busy: 0, loading: 0 }]);
+    // Every target carries its lifecycle state and memory (SPEC section 11); a sim entry counts 0 bytes unless given.
+    assert.deepEqual(chat.targets, [{ workloads: ['chat', 'completion'], audio: false, slots: 2, busy: 0, loading: 0, state: 'loaded', memory: 0 }]);
   });
 
   it('lists models sorted with context length, owner and workloads', async () => {
