@@ -121,27 +121,35 @@ export function registerOpsCommands(program: Command): void {
 
   program
     .command('init')
-    .description('write a checked config file for this machine')
+    .description('write a checked config file for this machine, with the engines and GGUF files found on it')
     .option('-o, --output <file>', 'where to write it', './viiwork.yaml')
     .option('--name <name>', 'node name', os.hostname().replace(/[^A-Za-z0-9._-]/g, '-').slice(0, 63))
     .option('--open', 'an open mesh (no secret); default is secured by VIIWORK_MESH_SECRET')
     .option('--network <network>', 'tailnet | lan | auto', 'auto')
     .option('--sim', 'add a simulated model so the node answers at once')
+    .option('--models <dir>', 'a folder of GGUF files to look in first (also: ~/models, /models, the Hugging Face, LM Studio and llama.cpp caches)')
+    .option('--no-discover', 'do not look for engines and GGUF files on this machine')
     .option('--force', 'overwrite an existing file')
-    .action((opts: { output: string; name: string; open?: boolean; network: string; sim?: boolean; force?: boolean }) => {
-      const doc: Record<string, unknown> = {
-        node: { name: opts.name },
-        mesh: { open: Boolean(opts.open), network: opts.network },
-        models: opts.sim ? [{ name: 'demo-sim', engine: 'sim', parallel: 4, workloads: ['chat', 'completion'] }] : [],
-      };
-      validateConfig(doc); // never write a file the node would refuse
-      if (fs.existsSync(opts.output) && !opts.force) throw new Error(`${opts.output} exists; pass --force to overwrite`);
-      const header = [
-        '# viiwork config, written by `viiwork init`. Every key and its default: docs/configuration.md',
-        opts.open ? '# open mesh: any node that reaches port 7946 may join' : '# secured mesh: export VIIWORK_MESH_SECRET=$(viiwork secret) (the same on every machine)',
-        '# add models under `models:` (engine: llamacpp | openai | embedded | sim)',
-      ].join('\n');
-      fs.writeFileSync(opts.output, `${header}\n${stringify(doc)}`);
-      out(`wrote ${opts.output}; check it with: viiwork check --config ${opts.output}\n`);
-    });
+    .action(
+      run(async (opts: { output: string; name: string; open?: boolean; network: string; sim?: boolean; models?: string; discover?: boolean; force?: boolean }) => {
+        if (fs.existsSync(opts.output) && !opts.force) throw new Error(`${opts.output} exists; pass --force to overwrite`);
+        const found = opts.discover === false ? undefined : await (await import('./discover.ts')).discover({ modelsDir: opts.models });
+        const models = [...(opts.sim ? [{ name: 'demo-sim', engine: 'sim', parallel: 4, workloads: ['chat', 'completion'] }] : []), ...(found?.models ?? [])];
+        const doc: Record<string, unknown> = {
+          node: { name: opts.name, ...(found ? { memory_budget: 'auto' } : {}) },
+          mesh: { open: Boolean(opts.open), network: opts.network },
+          models,
+        };
+        validateConfig(doc); // never write a file the node would refuse
+        const header = [
+          '# viiwork config, written by `viiwork init`. Every key and its default: docs/configuration.md',
+          opts.open ? '# open mesh: any node that reaches port 7946 may join' : '# secured mesh: export VIIWORK_MESH_SECRET=$(viiwork secret) (the same on every machine)',
+          '# add models under `models:` (engine: llamacpp | openai | embedded | sim)',
+          ...(found ? ['# found on this machine:', ...found.notes.map((n) => `#   ${n}`)] : []),
+        ].join('\n');
+        fs.writeFileSync(opts.output, `${header}\n${stringify(doc)}`);
+        if (found) for (const n of found.notes) out(`${n}\n`);
+        out(`wrote ${opts.output} (${models.length} model entr${models.length === 1 ? 'y' : 'ies'}); check it with: viiwork check --config ${opts.output}\n`);
+      }),
+    );
 }

@@ -146,7 +146,11 @@ export class Dispatcher {
     trace.known = true;
     const arrived = p.now();
     // An on-demand model nobody has loaded: a host is asked to load it, and the request waits up to load_wait.
-    const forLoad = p.loads ? await p.loads.ensure(req.model, req.workload, 'request', `a ${req.workload} request entering ${p.name}`) : false;
+    // (Only when nothing capable is healthy: the hot path of a loaded model never comes here.)
+    const forLoad =
+      p.loads && !first.some((c) => c.healthy) && first.some((c) => c.available || c.loading)
+        ? await p.loads.ensure(req.model, req.workload, 'request', `a ${req.workload} request entering ${p.name}`, hosts)
+        : false;
     const deadline = arrived + (forLoad ? Math.max(p.rules.queueTimeoutMs, p.loads!.waitMs) : p.rules.queueTimeoutMs);
     const queue = p.queues.get(req.model, req.workload);
     const rules = { queueMax: p.rules.queueMax, forwardRetry: p.rules.forwardRetry };

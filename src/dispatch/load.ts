@@ -84,11 +84,11 @@ export class Loads {
    * loading but a host could load it, ask one (or join the ask under way).
    * Resolves true when the request waits for a load (asked now or before).
    */
-  async ensure(model: string, workload: string, reason: LoadReason, detail: string): Promise<boolean> {
+  async ensure(model: string, workload: string, reason: LoadReason, detail: string, snapshot?: readonly HostView[]): Promise<boolean> {
     if (this.pending(model)) return true;
     const asking = this.#asking.get(model);
     if (asking) return asking;
-    const hosts = this.p.snapshot();
+    const hosts = snapshot ?? this.p.snapshot();
     if (reason === 'request') {
       // Served already, or on its way (a backend starting, another entry node's load): no ask from here.
       let healthy = false;
@@ -122,7 +122,7 @@ export class Loads {
     return ok && t ? { host: t.host, why: 'placed' } : { why: 'no host can fit it (see the log of each host)' };
   }
 
-  async #ask(model: string, workload: string, reason: LoadReason, detail: string, hosts: HostView[]): Promise<boolean> {
+  async #ask(model: string, workload: string, reason: LoadReason, detail: string, hosts: readonly HostView[]): Promise<boolean> {
     const failed = this.#failures.get(model);
     const recentlyFailed = failed && this.p.now() - failed.at < FAILED_HOST_MS ? [failed.host] : [];
     const candidates = loadHosts(hosts, model, workload);

@@ -103,6 +103,9 @@ interface Managed {
   stopping?: Promise<void>;
 }
 
+/** A model loaded this recently that has served nothing yet is not unloaded for room (see #evictable). */
+export const LOAD_GRACE_MS = 10_000;
+
 /** How often idle entries are looked at (their idle_unload is counted from their last request). */
 export const IDLE_SWEEP_MS = 500;
 
@@ -208,6 +211,17 @@ export class Lifecycle {
     return m.onDemand && m.state === 'loaded' && this.#busy(m) === 0 && this.p.queued(m.entry.name) === 0;
   }
 
+  /**
+   * Idle and may be unloaded for room: a model loaded for requests that have
+   * not reached it yet (their entry nodes learn of the load at their next
+   * poll) is kept for LOAD_GRACE_MS, so two loads do not evict each other.
+   */
+  #evictable(m: Managed): boolean {
+    if (!this.#idle(m)) return false;
+    const served = m.backends.some((b) => (this.p.slots.lastUsedOf(b) ?? -Infinity) >= m.loadedAt);
+    return served || this.#now() - m.loadedAt >= LOAD_GRACE_MS;
+  }
+
   #idleSince(m: Managed): number {
     let t = m.loadedAt;
     for (const b of m.backends) t = Math.max(t, this.p.slots.lastUsedOf(b) ?? 0);
@@ -234,7 +248,7 @@ export class Lifecycle {
     if (!cand || this.#stopped) return { kind: 'unloading', model };
     const budget = this.p.budget();
     const reserved = this.#reserved();
-    const idle = this.#entries.filter((m) => this.#idle(m)).map((m) => ({ id: m.id, bytes: m.need, idleSince: this.#idleSince(m) }));
+    const idle = this.#entries.filter((m) => this.#evictable(m)).map((m) => ({ id: m.id, bytes: m.need, idleSince: this.#idleSince(m) }));
     const plan = planRoom(budget, reserved, cand.need, idle);
     if (!plan) {
       const freeable = idle.reduce((n, e) => n + e.bytes, 0);

@@ -104,8 +104,8 @@ export async function memoryFindings(config: Config, budgetBytes: number, budget
   const out: Finding[] = [];
   let always = 0;
   for (const [i, m] of config.models.entries()) {
-    // A missing file is the path check's finding; memory: auto cannot say more about it.
-    if (m.memory === 'auto' && 'path' in m && typeof m.path === 'string' && !fs.existsSync(m.path)) continue;
+    // A missing file is the path check's finding; it is not repeated here.
+    if ((m.engine === 'llamacpp' || m.engine === 'embedded') && m.memory === 'auto' && !fs.existsSync(m.path)) continue;
     let per: number;
     try {
       per = await entryMemory(m);
