@@ -7,7 +7,8 @@
  * conversation is a 400 naming the field. docs/api.md lists the mapping.
  */
 import { randomBytes } from 'node:crypto';
-import { DEFAULT_LIMITS, type ChatContentPart, type ChatMessage, type ChatRequest, type ChatTool, type ChatToolCall, type TranslationError, type TranslationErrorCode, type TranslationLimits } from '../responses/index.ts';
+import { guardTranslation, isObj, num, present, refuse, str, type Obj } from '../responses/fields.ts';
+import { DEFAULT_LIMITS, type ChatContentPart, type ChatMessage, type ChatRequest, type ChatTool, type ChatToolCall, type TranslationError, type TranslationLimits } from '../responses/index.ts';
 import type { MessageMeta } from './types.ts';
 
 export interface MessagesToChatOptions {
@@ -34,41 +35,12 @@ export const BILLING_HEADER_PREFIX = 'x-anthropic-billing-header:';
 
 const HANDLED = new Set(['model', 'messages', 'system', 'tools', 'tool_choice', 'max_tokens', 'stop_sequences', 'temperature', 'top_p', 'top_k', 'stream']);
 
-class Refusal {
-  constructor(
-    readonly code: TranslationErrorCode,
-    readonly param: string | null,
-    readonly message: string,
-  ) {}
-}
 
-const refuse = (code: TranslationErrorCode, param: string | null, message: string): never => {
-  throw new Refusal(code, param, message);
-};
 
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
-const present = (v: unknown) => v !== undefined && v !== null;
-
-function str(v: unknown, param: string): string {
-  if (typeof v !== 'string') refuse('invalid_request', param, `${param} must be a string`);
-  return v as string;
-}
-
-function num(v: unknown, param: string, min: number, max: number): number {
-  if (typeof v !== 'number' || !Number.isFinite(v) || v < min || v > max) refuse('invalid_request', param, `${param} must be a number from ${min} to ${max}`);
-  return v as number;
-}
 
 export function messagesToChat(req: unknown, opts: MessagesToChatOptions = {}): MessagesToChatResult {
   const limits = { ...DEFAULT_LIMITS, ...opts.limits };
-  try {
-    if (!isObj(req)) refuse('invalid_request', null, 'the request body must be a JSON object');
-    return translate(req as Obj, limits, opts);
-  } catch (err) {
-    if (err instanceof Refusal) return { ok: false, error: { status: 400, message: err.message, code: err.code, param: err.param } };
-    return { ok: false, error: { status: 400, message: `the request could not be translated to chat completions (${(err as Error)?.message ?? err})`, code: 'invalid_request', param: null } };
-  }
+  return guardTranslation(req, (body) => translate(body, limits, opts));
 }
 
 /** Consecutive user turns become one (chat templates that want turns to alternate accept the result). */

@@ -5,6 +5,7 @@
  * docs/api.md lists what is supported; this file is its implementation.
  */
 import { randomBytes } from 'node:crypto';
+import { guardTranslation, isObj, num, present, refuse, str, type Obj } from './fields.ts';
 import {
   DEFAULT_LIMITS,
   type ChatContentPart,
@@ -14,7 +15,6 @@ import {
   type ChatToolCall,
   type ResponseMeta,
   type TranslationError,
-  type TranslationErrorCode,
   type TranslationLimits,
 } from './types.ts';
 
@@ -75,32 +75,9 @@ const HANDLED = new Set([
   ...Object.keys(STATEFUL),
 ]);
 
-class Refusal {
-  constructor(
-    readonly code: TranslationErrorCode,
-    readonly param: string | null,
-    readonly message: string,
-  ) {}
-}
-
-const refuse = (code: TranslationErrorCode, param: string | null, message: string): never => {
-  throw new Refusal(code, param, message);
-};
-
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
-const present = (v: unknown) => v !== undefined && v !== null;
 const show = (v: unknown) => JSON.stringify(typeof v === 'string' ? v.slice(0, 60) : v === null ? null : typeof v);
 
-function str(v: unknown, param: string): string {
-  if (typeof v !== 'string') refuse('invalid_request', param, `${param} must be a string`);
-  return v as string;
-}
 
-function num(v: unknown, param: string, min: number, max: number): number {
-  if (typeof v !== 'number' || !Number.isFinite(v) || v < min || v > max) refuse('invalid_request', param, `${param} must be a number from ${min} to ${max}`);
-  return v as number;
-}
 
 function bool(v: unknown, param: string): boolean {
   if (typeof v !== 'boolean') refuse('invalid_request', param, `${param} must be true or false`);
@@ -121,14 +98,7 @@ function deeperThan(root: unknown, max: number): boolean {
 
 export function responsesToChat(req: unknown, opts: ResponsesToChatOptions = {}): ResponsesToChatResult {
   const limits = { ...DEFAULT_LIMITS, ...opts.limits };
-  try {
-    if (!isObj(req)) refuse('invalid_request', null, 'the request body must be a JSON object');
-    return translate(req as Obj, limits, opts);
-  } catch (err) {
-    if (err instanceof Refusal) return { ok: false, error: { status: 400, message: err.message, code: err.code, param: err.param } };
-    // Anything unforeseen in a client's body is still the client's 400, never a crash.
-    return { ok: false, error: { status: 400, message: `the request could not be translated to chat completions (${(err as Error)?.message ?? err})`, code: 'invalid_request', param: null } };
-  }
+  return guardTranslation(req, (body) => translate(body, limits, opts));
 }
 
 function translate(req: Obj, limits: TranslationLimits, opts: ResponsesToChatOptions): ResponsesToChatResult {
