@@ -149,7 +149,7 @@ export class Dispatcher {
     // (Only when nothing capable is healthy: the hot path of a loaded model never comes here.)
     const forLoad =
       p.loads && !first.some((c) => c.healthy) && first.some((c) => c.available || c.loading)
-        ? await p.loads.ensure(req.model, req.workload, 'request', `a ${req.workload} request entering ${p.name}`, hosts)
+        ? await p.loads.ensure(req.model, req.workload, 'request', `a ${req.workload} request entering ${p.name}`, hosts, req.pin)
         : false;
     const deadline = arrived + (forLoad ? Math.max(p.rules.queueTimeoutMs, p.loads!.waitMs) : p.rules.queueTimeoutMs);
     const queue = p.queues.get(req.model, req.workload);

@@ -84,7 +84,7 @@ export class Loads {
    * loading but a host could load it, ask one (or join the ask under way).
    * Resolves true when the request waits for a load (asked now or before).
    */
-  async ensure(model: string, workload: string, reason: LoadReason, detail: string, snapshot?: readonly HostView[]): Promise<boolean> {
+  async ensure(model: string, workload: string, reason: LoadReason, detail: string, snapshot?: readonly HostView[], pin?: string): Promise<boolean> {
     if (this.pending(model)) return true;
     const asking = this.#asking.get(model);
     if (asking) return asking;
@@ -105,7 +105,8 @@ export class Loads {
       if (healthy || loading) return false;
       if (onDemandLoading) return true;
     }
-    const ask = this.#ask(model, workload, reason, detail, hosts).finally(() => this.#asking.delete(model));
+    // A request pinned to a host (?host=) is loaded there or nowhere.
+    const ask = this.#ask(model, workload, reason, detail, pin === undefined ? hosts : hosts.filter((h) => h.name === pin)).finally(() => this.#asking.delete(model));
     this.#asking.set(model, ask);
     return ask;
   }

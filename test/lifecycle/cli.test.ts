@@ -56,6 +56,19 @@ describe('viiwork load and unload', () => {
     for (const t of nodes) await waitFor(async () => (await stateOn(t)) === 'unloaded', { timeoutMs: 10_000, intervalMs: 50 });
   });
 
+  it('a request pinned to a host (?host=) loads the model there, not where placement would', async () => {
+    const first = rendezvousRank(placementKey('od2'), ['cli1', 'cli2'])[0];
+    const other = first === 'cli1' ? 'cli2' : 'cli1';
+    const r = await fetch(`${nodes[0].url}/v1/chat/completions?host=${other}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'od2', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    assert.equal(r.status, 200, await r.text());
+    assert.equal(r.headers.get('x-viiwork-node'), other);
+    assert.equal(await stateOn(nodes.find((t) => t.node.name === first)!, 'od2'), 'unloaded');
+  });
+
   it('a member that does not exist, or a model that cannot be unloaded, is an error that says so', async () => {
     await assert.rejects(run(process.execPath, [BIN, 'load', 'od', '--host', 'nosuch', '--url', nodes[0].url]), (err: any) => /no member named "nosuch"/.test(err.stderr) && err.code === 1);
     await assert.rejects(run(process.execPath, [BIN, 'load', 'nope', '--host', 'cli2', '--url', nodes[0].url]), (err: any) => /nope/.test(err.stderr));
