@@ -468,8 +468,9 @@ export class Dispatcher {
       predicted_cached: trace.predictedCached ?? null,
       cached_tokens: trace.cachedTokens ?? null,
     });
-    if (trace.executor !== null && trace.predictedCached !== undefined && trace.cachedTokens !== undefined && trace.known) {
-      // How well routing knows the caches: the entry's prediction against the engine's count.
+    if (trace.executor !== null && trace.predictedCached !== undefined && trace.cachedTokens !== undefined && trace.known && trace.route !== 'forwarded') {
+      // How well routing knows the caches: the entry's prediction against the engine's count. A forward's executor
+      // keeps its own (better informed) prediction in its feed, but the metric measures entry nodes only.
       const labels = { model: req.model, host: trace.executor };
       p.metrics.cachePredictionError.observe(labels, Math.abs(trace.predictedCached - trace.cachedTokens));
       p.metrics.cachedTokens.inc({ ...labels, source: 'predicted' }, trace.predictedCached);
