@@ -62,7 +62,7 @@ export class FileServer {
     }
     const method = req.method ?? 'GET';
     if (method !== 'GET' && method !== 'HEAD') throw errors.methodNotAllowed(method, FILES_PREFIX + '{sha256}', 'GET');
-    const name = pathname.slice(FILES_PREFIX.length);
+    const name = pathname.startsWith(FILES_PREFIX) ? pathname.slice(FILES_PREFIX.length) : pathname;
     if (!SHA256.test(name)) throw errors.unknownFile(name);
     const file = this.#o.byHash(name);
     if (!file) throw errors.unknownFile(name);

@@ -48,6 +48,9 @@ import { loadMeshMode, type MeshMode } from '../security/secret.ts';
 import { localView, peerViews } from './views.ts';
 import { AliasTable } from '../aliases/table.ts';
 import { DecisionFeed } from '../dispatch/decisions.ts';
+import { FileIndex } from '../files/hash-index.ts';
+import { FileServer } from '../files/serve.ts';
+import { modelFilePaths } from '../files/paths.ts';
 
 export type { NodePhase };
 
@@ -91,6 +94,10 @@ export class ViiworkNode implements ApiNode {
   readonly loads: Loads;
   /** The life of each request: placement, runs, forwards, measurement. */
   readonly dispatcher: Dispatcher;
+  /** SHA-256 of this node's model files, hashed in the background (SPEC section 11). */
+  readonly fileIndex: FileIndex;
+  /** GET /v1/files/{sha256} for members. */
+  readonly files: FileServer;
   #server: http.Server | undefined;
   #tick: NodeJS.Timeout | undefined;
   #saveTimer: NodeJS.Timeout | undefined;
@@ -117,6 +124,16 @@ export class ViiworkNode implements ApiNode {
     this.forwards = new ForwardBook(this.now);
     this.aliases = AliasTable.load(config.node.state_dir, { log: (msg) => this.log.warn(msg), now: this.now });
     this.aliases.seed(config.aliases);
+    this.fileIndex = new FileIndex({ stateDir: config.node.state_dir, log: (msg) => this.log.info(msg) });
+    this.files = new FileServer({
+      self: this.name,
+      mode: this.meshMode,
+      members: this.members,
+      byHash: (sha) => this.fileIndex.byHash(sha),
+      rate: config.node.transfer_rate,
+      log: (msg) => this.log.info(msg),
+      onSent: (n) => this.metrics.fileTransferBytes.inc({ direction: 'sent' }, n),
+    });
     this.budget = new MemoryBudget(config.node.memory_budget, () => ({ pids: this.#enginePids(), accounted: this.lifecycle.accounted() }));
     this.lifecycle = new Lifecycle({
       slots: this.slots,
@@ -287,6 +304,10 @@ export class ViiworkNode implements ApiNode {
           return node.aliases.version;
         },
         cache: this.cacheBook,
+        fileOf: (model) => {
+          const entry = this.config.models.find((m) => m.name === model);
+          return entry && 'path' in entry ? this.fileIndex.lookup(entry.path) : undefined;
+        },
       },
       held,
     );
@@ -460,6 +481,8 @@ export class ViiworkNode implements ApiNode {
     this.#saveTimer = setInterval(() => this.#savePerf(), 30_000);
     this.#saveTimer.unref();
     this.lifecycle.start();
+    // Off the request path: until a file is hashed it is neither published nor served.
+    void this.fileIndex.track(modelFilePaths(this.config.models));
     await this.budget.start();
     // Engines load in the background: the API answers (with 503 for their models) meanwhile.
     const models = this.slots.models();
@@ -683,6 +706,7 @@ export class ViiworkNode implements ApiNode {
     clearInterval(this.#tick);
     this.lifecycle.stop();
     this.budget.stop();
+    await this.fileIndex.stop();
     await this.poller?.stop();
     await this.membership?.stop().catch((err) => this.log.warn(`leaving the mesh: ${(err as Error).message}`));
     clearInterval(this.#saveTimer);
