@@ -44,7 +44,7 @@ const sha = execFileSync('sha256sum', [file]).toString().split(' ')[0];
 const nginxConf = path.join(dir, 'nginx.conf');
 fs.writeFileSync(
   nginxConf,
-  `worker_processes 1; daemon off; pid ${dir}/nginx.pid; error_log ${dir}/nginx.err;
+  `worker_processes 1; daemon off; user root; pid ${dir}/nginx.pid; error_log ${dir}/nginx.err;
 events { worker_connections 64; }
 http { access_log off; sendfile on; tcp_nopush on;
   client_body_temp_path ${dir}/t1; proxy_temp_path ${dir}/t2; fastcgi_temp_path ${dir}/t3; uwsgi_temp_path ${dir}/t4; scgi_temp_path ${dir}/t5;
@@ -65,7 +65,7 @@ const signer = new RequestSigner(secret);
 function curlArm(): number {
   const out = path.join(dir, 'curl.out');
   const t = performance.now();
-  execFileSync('curl', ['-s', '-o', out, `http://${IP(9)}:8099/big.gguf`]);
+  execFileSync('curl', ['-sf', '-o', out, `http://${IP(9)}:8099/big.gguf`]);
   // Hash included on both arms: curl's bytes are hashed as the fetcher hashes its own.
   const got = execFileSync('sha256sum', [out]).toString().split(' ')[0];
   const ms = performance.now() - t;

@@ -160,6 +160,8 @@ function checkModel(m: ModelConfig, at: string, config: Config, ctx: { cwd: stri
     else if (!here && m.fetch === 'mesh' && m.load === 'on_demand') {
       warn(`${at}.path`, `${m.path} is not on this machine: it is fetched from a member that has it before it loads`, 'nothing to do if a member has the file; otherwise download it once to any member');
       if (m.memory === 'auto') warn(`${at}.memory`, 'memory: auto cannot be read from a file that is not here; the entry counts 0 bytes until it is fetched', `set ${at}.memory to a size such as "8GiB"`);
+    } else if (!here && m.fetch === 'mesh') {
+      error(`${at}.path`, `${m.path} does not exist`, 'download the model there, or set load: on_demand so it is fetched from a member that has it before it loads');
     } else checkGguf(m.path, `${at}.path`, ctx.cwd, error);
   }
 
