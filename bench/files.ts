@@ -74,6 +74,18 @@ function curlArm(): number {
   return ms;
 }
 
+/** The event-loop delay max of this process and of the sender over `ms` with no transfer: what the machine alone costs. */
+async function idleBaseline(ms: number): Promise<{ receiverMax: number; senderMax: number }> {
+  const h = monitorEventLoopDelay({ resolution: 5 });
+  const t0 = Date.now();
+  h.enable();
+  await new Promise((res) => setTimeout(res, ms));
+  h.disable();
+  await new Promise((res) => setTimeout(res, 250));
+  const windows = fs.readFileSync(eldFile, 'utf8').trim().split('\n').map((l) => l.split(' ').map(Number)).filter(([at]) => at >= t0 && at <= t0 + ms);
+  return { receiverMax: h.max / 1e6, senderMax: Math.max(...windows.map((w) => w[1])) };
+}
+
 async function viiworkArm(): Promise<{ ms: number; receiverMax: number; senderMax: number }> {
   const models = path.join(dir, 'models');
   fs.rmSync(models, { recursive: true, force: true });
@@ -108,6 +120,7 @@ const rows: Record<string, unknown>[] = [];
 try {
   curlArm(); // warm the page cache for both arms
   for (let i = 0; i < ROUNDS; i++) {
+    const idle = await idleBaseline(5000);
     const c = curlArm();
     const v = await viiworkArm();
     const row = {
@@ -119,6 +132,8 @@ try {
       ratio: Number((c / v.ms).toFixed(3)),
       receiver_loop_max_ms: Number(v.receiverMax.toFixed(1)),
       sender_loop_max_ms: v.senderMax,
+      idle_receiver_loop_max_ms: Number(idle.receiverMax.toFixed(1)),
+      idle_sender_loop_max_ms: idle.senderMax,
     };
     rows.push(row);
     console.log(JSON.stringify(row));

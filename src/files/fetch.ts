@@ -17,8 +17,8 @@ import { partialPath } from './paths.ts';
 export const DISK_RESERVE_BYTES = 1024 ** 3;
 /** Attempts per source before it is given up for this fetch. */
 const TRIES_PER_SOURCE = 2;
-/** Bytes gathered before one write (fewer, larger writes). */
-const WRITE_BATCH = 4 * 1024 * 1024;
+/** Bytes gathered before one write and one hash update (each update holds the loop: kept to about a millisecond). */
+const WRITE_BATCH = 1024 * 1024;
 
 export interface FetchSource {
   /** Member name (for the log and for signing). */

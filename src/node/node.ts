@@ -496,7 +496,7 @@ export class ViiworkNode implements ApiNode {
     this.#saveTimer.unref();
     this.lifecycle.start();
     // Off the request path: until a file is hashed it is neither published nor served.
-    void this.fileIndex.track(modelFilePaths(this.config.models));
+    void this.fileIndex.track(modelFilePaths(this.config.models).flatMap((p) => [p, fetchedPath(this.config.node.models_dir, p)]));
     await this.budget.start();
     // Engines load in the background: the API answers (with 503 for their models) meanwhile.
     const models = this.slots.models();
