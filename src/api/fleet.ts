@@ -114,6 +114,8 @@ export function fleetCapacity(node: ApiNode) {
         ...(m.perfSamples !== undefined ? { perf_samples: m.perfSamples } : {}),
         ...(m.targets ? { targets } : { targets: null }),
         ...(state ? { state } : {}),
+        // SPEC section 11: the host has the model's file (false: it would fetch it from a member first).
+        ...(m.hasFile !== undefined ? { has_file: m.hasFile } : {}),
       });
       byModel.set(name, list);
     }

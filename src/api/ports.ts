@@ -20,6 +20,7 @@ import type { HostView } from '../route/types.ts';
 import type { MeshMode } from '../security/secret.ts';
 import type { RequestLimits } from './request.ts';
 import type { ClientKeys } from './client-keys.ts';
+import type { FileServer } from '../files/serve.ts';
 
 export type NodePhase = 'starting' | 'running' | 'stopping' | 'stopped';
 
@@ -47,6 +48,8 @@ export interface ApiNode {
   readonly requestLimits: RequestLimits;
   /** Client keys (disabled when none are configured). */
   readonly clientKeys: ClientKeys;
+  /** GET /v1/files/{sha256}: model files for members (SPEC section 11). */
+  readonly files: Pick<FileServer, 'handle'>;
   now(): number;
   /** The routing snapshot of this moment. */
   hostViews(): HostView[];

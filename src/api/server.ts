@@ -16,6 +16,7 @@ import { handleInference } from './inference.ts';
 import { createAliasRoutes } from './aliases.ts';
 import { handleLifecycle, lifecyclePath } from './lifecycle.ts';
 import { isUiPath, serveUi } from '../ui/serve.ts'; // dashboards
+import { FILES_PREFIX } from '../files/serve.ts';
 
 type Handler = (node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL) => Promise<void> | void;
 
@@ -172,6 +173,10 @@ async function handle(
     throw errors.methodNotAllowed(method, url.pathname, 'GET');
   }
   // --- end dashboards ---
+  // Model files for members (SPEC section 11); the path names a hash, never a file.
+  // The raw path is judged, not the normalised one: `/v1/files/<hash>/../<hash>` names no hash.
+  const rawPath = (req.url ?? '/').split('?')[0];
+  if (url.pathname.startsWith(FILES_PREFIX) || rawPath.startsWith(FILES_PREFIX)) return node.files.handle(req, res, rawPath);
   const life = url.pathname.startsWith('/v1/models/') ? lifecyclePath(url.pathname) : undefined;
   if (life) return handleLifecycle(node, req, res, life.model, life.action, url);
   if (url.pathname.startsWith('/v1/models/') && (method === 'GET' || method === 'HEAD')) return oneModel(node, res, url);

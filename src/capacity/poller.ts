@@ -116,6 +116,7 @@ export function parseReport(doc: unknown, expectedNode: string): CapacityReport 
       prefill_ms_per_1k: num(m.prefill_ms_per_1k),
       perf_samples: num(m.perf_samples),
       targets,
+      ...fileOf(m.file),
     });
   }
   const epoch = typeof d.digest_epoch === 'string' && /^[0-9a-f]{1,32}$/.test(d.digest_epoch) ? d.digest_epoch : undefined;
@@ -343,4 +344,13 @@ export class CapacityPoller {
     this.#errors.set(name, why);
     this.opts.log?.(`capacity of ${name}: poll failed: ${why}`);
   }
+}
+
+/** A model's published file (SPEC section 11), when well formed: a size and a SHA-256. */
+function fileOf(raw: unknown): { file?: { size: number; sha256: string } } {
+  const f = raw as Record<string, unknown> | undefined;
+  if (!f || typeof f !== 'object') return {};
+  const size = num(f.size);
+  if (size === undefined || size < 0 || typeof f.sha256 !== 'string' || !/^[0-9a-f]{64}$/.test(f.sha256)) return {};
+  return { file: { size, sha256: f.sha256 } };
 }

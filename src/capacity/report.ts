@@ -19,6 +19,8 @@ export interface ReportSource {
   readonly cache?: CacheBook;
   /** Model lifecycle (SPEC section 11): target states and memory, the node's budget. */
   readonly lifecycle?: Pick<Lifecycle, 'targetState' | 'memory'>;
+  /** The model's file here, once hashed (SPEC section 11: members fetch it by this hash). */
+  fileOf?(model: string): ModelFile | undefined;
 }
 
 export interface TargetReport {
@@ -42,6 +44,12 @@ export interface TargetReport {
   load_error?: string;
 }
 
+/** A model file a member can fetch from this node: GET /v1/files/{sha256}. */
+export interface ModelFile {
+  size: number;
+  sha256: string;
+}
+
 export interface ModelReport {
   name: string;
   engine?: string;
@@ -56,6 +64,8 @@ export interface ModelReport {
   perf_samples?: number;
   /** Absent on an older node: then chat and completion only. */
   targets?: TargetReport[];
+  /** The model's file on this node (absent: no file, not yet hashed, or an older node). */
+  file?: ModelFile;
 }
 
 export interface CapacityReport {
@@ -106,6 +116,7 @@ export function buildReport(node: ReportSource, held?: HeldDigests): CapacityRep
       return r;
     });
     const perf = node.perf.published(name);
+    const file = node.fileOf?.(name);
     const engines = [...new Set(backends.map((b) => b.info.engine))];
     models.push({
       name,
@@ -120,6 +131,7 @@ export function buildReport(node: ReportSource, held?: HeldDigests): CapacityRep
       ...(perf.prefill_ms_per_1k !== undefined ? { prefill_ms_per_1k: perf.prefill_ms_per_1k } : {}),
       perf_samples: perf.perf_samples,
       targets: tr,
+      ...(file ? { file: { size: file.size, sha256: file.sha256 } } : {}),
     });
   }
   const digests = book ? { digest_epoch: book.epoch, digest_version: book.version } : {};

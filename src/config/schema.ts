@@ -141,10 +141,23 @@ const openaiModel = z.strictObject({
     });
 });
 
+/** Keys of an entry that names a model file (SPEC section 11, "Model files travel between members"). */
+const fileKeys = {
+  path: z.string().min(1, 'expected the path of a GGUF file').transform(expandHome),
+  /** Optional: the file's SHA-256 (64 hex); a file here or fetched must match it. "" = not checked. */
+  sha256: z
+    .string()
+    .regex(/^([0-9a-fA-F]{64})?$/, 'expected "" or the 64 hex digits of a SHA-256 (sha256sum prints them)')
+    .transform((s) => s.toLowerCase())
+    .default(''),
+  /** mesh: when `path` does not exist here, the file is fetched from a member that has it; never: never fetched. */
+  fetch: z.enum(['mesh', 'never'], { error: 'expected mesh or never' }).default('mesh'),
+};
+
 const llamacppModel = z.strictObject({
   ...modelCommon,
   engine: z.literal('llamacpp'),
-  path: z.string().min(1, 'expected the path of a GGUF file').transform(expandHome),
+  ...fileKeys,
   startup_timeout: duration.default(600_000),
   llamacpp: z
     .strictObject({
@@ -157,7 +170,7 @@ const llamacppModel = z.strictObject({
 const embeddedModel = z.strictObject({
   ...modelCommon,
   engine: z.literal('embedded'),
-  path: z.string().min(1, 'expected the path of a GGUF file').transform(expandHome),
+  ...fileKeys,
   embedded: z
     .strictObject({
       threads: positiveInt.default(1),
@@ -243,6 +256,10 @@ export const configSchema = z.strictObject({
       state_dir: z.string().default('~/.local/state/viiwork').transform(expandHome),
       /** Bytes the engines here may use; auto: GPU memory (nvidia-smi, rocm-smi) less other processes' use, else 75% of RAM. */
       memory_budget: memorySize.default('auto'),
+      /** Where files fetched from members are kept (SPEC section 11). */
+      models_dir: z.string().default('~/.local/share/viiwork/models').transform(expandHome),
+      /** Bytes per second this node sends model files at; 0 = no limit. */
+      transfer_rate: size(0, 2 ** 50, '1PiB').default(0),
     })
     .prefault({}),
   api: z

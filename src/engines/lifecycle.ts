@@ -17,7 +17,7 @@ import { UnloadedBackend, type Backend, type BackendInfo } from './backend.ts';
 import { LoadLock } from './load-lock.ts';
 import type { SlotTable } from './targets.ts';
 
-/** `fetching` belongs to model files travelling between members (issue 20): reported, never entered here yet. */
+/** `fetching`: the entry's file is being fetched from a member before it loads (issue 20, `prepare` below). */
 export type LifeState = 'unloaded' | 'fetching' | 'loading' | 'loaded' | 'unloading';
 export type LoadReason = 'start' | 'request' | 'scale' | 'operator';
 export type UnloadReason = 'idle' | 'room' | 'operator' | 'failed' | 'stop';
@@ -81,6 +81,12 @@ export interface LifecyclePorts {
   /** Replace `old` by `next` in the node's backends and slot table. */
   swap(old: readonly Backend[], next: readonly Backend[]): void;
   onEvent(e: LifecycleEvent): void;
+  /**
+   * Before a load: the entry as it is to be loaded (its file fetched from a
+   * member when it is not here; SPEC section 11). Calls `fetching()` when it
+   * must fetch, so the entry reports `fetching` meanwhile. Rejects: the load fails with its message.
+   */
+  prepare?(entry: ModelConfig, fetching: () => void): Promise<ModelConfig>;
   /** performance.now(), injectable for tests. */
   now?(): number;
 }
@@ -274,7 +280,10 @@ export class Lifecycle {
       m.roomReady = true;
       let real: Backend[];
       try {
-        real = await this.p.create(m.entry, m.infos);
+        const entry = this.p.prepare ? await this.p.prepare(m.entry, () => (m.state = 'fetching')) : m.entry;
+        if (this.#stopped) return;
+        m.state = 'loading';
+        real = await this.p.create(entry, m.infos);
       } catch (err) {
         return this.#failed(m, (err as Error).message);
       }

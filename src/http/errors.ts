@@ -64,6 +64,13 @@ export const errors = {
     new ApiError(403, 'alias changes are accepted only from this machine; run the viiwork CLI on the node itself', 'permission_error', 'forbidden'),
   unknownModel: (model: string) => invalid(404, `model "${model}" is not served by any member of this mesh; GET /v1/models lists them`, 'model_not_found'),
   unknownHost: (host: string, model: string) => invalid(404, `no member named "${host}" serves model "${model}"`, 'host_not_found'),
+  /** GET /v1/files/{sha256} from anyone but a member (SPEC section 11). */
+  forbiddenFiles: (why: string) =>
+    new ApiError(403, `model files are served to members of this mesh only (${why})`, 'permission_error', 'forbidden'),
+  unknownFile: (what: string) => invalid(404, `no model file with SHA-256 "${what.slice(0, 80)}" is served here; /v1/capacity lists the files of each member`, 'file_not_found'),
+  badRange: (size: number) => new ApiError(416, `the Range asked for lies outside the file (${size} bytes)`, 'invalid_request_error', 'range_not_satisfiable', undefined, { 'content-range': `bytes */${size}` }),
+  transfersBusy: (n: number) =>
+    new ApiError(429, `this node is already sending ${n} model files; fetch from another member or retry`, 'rate_limit_error', 'transfers_busy', 5, { [RES_REFUSED]: 'transfers' }),
   notFound: (path: string) => invalid(404, `no such endpoint: ${path}`, 'not_found'),
   methodNotAllowed: (method: string, path: string, allow: string) =>
     new ApiError(405, `${method} is not allowed on ${path}; use ${allow}`, 'invalid_request_error', 'method_not_allowed', undefined, { allow }),

@@ -59,6 +59,18 @@ export class Metrics {
     labelNames: ['model', 'reason'] as const,
     registers: [this.registry],
   });
+  readonly fileTransferBytes = new Counter({
+    name: 'viiwork_file_transfer_bytes_total',
+    help: 'Bytes of model files sent to and received from members (direction: sent, received)',
+    labelNames: ['direction'] as const,
+    registers: [this.registry],
+  });
+  readonly fileTransfers = new Gauge({
+    name: 'viiwork_file_transfers',
+    help: 'Model file transfers in flight on this node (direction: sending, fetching)',
+    labelNames: ['direction'] as const,
+    registers: [this.registry],
+  });
   readonly modelUnloads = new Counter({
     name: 'viiwork_model_unloads_total',
     help: 'Model unloads on this node, by model and reason (idle, room, operator, failed)',

@@ -48,6 +48,12 @@ import { loadMeshMode, type MeshMode } from '../security/secret.ts';
 import { localView, peerViews } from './views.ts';
 import { AliasTable } from '../aliases/table.ts';
 import { DecisionFeed } from '../dispatch/decisions.ts';
+import { FileIndex } from '../files/hash-index.ts';
+import { FileServer } from '../files/serve.ts';
+import { fetchedPath, modelFilePaths } from '../files/paths.ts';
+import { fetchFile } from '../files/fetch.ts';
+import { offerFor } from '../files/sources.ts';
+import { EMPTY_BODY_SHA256 } from '../security/signing.ts';
 
 export type { NodePhase };
 
@@ -91,7 +97,14 @@ export class ViiworkNode implements ApiNode {
   readonly loads: Loads;
   /** The life of each request: placement, runs, forwards, measurement. */
   readonly dispatcher: Dispatcher;
+  /** SHA-256 of this node's model files, hashed in the background (SPEC section 11). */
+  readonly fileIndex: FileIndex;
+  /** GET /v1/files/{sha256} for members. */
+  readonly files: FileServer;
   #server: http.Server | undefined;
+  /** Aborted when the node stops: fetches in flight end, keeping their partial files. */
+  readonly #stopping = new AbortController();
+  #fetches = 0;
   #tick: NodeJS.Timeout | undefined;
   #saveTimer: NodeJS.Timeout | undefined;
 
@@ -117,6 +130,16 @@ export class ViiworkNode implements ApiNode {
     this.forwards = new ForwardBook(this.now);
     this.aliases = AliasTable.load(config.node.state_dir, { log: (msg) => this.log.warn(msg), now: this.now });
     this.aliases.seed(config.aliases);
+    this.fileIndex = new FileIndex({ stateDir: config.node.state_dir, log: (msg) => this.log.info(msg) });
+    this.files = new FileServer({
+      self: this.name,
+      mode: this.meshMode,
+      members: this.members,
+      byHash: (sha) => this.fileIndex.byHash(sha),
+      rate: config.node.transfer_rate,
+      log: (msg) => this.log.info(msg),
+      onSent: (n) => this.metrics.fileTransferBytes.inc({ direction: 'sent' }, n),
+    });
     this.budget = new MemoryBudget(config.node.memory_budget, () => ({ pids: this.#enginePids(), accounted: this.lifecycle.accounted() }));
     this.lifecycle = new Lifecycle({
       slots: this.slots,
@@ -125,6 +148,7 @@ export class ViiworkNode implements ApiNode {
       create: (entry, infos) => this.#wire(createBackendsFor(entry, infos, (msg, fields) => this.#engineLog(msg, fields), this.config.node.state_dir)),
       swap: (old, next) => this.#swap(old, next),
       onEvent: (e) => this.#lifecycleEvent(e),
+      prepare: (entry, fetching) => this.#prepareFile(entry, fetching),
     });
     this.loads = new Loads({
       self: this.name,
@@ -287,12 +311,23 @@ export class ViiworkNode implements ApiNode {
           return node.aliases.version;
         },
         cache: this.cacheBook,
+        fileOf: (model) => this.#fileOf(model),
       },
       held,
     );
   }
 
   #releaseWaiters = 0;
+
+  /** The model's file here, once hashed: at its `path`, or a copy fetched into models_dir. */
+  #fileOf(model: string): { size: number; sha256: string } | undefined {
+    for (const entry of this.config.models) {
+      if (entry.name !== model || !('path' in entry)) continue;
+      const f = this.fileIndex.lookup(entry.path) ?? this.fileIndex.lookup(fetchedPath(this.config.node.models_dir, entry.path));
+      if (f) return f;
+    }
+    return undefined;
+  }
 
   /** Models asked for at this node lately: their hosts are polled every capacity_poll (capacity/schedule.ts). */
   readonly #interest: Interest;
@@ -388,7 +423,7 @@ export class ViiworkNode implements ApiNode {
   /** The routing snapshot: this node now, and every alive or suspect peer from its last report. */
   hostViews(): HostView[] {
     const now = this.now();
-    return [localView(this.name, this.slots, this.perf, now, this.cacheBook, this.lifecycle), ...peerViews(this.members.peers(), this.poller, this.config.routing.stale_after, now)];
+    return [localView(this.name, this.slots, this.perf, now, this.cacheBook, this.lifecycle, (model) => this.#fileOf(model) !== undefined), ...peerViews(this.members.peers(), this.poller, this.config.routing.stale_after, now)];
   }
 
   nextRoundRobin(): number {
@@ -460,6 +495,8 @@ export class ViiworkNode implements ApiNode {
     this.#saveTimer = setInterval(() => this.#savePerf(), 30_000);
     this.#saveTimer.unref();
     this.lifecycle.start();
+    // Off the request path: until a file is hashed it is neither published nor served.
+    void this.fileIndex.track(modelFilePaths(this.config.models).flatMap((p) => [p, fetchedPath(this.config.node.models_dir, p)]));
     await this.budget.start();
     // Engines load in the background: the API answers (with 503 for their models) meanwhile.
     const models = this.slots.models();
@@ -546,7 +583,9 @@ export class ViiworkNode implements ApiNode {
       const key = entryKey(m);
       let memory = 0;
       try {
-        memory = await entryMemory(m);
+        // A file fetched earlier is measured where it is (SPEC section 11).
+        const local = 'path' in m && !fs.existsSync(m.path) ? fetchedPath(this.config.node.models_dir, m.path) : undefined;
+        memory = await entryMemory(local && fs.existsSync(local) ? ({ ...m, path: local } as Config['models'][number]) : m);
       } catch (err) {
         this.log.warn(`${(err as Error).message}; counting it as 0 bytes`);
       }
@@ -680,9 +719,11 @@ export class ViiworkNode implements ApiNode {
   async stop(): Promise<void> {
     if (this.phase === 'stopped') return;
     this.phase = 'stopping';
+    this.#stopping.abort();
     clearInterval(this.#tick);
     this.lifecycle.stop();
     this.budget.stop();
+    await this.fileIndex.stop();
     await this.poller?.stop();
     await this.membership?.stop().catch((err) => this.log.warn(`leaving the mesh: ${(err as Error).message}`));
     clearInterval(this.#saveTimer);
@@ -701,6 +742,55 @@ export class ViiworkNode implements ApiNode {
     }
     this.metrics.stop();
     this.phase = 'stopped';
+  }
+
+  /**
+   * The entry as it is to be loaded (SPEC section 11): its `path` where that
+   * exists, else a verified copy in models_dir, else fetched from a member
+   * whose report publishes the model's file, verified, then used.
+   */
+  async #prepareFile(entry: Config['models'][number], fetching: () => void): Promise<Config['models'][number]> {
+    if (!('path' in entry) || fs.existsSync(entry.path)) return entry;
+    const local = fetchedPath(this.config.node.models_dir, entry.path);
+    const known = this.fileIndex.lookup(local);
+    if (known && (!entry.sha256 || known.sha256 === entry.sha256)) return { ...entry, path: local };
+    if (entry.fetch === 'never') throw new Error(`${entry.path} does not exist here and ${entry.name} has fetch: never; copy the file there or set fetch: mesh`);
+    const peers = this.members.peers().flatMap((m) => {
+      const r = this.poller?.get(m.name);
+      return m.state === 'alive' && r ? [{ name: m.name, api: m.api, models: r.report.models }] : [];
+    });
+    const offer = offerFor(entry.name, peers, entry.sha256, this.#fetches++);
+    if (!offer) throw new Error(`${entry.path} does not exist here and no member publishes a file for ${entry.name}${entry.sha256 ? ` with sha256 ${entry.sha256}` : ''}; download it once to any member`);
+    fetching();
+    this.log.info(`fetching ${entry.name}: ${offer.size} bytes (sha256 ${offer.sha256}) from ${offer.sources.map((s) => s.name).join(', ')} into ${local}`);
+    let shown = 0;
+    this.metrics.fileTransfers.inc({ direction: 'fetching' });
+    try {
+      const r = await fetchFile({
+        sha256: offer.sha256,
+        size: offer.size,
+        dest: local,
+        modelsDir: this.config.node.models_dir,
+        sources: offer.sources,
+        expect: entry.sha256 || undefined,
+        headers: (s, p) => this.signForward('GET', p, EMPTY_BODY_SHA256, s.name),
+        signal: this.#stopping.signal,
+        dispatcher: this.peerAgent,
+        log: (msg) => this.log.info(msg),
+        onBytes: (n) => this.metrics.fileTransferBytes.inc({ direction: 'received' }, n),
+        onProgress: (p) => {
+          const tenth = Math.floor((10 * p.bytes) / Math.max(1, p.size));
+          if (tenth > shown) {
+            shown = tenth;
+            this.log.info(`fetching ${entry.name}: ${tenth * 10}% (${p.bytes} of ${p.size} bytes, from ${p.from})`);
+          }
+        },
+      });
+      this.fileIndex.record(r.path, r.sha256);
+      return { ...entry, path: r.path };
+    } finally {
+      this.metrics.fileTransfers.dec({ direction: 'fetching' });
+    }
   }
 
   #savePerf(): void {

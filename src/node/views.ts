@@ -13,7 +13,7 @@ import type { HostModelView, HostView } from '../route/types.ts';
 /** Routing may use this node's own scores up to this old (recomputing them on every request costs more than it is worth). */
 export const ROUTING_SCORE_MAX_AGE_MS = 250;
 
-export function localView(name: string, slots: SlotTable, perf: PerfScores, now: number, cache?: CacheBook, lifecycle?: Pick<Lifecycle, 'targetState' | 'memory'>): HostView {
+export function localView(name: string, slots: SlotTable, perf: PerfScores, now: number, cache?: CacheBook, lifecycle?: Pick<Lifecycle, 'targetState' | 'memory'>, hasFile?: (model: string) => boolean): HostView {
   const models = new Map<string, HostModelView>();
   for (const model of slots.models()) {
     const local = slots.targetsOf(model);
@@ -32,6 +32,7 @@ export function localView(name: string, slots: SlotTable, perf: PerfScores, now:
       overheadMs: p.ttft_overhead_ms,
       ratePer1k: p.prefill_ms_per_1k,
       perfSamples: p.perf_samples,
+      ...(hasFile ? { hasFile: hasFile(model) } : {}),
     });
   }
   return { name, local: true, rttMs: 0, fresh: true, polledAt: now, models, ...(lifecycle ? { memory: lifecycle.memory() } : {}) };
@@ -63,6 +64,7 @@ function modelsOf(r: PeerReport): ReadonlyMap<string, HostModelView> {
       perfSamples: mr.perf_samples,
       overheadMs: mr.ttft_overhead_ms,
       ratePer1k: mr.prefill_ms_per_1k,
+      hasFile: mr.file !== undefined,
     });
   }
   viewCache.set(r, models);

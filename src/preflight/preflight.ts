@@ -152,7 +152,18 @@ function checkModel(m: ModelConfig, at: string, config: Config, ctx: { cwd: stri
     warn(`${at}.audio_input`, 'audio_input is true but the entry does not list chat: audio only reaches chat targets', 'add chat to the workloads, or remove audio_input');
   }
 
-  if (m.engine === 'llamacpp' || m.engine === 'embedded') checkGguf(m.path, `${at}.path`, ctx.cwd, error);
+  if (m.engine === 'llamacpp' || m.engine === 'embedded') {
+    // SPEC section 11: a file that is not here may come from a member (a fetched copy lives in node.models_dir).
+    const fetched = path.join(config.node.models_dir, path.basename(m.path));
+    const here = fs.existsSync(path.resolve(ctx.cwd, m.path));
+    if (!here && fs.existsSync(fetched)) checkGguf(fetched, `${at}.path`, ctx.cwd, error);
+    else if (!here && m.fetch === 'mesh' && m.load === 'on_demand') {
+      warn(`${at}.path`, `${m.path} is not on this machine: it is fetched from a member that has it before it loads`, 'nothing to do if a member has the file; otherwise download it once to any member');
+      if (m.memory === 'auto') warn(`${at}.memory`, 'memory: auto cannot be read from a file that is not here; the entry counts 0 bytes until it is fetched', `set ${at}.memory to a size such as "8GiB"`);
+    } else if (!here && m.fetch === 'mesh') {
+      error(`${at}.path`, `${m.path} does not exist`, 'download the model there, or set load: on_demand so it is fetched from a member that has it before it loads');
+    } else checkGguf(m.path, `${at}.path`, ctx.cwd, error);
+  }
 
   if (m.engine === 'llamacpp') {
     const found = findExecutable(m.llamacpp.binary, ctx.env.PATH ?? '', ctx.cwd);

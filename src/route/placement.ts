@@ -22,6 +22,8 @@ export interface LoadHost {
   free: number;
   /** Bytes its idle on-demand models hold (what unloading them would free). */
   idle: number;
+  /** false: it must fetch the model's file from a member first (absent: unknown, ranked as having it). */
+  hasFile?: boolean;
 }
 
 export interface LoadChoice {
@@ -38,7 +40,11 @@ export function rankLoadHosts(model: string, hosts: readonly LoadHost[], refused
   const open = hosts.filter((h) => !refused.includes(h.host));
   const free = open.filter((h) => h.need <= h.free);
   const unload = open.filter((h) => h.need > h.free && h.need <= h.free + h.idle);
-  const rank = (list: LoadHost[]) => rendezvousRank(placementKey(model), list.map((h) => h.host));
+  // SPEC section 11: within each group, hosts that have the file before hosts that must fetch it.
+  const rank = (list: LoadHost[]) => [
+    ...rendezvousRank(placementKey(model), list.filter((h) => h.hasFile !== false).map((h) => h.host)),
+    ...rendezvousRank(placementKey(model), list.filter((h) => h.hasFile === false).map((h) => h.host)),
+  ];
   return [...rank(free).map((host) => ({ host, fits: 'free' as const })), ...rank(unload).map((host) => ({ host, fits: 'unload' as const }))];
 }
 
@@ -71,7 +77,7 @@ export function loadHosts(hosts: readonly HostView[], model: string, workload: s
       if ((other.queued ?? 0) > 0) continue;
       for (const t of other.targets ?? []) if (t.onDemand && t.state === 'loaded' && t.busy === 0 && name !== model) idle += t.memory ?? 0;
     }
-    out.push({ host: h.name, need, free: mem.free, idle });
+    out.push({ host: h.name, need, free: mem.free, idle, ...(m.hasFile !== undefined ? { hasFile: m.hasFile } : {}) });
   }
   return out;
 }

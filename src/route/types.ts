@@ -45,6 +45,8 @@ export interface HostModelView {
   perfSamples?: number;
   overheadMs?: number;
   ratePer1k?: number;
+  /** The host has the model's file (SPEC section 11: it loads without fetching first). */
+  hasFile?: boolean;
 }
 
 export interface HostView {

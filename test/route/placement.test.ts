@@ -16,6 +16,14 @@ describe('placement: which host loads a model (SPEC section 11)', () => {
     { name: 'none fits even after unloading every idle model: none', hosts: [host('a', 1 * G, 1 * G), host('b', 2 * G, 1 * G)], want: undefined },
     { name: 'a refusal moves to the next host', hosts: [host('b', 8 * G)], refused: ['b'], want: undefined },
     { name: 'exactly the need fits', hosts: [host('a', 4 * G)], want: 'a', fits: 'free' },
+    // SPEC section 11, model files travel: a host that has the file before one that must fetch it, within each group.
+    ...['a', 'b', 'c'].map((owner) => ({
+      name: `a host with the file (${owner}) before hosts that must fetch it, whatever the rendezvous`,
+      hosts: ['a', 'b', 'c'].map((n) => ({ ...host(n, 8 * G), hasFile: n === owner })),
+      want: owner,
+      fits: 'free' as const,
+    })),
+    { name: 'fitting in free memory still beats having the file', hosts: [{ ...host('a', 0, 16 * G), hasFile: true }, { ...host('b', 8 * G), hasFile: false }], want: 'b', fits: 'free' },
   ];
   for (const t of table)
     it(t.name, () => {

@@ -16,7 +16,7 @@ export const LAYERS: string[][] = [
   ['route', 'queue', 'security', 'metrics', 'aliases', 'responses'],
   ['mesh', 'engines', 'preflight', 'messages'],
   ['forward', 'capacity'],
-  ['dispatch'],
+  ['dispatch', 'files'],
   ['api'],
   ['node'],
   ['cli'],

@@ -1,0 +1,225 @@
+/**
+ * Fetching a model file from members (SPEC section 11): into a temporary
+ * file in models_dir, resumed with Range from the same member or another
+ * when a transfer breaks, verified by SHA-256 (and the entry's `sha256`)
+ * before it is renamed into place. A file that does not match is deleted and
+ * logged, never renamed, so it can never be loaded. Disk space is checked
+ * first: a fetch never leaves less than the reserve free.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Dispatcher } from 'undici';
+import { request } from 'undici';
+import { partialPath } from './paths.ts';
+
+/** Bytes a fetch leaves free on the disk of models_dir (docs/configuration.md). */
+export const DISK_RESERVE_BYTES = 1024 ** 3;
+/** Attempts per source before it is given up for this fetch. */
+const TRIES_PER_SOURCE = 2;
+/** Bytes gathered before one write (fewer, larger writes: each is a round trip to the thread pool). */
+const WRITE_BATCH = 4 * 1024 * 1024;
+
+export interface FetchSource {
+  /** Member name (for the log and for signing). */
+  name: string;
+  /** Its API base URL, e.g. http://10.0.0.5:8086. */
+  api: string;
+}
+
+export interface FetchProgress {
+  bytes: number;
+  size: number;
+  from: string;
+}
+
+export interface FetchOptions {
+  sha256: string;
+  size: number;
+  /** Where the verified file ends up. */
+  dest: string;
+  modelsDir: string;
+  /** In the order to try them; the next is asked when one fails. */
+  sources: readonly FetchSource[];
+  /** Headers that make the request a member's (signed in a secured mesh). */
+  headers(source: FetchSource, pathWithQuery: string): Record<string, string>;
+  /** The entry's `sha256`, when given: the file must match it too. */
+  expect?: string;
+  reserve?: number;
+  signal?: AbortSignal;
+  dispatcher?: Dispatcher;
+  log?: (msg: string) => void;
+  onProgress?: (p: FetchProgress) => void;
+  /** Bytes received (metrics). */
+  onBytes?: (n: number) => void;
+  /** Free bytes on the disk holding `dir` (injected by tests). */
+  freeBytes?: (dir: string) => Promise<number>;
+}
+
+export class FetchError extends Error {
+  constructor(
+    message: string,
+    readonly code: 'no_source' | 'no_space' | 'corrupt' | 'cancelled' | 'mismatch',
+  ) {
+    super(message);
+    this.name = 'FetchError';
+  }
+}
+
+export interface FetchResult {
+  path: string;
+  sha256: string;
+  /** Members the bytes came from, in order. */
+  from: string[];
+  /** Bytes that were already in a partial file from an earlier run. */
+  resumed: number;
+}
+
+async function statfsFree(dir: string): Promise<number> {
+  const s = await fs.promises.statfs(dir);
+  return Number(s.bavail) * Number(s.bsize);
+}
+
+/** SHA-256 of the first `bytes` of a partial file, read through the thread pool a slice at a time. */
+async function hashPrefix(file: string, bytes: number, hash: crypto.Hash): Promise<void> {
+  if (bytes === 0) return;
+  const stream = fs.createReadStream(file, { start: 0, end: bytes - 1, highWaterMark: 1024 * 1024 });
+  for await (const chunk of stream) hash.update(chunk as Buffer);
+}
+
+export async function fetchFile(o: FetchOptions): Promise<FetchResult> {
+  const log = o.log ?? (() => {});
+  const want = o.sha256.toLowerCase();
+  if (o.expect && o.expect.toLowerCase() !== want) {
+    throw new FetchError(`members offer sha256 ${want}, but the entry's sha256 is ${o.expect}: fix the entry's sha256 or the file on the members`, 'mismatch');
+  }
+  await fs.promises.mkdir(o.modelsDir, { recursive: true });
+  const part = partialPath(o.modelsDir, want);
+  let bad = new Set<string>();
+  for (let round = 0; round < 2; round++) {
+    const sources = o.sources.filter((s) => !bad.has(s.name));
+    if (sources.length === 0) break;
+    const r = await fetchOnce(o, want, part, sources, log);
+    if (r.ok) return r.result;
+    // A corrupt file: every member whose bytes are in it is suspect; try once more from the others.
+    log(`discarded ${part}: ${r.why}; bytes came from ${r.from.join(', ')}`);
+    bad = new Set([...bad, ...r.from]);
+  }
+  throw new FetchError(`no member served ${want} intact (tried ${o.sources.map((s) => s.name).join(', ') || 'none'})`, 'corrupt');
+}
+
+type Once = { ok: true; result: FetchResult } | { ok: false; why: string; from: string[] };
+
+async function fetchOnce(o: FetchOptions, want: string, part: string, sources: readonly FetchSource[], log: (m: string) => void): Promise<Once> {
+  const hash = crypto.createHash('sha256');
+  let have = 0;
+  try {
+    have = (await fs.promises.stat(part)).size;
+  } catch {
+    have = 0;
+  }
+  if (have > o.size) {
+    await fs.promises.rm(part, { force: true });
+    have = 0;
+  }
+  const resumed = have;
+  if (have > 0) {
+    log(`resuming ${path.basename(o.dest)} at ${have} of ${o.size} bytes from ${part}`);
+    await hashPrefix(part, have, hash);
+  }
+  const free = await (o.freeBytes ?? statfsFree)(o.modelsDir);
+  const reserve = o.reserve ?? DISK_RESERVE_BYTES;
+  if (o.size - have > free - reserve) {
+    throw new FetchError(
+      `not enough disk space in ${o.modelsDir} for ${path.basename(o.dest)}: it needs ${o.size - have} more bytes, ${free} are free and ${reserve} stay in reserve; free some space or point node.models_dir at a larger disk`,
+      'no_space',
+    );
+  }
+  const fh = await fs.promises.open(part, have > 0 ? 'r+' : 'w');
+  const from: string[] = [];
+  const tries = new Map<string, number>();
+  let i = 0;
+  try {
+    while (have < o.size) {
+      if (o.signal?.aborted) throw new FetchError('fetch cancelled: the node is stopping (the partial file is kept for a resume)', 'cancelled');
+      const usable = sources.filter((s) => (tries.get(s.name) ?? 0) < TRIES_PER_SOURCE);
+      if (usable.length === 0) throw new FetchError(`could not fetch ${want} from ${sources.map((s) => s.name).join(', ')}: ${have} of ${o.size} bytes kept in ${part}`, 'no_source');
+      const src = usable[i++ % usable.length];
+      tries.set(src.name, (tries.get(src.name) ?? 0) + 1);
+      const before = have;
+      try {
+        have = await pull(o, fh, hash, src, want, have);
+      } catch (err) {
+        if (o.signal?.aborted) throw new FetchError('fetch cancelled: the node is stopping (the partial file is kept for a resume)', 'cancelled');
+        log(`fetching ${want.slice(0, 12)}… from ${src.name} stopped at ${have} of ${o.size} bytes: ${(err as Error).message}; resuming from another member`);
+        have = (err as { have?: number }).have ?? have;
+      }
+      if (have > before && from.at(-1) !== src.name) from.push(src.name);
+    }
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  const got = hash.digest('hex');
+  if (got !== want) {
+    await fs.promises.rm(part, { force: true });
+    return { ok: false, why: `its SHA-256 is ${got}, not ${want}`, from: from.length ? from : sources.map((s) => s.name) };
+  }
+  await fs.promises.mkdir(path.dirname(o.dest), { recursive: true });
+  await fs.promises.rename(part, o.dest);
+  log(`fetched ${o.dest} (${o.size} bytes, sha256 verified) from ${from.join(', ')}`);
+  return { ok: true, result: { path: o.dest, sha256: got, from, resumed } };
+}
+
+/** One request from `have` on; returns the new offset, or throws with `have` set to what was written. */
+async function pull(o: FetchOptions, fh: fs.promises.FileHandle, hash: crypto.Hash, src: FetchSource, want: string, have: number): Promise<number> {
+  const p = `/v1/files/${want}`;
+  const headers: Record<string, string> = { ...o.headers(src, p) };
+  if (have > 0) headers.range = `bytes=${have}-`;
+  const r = await request(`${src.api}${p}`, { method: 'GET', headers, signal: o.signal, dispatcher: o.dispatcher, headersTimeout: 30_000, bodyTimeout: 30_000 });
+  const expected = have > 0 ? 206 : 200;
+  if (r.statusCode !== expected) {
+    const text = (await r.body.text().catch(() => '')).slice(0, 300);
+    throw new Error(`HTTP ${r.statusCode}${text ? `: ${text}` : ''}`);
+  }
+  const total = have > 0 ? Number(/\/(\d+)$/.exec(String(r.headers['content-range'] ?? ''))?.[1]) : Number(r.headers['content-length']);
+  if (total !== o.size) {
+    r.body.destroy();
+    throw new Error(`the member offers ${total} bytes, the capacity report said ${o.size}`);
+  }
+  let pending: Buffer[] = [];
+  let pendingBytes = 0;
+  const flush = async () => {
+    if (pendingBytes === 0) return;
+    const bufs = pending;
+    const n = pendingBytes;
+    pending = [];
+    pendingBytes = 0;
+    // writev: the chunks as they came, no copy into one buffer; hashed one chunk at a time.
+    const { bytesWritten } = await fh.writev(bufs, have);
+    if (bytesWritten !== n) throw new Error(`short write to the temporary file (${bytesWritten} of ${n} bytes); is the disk full?`);
+    for (const b of bufs) hash.update(b);
+    have += n;
+    o.onBytes?.(n);
+    o.onProgress?.({ bytes: have, size: o.size, from: src.name });
+  };
+  try {
+    for await (const chunk of r.body) {
+      const c = chunk as Buffer;
+      if (have + pendingBytes + c.length > o.size) throw new Error('the member sent more bytes than the file has');
+      pending.push(c);
+      pendingBytes += c.length;
+      if (pendingBytes >= WRITE_BATCH) await flush();
+    }
+    await flush();
+  } catch (err) {
+    // What arrived intact before the break is kept: the next request resumes after it.
+    try {
+      await flush();
+    } catch {
+      // the disk failed too: the next attempt starts where the file really ends
+    }
+    throw Object.assign(err as Error, { have });
+  }
+  return have;
+}

@@ -1,0 +1,144 @@
+/**
+ * Which model files this node has, by SHA-256 (SPEC section 11). Each file
+ * is hashed once per (path, size, mtime) in a worker thread and the result
+ * kept in `state_dir/file-hashes.json`, so a restart does not re-read 20 GB
+ * and a request never waits on a hash: until a file is hashed it is simply
+ * not published or served.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { hashFileInWorker } from './hash-worker.ts';
+
+export const INDEX_FILE = 'file-hashes.json';
+
+export interface IndexedFile {
+  path: string;
+  size: number;
+  mtimeMs: number;
+  sha256: string;
+}
+
+interface IndexDoc {
+  version: 1;
+  files: IndexedFile[];
+}
+
+export interface FileIndexOptions {
+  stateDir: string;
+  log?: (msg: string) => void;
+  /** Hashes one file (default: a worker thread); injected by tests that count hashes. */
+  hash?: (path: string, signal?: AbortSignal) => Promise<{ sha256: string; bytes: number }>;
+}
+
+export class FileIndex {
+  readonly #file: string;
+  readonly #log: (msg: string) => void;
+  readonly #hash: NonNullable<FileIndexOptions['hash']>;
+  /** By path: the last hash, valid while size and mtime match. */
+  readonly #byPath = new Map<string, IndexedFile>();
+  readonly #abort = new AbortController();
+  #pending: Promise<void> = Promise.resolve();
+  /** Files hashed by this process (for tests and the log). */
+  hashed = 0;
+
+  constructor(opts: FileIndexOptions) {
+    this.#file = path.join(opts.stateDir, INDEX_FILE);
+    this.#log = opts.log ?? (() => {});
+    this.#hash = opts.hash ?? hashFileInWorker;
+    try {
+      const doc = JSON.parse(fs.readFileSync(this.#file, 'utf8')) as IndexDoc;
+      for (const f of doc.files ?? []) {
+        if (typeof f.path === 'string' && Number.isFinite(f.size) && Number.isFinite(f.mtimeMs) && /^[0-9a-f]{64}$/.test(f.sha256)) this.#byPath.set(f.path, f);
+      }
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') this.#log(`ignoring unreadable ${this.#file} (files will be hashed again): ${(err as Error).message}`);
+    }
+  }
+
+  /** The hash of `p` if known and the file is unchanged (size and mtime) since. Synchronous stat: cheap. */
+  lookup(p: string): IndexedFile | undefined {
+    const known = this.#byPath.get(p);
+    if (!known) return undefined;
+    try {
+      const st = fs.statSync(p);
+      return st.size === known.size && st.mtimeMs === known.mtimeMs ? known : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** A served file by its hash: only paths this index was asked to track, never one from a URL. */
+  byHash(sha256: string): IndexedFile | undefined {
+    for (const f of this.#byPath.values()) if (f.sha256 === sha256) return this.lookup(f.path);
+    return undefined;
+  }
+
+  /** Every known, unchanged file. */
+  list(): IndexedFile[] {
+    return [...this.#byPath.keys()].map((p) => this.lookup(p)).filter((f): f is IndexedFile => f !== undefined);
+  }
+
+  /**
+   * Makes sure each existing path is hashed (one at a time, in the
+   * background). Resolves when these are done; a failed hash is logged and
+   * the file stays unpublished.
+   */
+  track(paths: readonly string[]): Promise<void> {
+    const run = this.#pending.then(async () => {
+      for (const p of paths) {
+        if (this.#abort.signal.aborted) return;
+        await this.#ensure(p);
+      }
+    });
+    this.#pending = run.catch(() => {});
+    return this.#pending;
+  }
+
+  /** Records a file whose hash is already known (a verified fetch), without reading it again. */
+  record(p: string, sha256: string): void {
+    const st = fs.statSync(p);
+    this.#byPath.set(p, { path: p, size: st.size, mtimeMs: st.mtimeMs, sha256 });
+    this.#save();
+  }
+
+  async #ensure(p: string): Promise<void> {
+    let st: fs.Stats;
+    try {
+      st = await fs.promises.stat(p);
+    } catch {
+      return; // not here (yet): nothing to publish
+    }
+    if (!st.isFile()) return;
+    if (this.lookup(p)) return;
+    try {
+      const started = Date.now();
+      const d = await this.#hash(p, this.#abort.signal);
+      const after = await fs.promises.stat(p);
+      // Changed while being read: the hash is of no version we can name; the next track() tries again.
+      if (after.size !== st.size || after.mtimeMs !== st.mtimeMs || d.bytes !== st.size) return this.#log(`${p} changed while it was hashed; it will be hashed again`);
+      this.hashed++;
+      this.#byPath.set(p, { path: p, size: st.size, mtimeMs: st.mtimeMs, sha256: d.sha256 });
+      this.#save();
+      this.#log(`hashed ${p} (${st.size} bytes, ${Date.now() - started} ms): sha256 ${d.sha256}`);
+    } catch (err) {
+      if (!this.#abort.signal.aborted) this.#log(`cannot hash ${p}: ${(err as Error).message}; it is not offered to members`);
+    }
+  }
+
+  #save(): void {
+    try {
+      fs.mkdirSync(path.dirname(this.#file), { recursive: true });
+      const tmp = `${this.#file}.${process.pid}.tmp`;
+      fs.writeFileSync(tmp, JSON.stringify({ version: 1, files: [...this.#byPath.values()] } satisfies IndexDoc));
+      fs.renameSync(tmp, this.#file);
+    } catch (err) {
+      this.#log(`cannot save ${this.#file}: ${(err as Error).message}`);
+    }
+  }
+
+  /** Stops hashing (a running worker is terminated). */
+  async stop(): Promise<void> {
+    this.#abort.abort();
+    await this.#pending;
+  }
+}
