@@ -42,7 +42,8 @@
  * Env: LIFECYCLE_QUICK=1 (2 repetitions, 6 + 15 s), LIFECYCLE_PARTS
  * ("cold,mix"), LIFECYCLE_REPS (3), LIFECYCLE_COLD_LOAD_MS (1500),
  * LIFECYCLE_CONCURRENCY (4), LIFECYCLE_WARMUP_S, LIFECYCLE_MEASURE_S,
- * LIFECYCLE_SCALE_AFTER ("3s"), LIFECYCLE_SEED (1), LIFECYCLE_KEEP=1 (keep
+ * LIFECYCLE_SCALE_AFTER ("3s"), LIFECYCLE_CAPACITY_POLL (every node's
+ * mesh.capacity_poll; default theirs, 1 s), LIFECYCLE_SEED (1), LIFECYCLE_KEEP=1 (keep
  * the scratch dir); BENCH_OUT=DIR writes results there.
  */
 import fs from 'node:fs';
@@ -55,6 +56,8 @@ const API_PORT = 18950;
 const GOSSIP_PORT = 18951;
 const REQUEST_DEADLINE_MS = 60_000;
 const GIB = 1024 ** 3;
+/** LIFECYCLE_CAPACITY_POLL (say 250ms): how often entry nodes poll their members; a waiting request learns a remote load ended from a poll. */
+const MESH_EXTRA: Record<string, unknown> = process.env.LIFECYCLE_CAPACITY_POLL ? { capacity_poll: process.env.LIFECYCLE_CAPACITY_POLL } : {};
 const agent = new Agent({ keepAliveTimeout: 30_000, headersTimeout: REQUEST_DEADLINE_MS, bodyTimeout: REQUEST_DEADLINE_MS, connections: 256 });
 
 export const MIX = [
@@ -141,13 +144,14 @@ async function benchCold(dir: string, reps: number, loadMs: number): Promise<Rec
       ip: '127.0.150.2',
       apiPort: API_PORT,
       gossipPort: GOSSIP_PORT,
+      mesh: MESH_EXTRA,
       node: { memory_budget: '4GiB' },
       routing: { load_wait: '60s' },
       models: [{ name: model, engine: 'sim', parallel: 2, load: 'on_demand', idle_unload: '0', memory: '1GiB', sim: { ttft_ms: ttftMs, prefill_ms_per_1k: 0, tokens_per_s: 100, output_tokens: 8, load_ms: loadMs, cache: false } }],
     },
     dir,
   );
-  const entry = await startViiwork({ name: 'lc-entry', ip: '127.0.150.1', apiPort: API_PORT, gossipPort: GOSSIP_PORT, seeds: [`127.0.150.2:${GOSSIP_PORT}`], routing: { load_wait: '60s' } }, dir);
+  const entry = await startViiwork({ name: 'lc-entry', ip: '127.0.150.1', apiPort: API_PORT, gossipPort: GOSSIP_PORT, seeds: [`127.0.150.2:${GOSSIP_PORT}`], mesh: MESH_EXTRA, routing: { load_wait: '60s' } }, dir);
   const rows: Record<string, any>[] = [];
   try {
     await waitConverged([hostNode, entry]);
@@ -239,6 +243,7 @@ async function runMixArm(arm: 'on_demand' | 'static', dir: string, o: { ipBlock:
           apiPort: API_PORT,
           gossipPort: GOSSIP_PORT,
           seeds: i ? [`127.0.${o.ipBlock}.1:${GOSSIP_PORT}`] : [],
+          mesh: MESH_EXTRA,
           node: { memory_budget: '2.5GiB' },
           routing: { load_wait: '45s', queue_timeout: '45s', scale_after: o.scaleAfter },
           models: arm === 'static' ? o.layout[names[i]].map((m) => simEntry(m, 'always')) : MIX.map((m) => simEntry(m.model, 'on_demand')),
@@ -372,7 +377,7 @@ export async function benchLifecycle(): Promise<Record<string, unknown>> {
   ];
   return {
     ...machine,
-    settings: { reps, cold_load_ms: coldLoadMs, mix: MIX, sim: SIM, memory_per_model: GIB, memory_budget: 2.5 * GIB, static_layout: layout, concurrency_per_entry: concurrency, warmup_s: warmupS, measure_s: measureS, scale_after: scaleAfter, seed },
+    settings: { reps, cold_load_ms: coldLoadMs, mix: MIX, sim: SIM, memory_per_model: GIB, memory_budget: 2.5 * GIB, static_layout: layout, concurrency_per_entry: concurrency, warmup_s: warmupS, measure_s: measureS, scale_after: scaleAfter, capacity_poll: process.env.LIFECYCLE_CAPACITY_POLL ?? 'default (1s)', seed },
     cold,
     mix,
     mix_throughput_ratio: throughputRatio,
