@@ -23,7 +23,7 @@
  *    trace:
  *      on_demand  every node has all five entries `load: on_demand`
  *                 (idle_unload 60 s, routing.scale_after
- *                 LIFECYCLE_SCALE_AFTER 3s); nothing loaded at the start
+ *                 LIFECYCLE_SCALE_AFTER, the default 10s); nothing loaded at the start
  *      static     the best layout by hand (bench/lib/lifecycle-plan.ts):
  *                 six copies in the six places, the most popular model
  *                 twice, `load: always`, all loaded before the trace starts
@@ -42,7 +42,7 @@
  * Env: LIFECYCLE_QUICK=1 (2 repetitions, 6 + 15 s), LIFECYCLE_PARTS
  * ("cold,mix"), LIFECYCLE_REPS (3), LIFECYCLE_COLD_LOAD_MS (1500),
  * LIFECYCLE_CONCURRENCY (4), LIFECYCLE_WARMUP_S, LIFECYCLE_MEASURE_S,
- * LIFECYCLE_SCALE_AFTER ("3s"), LIFECYCLE_CAPACITY_POLL (every node's
+ * LIFECYCLE_SCALE_AFTER ("10s", routing.scale_after's default), LIFECYCLE_CAPACITY_POLL (every node's
  * mesh.capacity_poll; default theirs, 1 s), LIFECYCLE_SEED (1), LIFECYCLE_KEEP=1 (keep
  * the scratch dir); BENCH_OUT=DIR writes results there.
  */
@@ -346,7 +346,7 @@ export async function benchLifecycle(): Promise<Record<string, unknown>> {
   const concurrency = Number(process.env.LIFECYCLE_CONCURRENCY ?? 4);
   const warmupS = Number(process.env.LIFECYCLE_WARMUP_S ?? (quick ? 6 : 15));
   const measureS = Number(process.env.LIFECYCLE_MEASURE_S ?? (quick ? 15 : 40));
-  const scaleAfter = process.env.LIFECYCLE_SCALE_AFTER ?? '3s';
+  const scaleAfter = process.env.LIFECYCLE_SCALE_AFTER ?? '10s';
   const seed = Number(process.env.LIFECYCLE_SEED ?? 1);
   const started = performance.now();
   const machine = machineInfo();
