@@ -14,7 +14,10 @@
  *    load time is both the nominal `load_ms` and the time the host itself
  *    takes from an operator's `POST /v1/models/cold/load` to `loaded` in
  *    its own /v1/capacity (measured once per repetition, then unloaded
- *    again). Target: the ratio within 10% of 1.
+ *    again). The entry learns a remote load ended from a capacity poll, so
+ *    the cold sends are spread evenly over one poll period (repetition k of
+ *    n waits k/n of it after the entry saw the unload). Target: the ratio
+ *    within 10% of 1.
  *
  * 2. Mixed trace. Five sim models, demand 40/25/15/12/8%, 1 GiB each,
  *    `parallel: 2`, loads of 1-3 s (1000 + 500·k ms), an answer of 16 tokens
@@ -40,7 +43,7 @@
  *    Target: on_demand ≥ 0.9 × static throughput.
  *
  * Env: LIFECYCLE_QUICK=1 (2 repetitions, 6 + 15 s), LIFECYCLE_PARTS
- * ("cold,mix"), LIFECYCLE_REPS (3), LIFECYCLE_COLD_LOAD_MS (1500),
+ * ("cold,mix"), LIFECYCLE_REPS (5), LIFECYCLE_COLD_LOAD_MS (1500),
  * LIFECYCLE_CONCURRENCY (4), LIFECYCLE_WARMUP_S, LIFECYCLE_MEASURE_S,
  * LIFECYCLE_SCALE_AFTER ("10s", routing.scale_after's default), LIFECYCLE_CAPACITY_POLL (every node's
  * mesh.capacity_poll; default theirs, 1 s), LIFECYCLE_SEED (1), LIFECYCLE_KEEP=1 (keep
@@ -85,6 +88,13 @@ interface Outcome {
 
 const r1 = (x: number) => Math.round(x * 10) / 10;
 const r2 = (x: number) => Math.round(x * 100) / 100;
+
+/** "250ms", "1s", "1.5s" or a number of ms: the bench's own reading of the capacity_poll it sets. */
+function durationMs(text: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s)?$/.exec(text.trim());
+  if (!m) throw new Error(`LIFECYCLE_CAPACITY_POLL: expected a duration such as 250ms or 1s, got "${text}"`);
+  return Number(m[1]) * (m[2] === 's' ? 1000 : 1);
+}
 
 /** One streamed chat request: its status, TTFT (to the first content chunk) and whether it ended with [DONE]. */
 async function chat(url: string, model: string): Promise<{ status: number | null; complete: boolean; ttft?: number; retryAfter?: string; node?: string; error?: string; ms: number }> {
@@ -135,7 +145,7 @@ async function unloadAndSettle(host: BenchNode, entry: BenchNode, model: string)
   await until(async () => (await fleetState(entry, model, host.name)) === 'unloaded', `${entry.name} sees ${model} unloaded on ${host.name}`, 20_000, 20);
 }
 
-async function benchCold(dir: string, reps: number, loadMs: number): Promise<Record<string, any>> {
+async function benchCold(dir: string, reps: number, loadMs: number, pollMs: number): Promise<Record<string, any>> {
   const ttftMs = 200;
   const model = 'cold';
   const hostNode = await startViiwork(
@@ -164,6 +174,10 @@ async function benchCold(dir: string, reps: number, loadMs: number): Promise<Rec
       await until(async () => (await localState(hostNode, model)) === 'loaded', `${model} loaded on ${hostNode.name}`, 30_000, 10);
       const hostLoadMs = performance.now() - t0;
       await unloadAndSettle(hostNode, entry, model);
+      // The entry learns the load ended from its next capacity poll of the host, and it has just seen the unload in
+      // one: sent now, every repetition would meet the same poll phase. Spread the sends evenly over one poll period.
+      const offsetMs = Math.round((k / reps) * pollMs);
+      await sleep(offsetMs);
       const cold = await chat(entry.url, model);
       if (cold.status !== 200 || cold.ttft === undefined) throw new Error(`cold request: ${cold.status} ${cold.error ?? ''}`);
       const warm: number[] = [];
@@ -175,6 +189,7 @@ async function benchCold(dir: string, reps: number, loadMs: number): Promise<Rec
       const warmMean = warm.reduce((a, b) => a + b, 0) / warm.length;
       const row = {
         rep: k + 1,
+        offset_ms: offsetMs,
         cold_ttft_ms: r1(cold.ttft),
         warm_ttft_ms: r1(warmMean),
         host_load_ms: r1(hostLoadMs),
@@ -203,6 +218,9 @@ async function benchCold(dir: string, reps: number, loadMs: number): Promise<Rec
     median_host_load_ms: med('host_load_ms'),
     median_vs_nominal: med('vs_nominal'),
     median_vs_measured: med('vs_measured'),
+    // Over poll phases spread evenly, the mean is what a request arriving at a random moment can expect.
+    mean_vs_nominal: rows.length ? r2(rows.reduce((a, r) => a + r.cold_ttft_ms, 0) / rows.reduce((a, r) => a + loadMs + r.warm_ttft_ms, 0)) : null,
+    mean_vs_measured: rows.length ? r2(rows.reduce((a, r) => a + r.cold_ttft_ms, 0) / rows.reduce((a, r) => a + r.host_load_ms + r.warm_ttft_ms, 0)) : null,
   };
 }
 
@@ -341,7 +359,8 @@ async function runMixArm(arm: 'on_demand' | 'static', dir: string, o: { ipBlock:
 export async function benchLifecycle(): Promise<Record<string, unknown>> {
   const quick = process.env.LIFECYCLE_QUICK === '1';
   const parts = new Set((process.env.LIFECYCLE_PARTS ?? 'cold,mix').split(','));
-  const reps = Number(process.env.LIFECYCLE_REPS ?? (quick ? 2 : 3));
+  const reps = Number(process.env.LIFECYCLE_REPS ?? (quick ? 2 : 5));
+  const pollMs = durationMs(process.env.LIFECYCLE_CAPACITY_POLL ?? '1s');
   const coldLoadMs = Number(process.env.LIFECYCLE_COLD_LOAD_MS ?? 1500);
   const concurrency = Number(process.env.LIFECYCLE_CONCURRENCY ?? 4);
   const warmupS = Number(process.env.LIFECYCLE_WARMUP_S ?? (quick ? 6 : 15));
@@ -356,7 +375,7 @@ export async function benchLifecycle(): Promise<Record<string, unknown>> {
   let cold: Record<string, any> | undefined;
   const mix: Record<string, any>[] = [];
   try {
-    if (parts.has('cold')) cold = await benchCold(dir, reps, coldLoadMs);
+    if (parts.has('cold')) cold = await benchCold(dir, reps, coldLoadMs, pollMs);
     if (parts.has('mix')) {
       mix.push(await runMixArm('on_demand', dir, { ipBlock: 151, layout, concurrency, warmupS, measureS, seed, scaleAfter }));
       mix.push(await runMixArm('static', dir, { ipBlock: 152, layout, concurrency, warmupS, measureS, seed, scaleAfter }));
@@ -371,7 +390,7 @@ export async function benchLifecycle(): Promise<Record<string, unknown>> {
   const throughputRatio = od && st && st.throughput_req_per_s ? r2(od.throughput_req_per_s / st.throughput_req_per_s) : null;
   const ttftRatio = od?.ttft_mean_ms && st?.ttft_mean_ms ? r2(od.ttft_mean_ms / st.ttft_mean_ms) : null;
   const targets = [
-    { target: 'cold start: first token of the first request to an unloaded model vs load time + warm TTFT (median)', measured: cold ? `${cold.median_vs_nominal} vs nominal load_ms, ${cold.median_vs_measured} vs the host's measured load` : null, goal: 'within 10% (0.90-1.10)', met: cold ? Math.abs(cold.median_vs_nominal - 1) <= 0.1 : null },
+    { target: 'cold start: first token of the first request to an unloaded model vs load time + warm TTFT (Σ cold ÷ Σ reference over the poll phases)', measured: cold ? `${cold.mean_vs_nominal} vs nominal load_ms, ${cold.mean_vs_measured} vs the host's measured load (worst repetition ${Math.max(...cold.repetitions.map((r: any) => r.vs_nominal))})` : null, goal: 'within 10% (0.90-1.10)', met: cold ? Math.abs(cold.mean_vs_nominal - 1) <= 0.1 : null },
     { target: 'mixed five-model trace: on_demand throughput vs the best static layout', measured: throughputRatio, goal: '≥ 0.90', met: throughputRatio === null ? null : throughputRatio >= 0.9 },
     { target: 'mixed five-model trace: nothing lost (every request 200, or 429/503 with Retry-After)', measured: mix.length ? mix.map((a) => `${a.arm} ${a.lost} lost of ${a.requests}`).join('; ') : null, goal: '0 lost', met: mix.length ? mix.every((a) => a.lost === 0) : null },
   ];
