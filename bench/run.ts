@@ -6,11 +6,12 @@
  *   routing     TTFT under open-loop load with prompt caches on three sim nodes vs an oracle, prefix affinity off, round robin, nginx and haproxy; queue drain through a gateway
  *   membership  our memberlist vs Serf (needs serf)
  *   polling     what capacity polling and gossip cost one node at 10, 30, 100 members; 300+ simulated
+ *   lifecycle   models on demand: a cold start's first token vs load + TTFT; a five-model trace on a 3-node mesh with room for two each vs the best layout pinned by hand
  */
 import fs from 'node:fs';
 import path from 'node:path';
 
-const ALL = ['overhead', 'routing', 'membership', 'polling'];
+const ALL = ['overhead', 'routing', 'membership', 'polling', 'lifecycle'];
 const args = process.argv.slice(2);
 const unknown = args.filter((a) => !ALL.includes(a));
 if (unknown.length) {
@@ -47,6 +48,11 @@ for (const name of which) {
       const doc = await benchPolling();
       write(name, doc);
       printPolling(doc);
+    } else if (name === 'lifecycle') {
+      const { benchLifecycle, printLifecycle } = await import('./lifecycle.ts');
+      const doc = await benchLifecycle();
+      write(name, doc);
+      printLifecycle(doc);
     }
   } catch (err) {
     failed = true;

@@ -22,6 +22,8 @@ export interface BenchNodeSpec {
   nodeArgs?: string[];
   /** a secured mesh with this VIIWORK_MESH_SECRET (base64 of 32 bytes) instead of an open one */
   secret?: string;
+  /** extra `node:` keys, e.g. memory_budget */
+  node?: Record<string, unknown>;
 }
 
 export interface BenchNode {
@@ -35,7 +37,7 @@ export async function startViiwork(spec: BenchNodeSpec, dir: string, opts: { che
   const nodeDir = path.join(dir, spec.name);
   fs.mkdirSync(nodeDir, { recursive: true });
   const doc = {
-    node: { name: spec.name, state_dir: path.join(nodeDir, 'state') },
+    node: { name: spec.name, state_dir: path.join(nodeDir, 'state'), ...(spec.node ?? {}) },
     api: { host: spec.ip, port: spec.apiPort },
     mesh: { open: spec.secret === undefined, network: 'lan', mdns: false, advertise: spec.ip, port: spec.gossipPort, seeds: spec.seeds ?? [], ...(spec.mesh ?? {}) },
     routing: spec.routing ?? {},
