@@ -59,14 +59,14 @@ export class Loads {
   }
 
   /**
-   * Requests for (model, workload) have queued here since `oldestAt` (SPEC
-   * section 11): past `scaleAfterMs`, one more copy is loaded on a host
-   * without one; before it, a model nobody holds is asked for again (after
-   * a refusal or a failed load).
+   * Requests for (model, workload) have queued here since `since`, the
+   * queue never empty in between (SPEC section 11): past `scaleAfterMs`, one
+   * more copy is loaded on a host without one; before it, a model nobody
+   * holds is asked for again (after a refusal or a failed load).
    */
-  waiting(model: string, workload: string, oldestAt: number, depth: number, scaleAfterMs: number): void {
+  waiting(model: string, workload: string, since: number, depth: number, scaleAfterMs: number): void {
     const now = this.p.now();
-    const waited = now - oldestAt;
+    const waited = now - since;
     if (waited >= scaleAfterMs && !this.pending(model) && now - (this.#scaledAt.get(model) ?? -Infinity) >= scaleAfterMs) {
       this.#scaledAt.set(model, now);
       void this.ensure(model, workload, 'scale', `${depth} request(s) queued at ${this.p.self} for ${Math.round(waited)} ms (routing.scale_after ${scaleAfterMs} ms)`);

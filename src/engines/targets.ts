@@ -80,6 +80,11 @@ export class SlotTable {
   }
 
   /** Called after every release, so queues can dispatch. */
+  /** Slots may have appeared (a backend became healthy, an on-demand load ended): tell the release listeners too. */
+  changed(): void {
+    for (const fn of this.#listeners) fn();
+  }
+
   onRelease(fn: () => void): () => void {
     this.#listeners.add(fn);
     return () => this.#listeners.delete(fn);

@@ -358,9 +358,10 @@ export class ViiworkNode implements ApiNode {
 
   /**
    * While requests wait here, ask every member they could run on but that
-   * this node sees full (its report, its refusal) to answer its next report
-   * as soon as one of its slots frees: a slot freed by another entry node's
-   * forward is then used at once instead of at the next poll.
+   * this node sees full (its report, its refusal) or still loading the model
+   * to answer its next report as soon as one of its slots frees or its load
+   * ends: a slot freed by another entry node's forward, or a model just
+   * loaded, is then used at once instead of at the next poll.
    */
   #hurry(): void {
     const poller = this.poller;
@@ -373,7 +374,8 @@ export class ViiworkNode implements ApiNode {
     const hosts = this.hostViews();
     for (const q of waiting) {
       for (const c of candidates({ hosts, forwards: this.forwards.tally, marks: this.forwards.marks }, q.model, q.workload)) {
-        if (c.local || !c.fresh || !c.healthy || c.free > 0) continue;
+        // Full, or still loading (an on-demand load): its answer comes when a slot frees or the load ends.
+        if (c.local || !c.fresh || c.free > 0 || !(c.healthy || c.loading)) continue;
         const api = this.members.get(c.host)?.api;
         if (api) poller.waitForSlot({ name: c.host, api }, q.model, SLOT_WAIT_MS);
       }
@@ -384,8 +386,8 @@ export class ViiworkNode implements ApiNode {
   #loadForWaiting(): void {
     for (const q of this.queues.entries()) {
       if (q.depth === 0) continue;
-      const oldest = this.queues.get(q.model, q.workload).oldestAt;
-      if (oldest !== undefined) this.loads.waiting(q.model, q.workload, oldest, q.depth, this.config.routing.scale_after);
+      const since = this.queues.get(q.model, q.workload).queuedSince;
+      if (since !== undefined) this.loads.waiting(q.model, q.workload, since, q.depth, this.config.routing.scale_after);
     }
   }
 
@@ -606,7 +608,12 @@ export class ViiworkNode implements ApiNode {
   async #wire(made: Promise<Backend[]>): Promise<Backend[]> {
     const list = await made;
     for (const b of list) {
-      b.on('state', () => this.queues.pumpAll());
+      b.on('state', () => {
+        this.queues.pumpAll();
+        // A poll held open for a free slot (?wait=) answers when a backend comes up too: an on-demand load's end
+        // reaches the entry that waits for it at once, not at its next poll.
+        this.slots.changed();
+      });
       b.on('descriptor', () => this.slots.setBackends(this.backends));
       b.on('restart', () => this.metrics.engineRestarts.inc({ model: b.info.model }));
     }
@@ -625,6 +632,7 @@ export class ViiworkNode implements ApiNode {
     for (const [key, list] of this.#byEntry) if (list.some((b) => old.includes(b))) this.#byEntry.set(key, swapIn(list));
     this.slots.setBackends(this.backends);
     this.queues.pumpAll();
+    this.slots.changed();
   }
 
   /** Pids of this node's engine processes (memory_budget: auto does not count their GPU use as others'). */

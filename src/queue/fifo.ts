@@ -35,6 +35,8 @@ export interface EnqueueOptions {
 
 export class WaitQueue<T> {
   readonly #waiters: Waiter<T>[] = [];
+  /** Clock ms since when the queue has held a waiter without a moment empty (undefined: empty). */
+  #busySince: number | undefined;
   #pumping = false;
   #again = false;
 
@@ -48,12 +50,16 @@ export class WaitQueue<T> {
     return this.#waiters.length;
   }
 
-  /** Clock ms when the longest-waiting request arrived; undefined when none waits. */
-  get oldestAt(): number | undefined {
-    let t: number | undefined;
-    for (const w of this.#waiters) if (t === undefined || w.enqueuedAt < t) t = w.enqueuedAt;
-    return t;
+  /**
+   * Clock ms since when requests have queued here without the queue being
+   * empty in between (SPEC 11's sustained queueing: with short requests the
+   * oldest waiter changes all the time while the queue never drains);
+   * undefined when none waits.
+   */
+  get queuedSince(): number | undefined {
+    return this.#busySince;
   }
+
 
   /**
    * Wait for a placement. Resolves with the attempt's value, or with a
@@ -81,6 +87,7 @@ export class WaitQueue<T> {
         const i = this.#waiters.indexOf(waiter);
         if (i < 0) return;
         this.#waiters.splice(i, 1);
+        if (this.#waiters.length === 0) this.#busySince = undefined;
         clearTimeout(waiter.timer);
         clearTimeout(waiter.wakeTimer);
         opts.signal?.removeEventListener('abort', onAbort);
@@ -91,6 +98,8 @@ export class WaitQueue<T> {
       if (opts.front) this.#waiters.unshift(waiter);
       else this.#waiters.push(waiter);
       this.pump();
+      // Placed at once (the pump above) is not queueing.
+      if (this.#waiters.length > 0) this.#busySince ??= enqueuedAt;
     });
   }
 

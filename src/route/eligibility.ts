@@ -68,7 +68,8 @@ export function candidates(inputs: CandidateInputs, model: string, workload: str
       local: h.local,
       fresh: h.fresh,
       healthy: targets.some((t) => t.slots > 0),
-      loading: targets.some((t) => (t.loading ?? 0) > 0),
+      // A backend starting, or an on-demand model being fetched or loaded there: requests wait for it as for a full one.
+      loading: targets.some((t) => (t.loading ?? 0) > 0 || (t.onDemand === true && (t.state === 'loading' || t.state === 'fetching'))),
       available: targets.some((t) => t.onDemand === true && t.state === 'unloaded'),
       free: refused ? 0 : free,
       rttMs: h.rttMs,

@@ -103,3 +103,38 @@ describe('wait queue', () => {
     await Promise.all(waiting);
   });
 });
+
+describe('sustained queueing (SPEC 11, scale_after)', () => {
+  it('counts from when the queue last filled, across waiters that come and go, and not for a request placed at once', async () => {
+    let now = 1000;
+    const q = new WaitQueue<string>(10, 60_000, () => now);
+    let free = 0;
+    const take = () => (free > 0 ? (free--, 'slot') : undefined);
+    assert.equal(q.queuedSince, undefined);
+    free = 1;
+    assert.deepEqual(await q.enqueue(take), { ok: true, value: 'slot', queuedMs: 0 });
+    assert.equal(q.queuedSince, undefined, 'placed at once: it did not queue');
+    const a = q.enqueue(take);
+    now = 1200;
+    const b = q.enqueue(take);
+    assert.equal(q.queuedSince, 1000);
+    // The oldest is placed, another arrives: the queue never drained, so queueing is still counted from 1000.
+    now = 1500;
+    free = 1;
+    q.pump();
+    assert.equal((await a).ok, true);
+    const c = q.enqueue(take);
+    assert.equal(q.queuedSince, 1000);
+    now = 1800;
+    free = 2;
+    q.pump();
+    await Promise.all([b, c]);
+    assert.equal(q.queuedSince, undefined, 'drained');
+    now = 2000;
+    const d = q.enqueue(take);
+    assert.equal(q.queuedSince, 2000);
+    free = 1;
+    q.pump();
+    await d;
+  });
+});
