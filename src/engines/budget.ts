@@ -100,22 +100,33 @@ export type Runner = (cmd: string, args: string[]) => Promise<string>;
 const run: Runner = (cmd, args) =>
   new Promise((resolve, reject) => execFile(cmd, args, { timeout: 5000, maxBuffer: 1 << 20 }, (err, out) => (err ? reject(err) : resolve(String(out)))));
 
-/** One read of the GPUs through whichever tool answers; undefined when neither does. */
-export async function queryGpus(runner: Runner = run): Promise<GpuMemory | undefined> {
-  try {
+/** The GPU tools, in the order they are asked. */
+export const GPU_TOOLS = ['nvidia-smi', 'rocm-smi'] as const;
+
+const notInstalled = (err: unknown) => (err as { code?: unknown })?.code === 'ENOENT';
+
+/**
+ * One read of the GPUs through whichever tool answers; undefined when neither
+ * does. A tool that is not installed is added to `missing` and not run again
+ * (spawning a missing binary blocks the event loop for tens of ms).
+ */
+export async function queryGpus(runner: Runner = run, missing: Set<string> = new Set()): Promise<GpuMemory | undefined> {
+  if (!missing.has('nvidia-smi')) try {
     const gpus = parseNvidiaGpus(await runner('nvidia-smi', ['--query-gpu=memory.total,memory.used', '--format=csv,noheader,nounits']));
     if (gpus) {
       const apps = await runner('nvidia-smi', ['--query-compute-apps=pid,used_memory', '--format=csv,noheader,nounits']).catch(() => '');
       return { tool: 'nvidia-smi', ...gpus, byPid: parseNvidiaApps(apps) };
     }
-  } catch {
-    // no nvidia-smi: try the next tool
+  } catch (err) {
+    // no nvidia-smi (or it failed): try the next tool
+    if (notInstalled(err)) missing.add('nvidia-smi');
   }
-  try {
+  if (!missing.has('rocm-smi')) try {
     const r = parseRocmSmi(await runner('rocm-smi', ['--showmeminfo', 'vram', '--json']));
     if (r) return { tool: 'rocm-smi', ...r };
-  } catch {
+  } catch (err) {
     // no rocm-smi either
+    if (notInstalled(err)) missing.add('rocm-smi');
   }
   return undefined;
 }
@@ -132,6 +143,8 @@ export class MemoryBudget {
   #bytes: number;
   source: string;
   #timer: NodeJS.Timeout | undefined;
+  /** GPU tools found not installed: never run again. */
+  readonly #missing = new Set<string>();
 
   constructor(
     readonly configured: number | 'auto',
@@ -149,7 +162,7 @@ export class MemoryBudget {
   /** Read the GPUs once (auto only); keeps the last figure when the tool fails. */
   async refresh(): Promise<void> {
     if (this.configured !== 'auto') return;
-    const gpu = await queryGpus(this.runner);
+    const gpu = await queryGpus(this.runner, this.#missing);
     if (!gpu) {
       this.#bytes = ramBudget();
       this.source = '75% of RAM';
@@ -164,6 +177,8 @@ export class MemoryBudget {
   async start(): Promise<void> {
     if (this.configured !== 'auto') return;
     await this.refresh();
+    // No GPU tool installed: the budget is 75% of RAM, which does not change; nothing to re-read.
+    if (GPU_TOOLS.every((t) => this.#missing.has(t))) return;
     this.#timer = setInterval(() => void this.refresh(), BUDGET_REREAD_MS);
     this.#timer.unref();
   }

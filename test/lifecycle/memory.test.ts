@@ -77,4 +77,26 @@ describe('memory_budget: auto', () => {
     await fixed.refresh();
     assert.equal(fixed.bytes, 8 * 1024 * MIB);
   });
+
+  it('a GPU tool that is not installed is not run again (spawning a missing binary stalls the event loop)', async () => {
+    const calls: string[] = [];
+    const enoent = () => Object.assign(new Error('spawn nvidia-smi ENOENT'), { code: 'ENOENT' });
+    const b = new MemoryBudget('auto', undefined, async (cmd) => {
+      calls.push(cmd);
+      throw enoent();
+    });
+    await b.start();
+    await b.refresh();
+    b.stop();
+    assert.deepEqual(calls, ['nvidia-smi', 'rocm-smi'], 'each tried once, at start');
+    // A tool that is there but fails (a driver hiccup) is asked again next time.
+    const flaky: string[] = [];
+    const c = new MemoryBudget('auto', undefined, async (cmd) => {
+      flaky.push(cmd);
+      throw new Error('NVIDIA-SMI has failed');
+    });
+    await c.refresh();
+    await c.refresh();
+    assert.deepEqual(flaky, ['nvidia-smi', 'rocm-smi', 'nvidia-smi', 'rocm-smi']);
+  });
 });
