@@ -37,7 +37,8 @@ describe('operator commands', () => {
   let t: TestNode;
   let peer: TestNode;
   before(async () => {
-    const mesh = (n: number) => ({ advertise: IP(n), port: 7946, capacity_poll: '250ms', seeds: n === 1 ? [] : [`${IP(1)}:7946`] });
+    // Every member polled every 250 ms (not only those this node routes to), so each report the status shows is fresh.
+    const mesh = (n: number) => ({ advertise: IP(n), port: 7946, capacity_poll: '250ms', capacity_background: '250ms', seeds: n === 1 ? [] : [`${IP(1)}:7946`] });
     t = await startNode({ node: { name: 'opsnode' }, api: { host: IP(1) }, mesh: mesh(1), models: [{ name: 'm1', engine: 'sim', parallel: 3, workloads: ['chat'] }] });
     peer = await startNode({ node: { name: 'opspeer' }, api: { host: IP(2) }, mesh: mesh(2), models: [{ name: 'm2', engine: 'sim', parallel: 2, workloads: ['chat', 'completion'] }] });
     await waitFor(
