@@ -33,6 +33,8 @@ export function withMeshFiles(config: Config, findings: readonly Finding[], flee
     const hosts = fleet.models.find((m) => m.name === e.name)?.hosts ?? [];
     const from = fileSenders(hosts).join(', ');
     const at = out.find((f) => f.key === key);
+    // An error (the entry is not on_demand, so it is never fetched) stands as the preflight wrote it.
+    if (at?.level === 'error') continue;
     const p = (config.models[e.index] as { path: string }).path;
     if (from) {
       const message = `${p} is not on this machine: fetchable from ${from} (as node ${fleet.node ?? 'here'} sees the mesh); it is fetched before it loads`;
