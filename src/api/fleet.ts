@@ -116,6 +116,9 @@ export function fleetCapacity(node: ApiNode) {
         ...(state ? { state } : {}),
         // SPEC section 11: the host has the model's file (false: it would fetch it from a member first).
         ...(m.hasFile !== undefined ? { has_file: m.hasFile } : {}),
+        // Its size and hash (members that publish the same hash can send it), and a fetch in progress here.
+        ...(m.file ? { file: { size: m.file.size, sha256: m.file.sha256 } } : {}),
+        ...(m.fetchProgress ? { fetch: { bytes: m.fetchProgress.bytes, size: m.fetchProgress.size } } : {}),
       });
       byModel.set(name, list);
     }

@@ -117,6 +117,7 @@ export function parseReport(doc: unknown, expectedNode: string): CapacityReport 
       perf_samples: num(m.perf_samples),
       targets,
       ...fileOf(m.file),
+      ...fetchOf(m.fetch),
     });
   }
   const epoch = typeof d.digest_epoch === 'string' && /^[0-9a-f]{1,32}$/.test(d.digest_epoch) ? d.digest_epoch : undefined;
@@ -344,6 +345,16 @@ export class CapacityPoller {
     this.#errors.set(name, why);
     this.opts.log?.(`capacity of ${name}: poll failed: ${why}`);
   }
+}
+
+/** A fetch in progress on the member (SPEC section 11), when well formed: bytes done of a size. */
+function fetchOf(raw: unknown): { fetch?: { bytes: number; size: number } } {
+  if (!raw || typeof raw !== 'object') return {};
+  const f = raw as Record<string, unknown>;
+  const bytes = num(f.bytes);
+  const size = num(f.size);
+  if (bytes === undefined || size === undefined || bytes < 0 || size < 0) return {};
+  return { fetch: { bytes: Math.min(bytes, size), size } };
 }
 
 /** A model's published file (SPEC section 11), when well formed: a size and a SHA-256. */

@@ -21,6 +21,8 @@ export interface ReportSource {
   readonly lifecycle?: Pick<Lifecycle, 'targetState' | 'memory'>;
   /** The model's file here, once hashed (SPEC section 11: members fetch it by this hash). */
   fileOf?(model: string): ModelFile | undefined;
+  /** The model's file fetch in progress here (SPEC section 11, state `fetching`). */
+  fetchOf?(model: string): FetchProgress | undefined;
 }
 
 export interface TargetReport {
@@ -50,6 +52,12 @@ export interface ModelFile {
   sha256: string;
 }
 
+/** A fetch of a model's file in progress: bytes verified-and-written so far of its size. */
+export interface FetchProgress {
+  bytes: number;
+  size: number;
+}
+
 export interface ModelReport {
   name: string;
   engine?: string;
@@ -66,6 +74,8 @@ export interface ModelReport {
   targets?: TargetReport[];
   /** The model's file on this node (absent: no file, not yet hashed, or an older node). */
   file?: ModelFile;
+  /** While the model's file is being fetched here (absent otherwise, or an older node). */
+  fetch?: FetchProgress;
 }
 
 export interface CapacityReport {
@@ -117,6 +127,7 @@ export function buildReport(node: ReportSource, held?: HeldDigests): CapacityRep
     });
     const perf = node.perf.published(name);
     const file = node.fileOf?.(name);
+    const fetch = node.fetchOf?.(name);
     const engines = [...new Set(backends.map((b) => b.info.engine))];
     models.push({
       name,
@@ -132,6 +143,7 @@ export function buildReport(node: ReportSource, held?: HeldDigests): CapacityRep
       perf_samples: perf.perf_samples,
       targets: tr,
       ...(file ? { file: { size: file.size, sha256: file.sha256 } } : {}),
+      ...(fetch ? { fetch: { bytes: fetch.bytes, size: fetch.size } } : {}),
     });
   }
   const digests = book ? { digest_epoch: book.epoch, digest_version: book.version } : {};

@@ -10,6 +10,7 @@ import { checkConfigFile } from '../preflight/preflight.ts';
 import { resolveConfigPath } from '../config/load.ts';
 import { MemoryBudget } from '../engines/budget.ts';
 import { memoryFindings } from '../engines/memory.ts';
+import { localFleet, withMeshFiles } from './check-files.ts';
 
 function plural(n: number, word: string): string {
   return `${n} ${word}${n === 1 ? '' : 's'}`;
@@ -28,6 +29,9 @@ export async function check(opts: { config?: string; json?: boolean; ports?: boo
     const budget = new MemoryBudget(result.config.node.memory_budget);
     await budget.refresh();
     result.findings.push(...(await memoryFindings(result.config, budget.bytes, budget.source)));
+    // Files not here (SPEC section 11): a node running on this config's address says who has them.
+    const fleet = await localFleet(result.config);
+    if (fleet) result.findings = withMeshFiles(result.config, result.findings, fleet);
   }
   const errors = result.findings.filter((f) => f.level === 'error').length;
   const warnings = result.findings.length - errors;

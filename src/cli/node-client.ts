@@ -11,7 +11,7 @@ export const DEFAULT_NODE_URL = 'http://127.0.0.1:8086';
 export class NodeCallError extends Error {}
 
 /** The node's client key, when it needs one, from VIIWORK_API_KEY. */
-function keyHeader(): Record<string, string> {
+export function keyHeader(): Record<string, string> {
   const key = process.env[API_KEY_ENV];
   return key ? { authorization: `Bearer ${key}` } : {};
 }

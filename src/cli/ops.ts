@@ -13,9 +13,54 @@ export interface MeshDoc {
   members: { name: string; state: string; role: string; gossip: string; api: string | null; version: string | null; since: string }[];
 }
 export interface FleetDoc {
+  node?: string;
   at?: number;
-  models: { name: string; hosts: { node: string; fresh: boolean; report_age_ms: number; slots: number; busy: number; free: number }[] }[];
+  models: { name: string; hosts: FleetHost[] }[];
 }
+export interface FleetHost {
+  node: string;
+  fresh: boolean;
+  report_age_ms: number;
+  slots: number;
+  busy: number;
+  free: number;
+  state?: string;
+  has_file?: boolean;
+  file?: { size: number; sha256: string };
+  fetch?: { bytes: number; size: number };
+}
+
+const MiB = 1024 * 1024;
+const mib = (n: number): string => `${(n / MiB).toFixed(1)} MiB`;
+
+/** The hosts a fetch of the model's file would come from: those publishing the hash most of them publish (ties: the smallest), by name. */
+export function fileSenders(hosts: readonly FleetHost[]): string[] {
+  const count = new Map<string, number>();
+  for (const h of hosts) if (h.file) count.set(h.file.sha256, (count.get(h.file.sha256) ?? 0) + 1);
+  const best = [...count.entries()].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))[0]?.[0];
+  return hosts.filter((h) => best !== undefined && h.file?.sha256 === best).map((h) => h.node).sort();
+}
+
+/**
+ * Where a model's file is, for each of its hosts (SPEC section 11): `here`,
+ * `fetching` with progress, `fetchable from` the members publishing a file
+ * for it (those with the hash most members publish, as a fetch picks), or
+ * `missing everywhere`; `-` for an entry without a file (sim, openai).
+ */
+export function fileColumn(hosts: readonly FleetHost[]): Map<string, string> {
+  const senders = fileSenders(hosts);
+  const out = new Map<string, string>();
+  for (const h of hosts) {
+    if (h.has_file === undefined) out.set(h.node, '-');
+    else if (h.has_file) out.set(h.node, 'here');
+    else if (h.fetch) out.set(h.node, `fetching ${mib(h.fetch.bytes)} of ${mib(h.fetch.size)} (${Math.floor((100 * h.fetch.bytes) / Math.max(1, h.fetch.size))}%)`);
+    else if (h.state === 'fetching') out.set(h.node, 'fetching');
+    else if (senders.length) out.set(h.node, `fetchable from ${senders.join(', ')}`);
+    else out.set(h.node, 'missing everywhere');
+  }
+  return out;
+}
+
 export interface ModelsDoc {
   data: { id: string; owned_by: string; context_length?: number; workloads: string[]; hosts?: string[]; target?: string; fallbacks?: string[] }[];
 }
@@ -55,10 +100,11 @@ export function registerOpsCommands(program: Command): void {
         out(`mesh seen from ${mesh.node} (${mesh.mode})\n\n`);
         out(formatTable([['MEMBER', 'STATE', 'ROLE', 'GOSSIP', 'API', 'VERSION', 'SINCE'], ...mesh.members.map((m) => [m.name, m.state, m.role, m.gossip, m.api ?? '-', m.version ?? '-', m.since])]));
         out('\n');
-        const rows = fleet.models.flatMap((m) =>
-          m.hosts.map((h) => [m.name, h.node, `${h.busy}/${h.slots}`, String(h.free), h.fresh ? 'fresh' : 'stale', `${(h.report_age_ms / 1000).toFixed(1)}s`]),
-        );
-        out(formatTable([['MODEL', 'HOST', 'BUSY/SLOTS', 'FREE', 'REPORT', 'AGE'], ...rows]));
+        const rows = fleet.models.flatMap((m) => {
+          const files = fileColumn(m.hosts);
+          return m.hosts.map((h) => [m.name, h.node, `${h.busy}/${h.slots}`, String(h.free), h.fresh ? 'fresh' : 'stale', `${(h.report_age_ms / 1000).toFixed(1)}s`, h.state ?? '-', files.get(h.node) ?? '-']);
+        });
+        out(formatTable([['MODEL', 'HOST', 'BUSY/SLOTS', 'FREE', 'REPORT', 'AGE', 'STATE', 'FILE'], ...rows]));
       }),
     );
 

@@ -19,6 +19,8 @@ export const DISK_RESERVE_BYTES = 1024 ** 3;
 const TRIES_PER_SOURCE = 2;
 /** Bytes gathered before one write (fewer, larger writes: each is a round trip to the thread pool). */
 const WRITE_BATCH = 4 * 1024 * 1024;
+/** A batch not full after this long is written anyway (a slow transfer still shows progress). */
+const FLUSH_AFTER_MS = 250;
 
 export interface FetchSource {
   /** Member name (for the log and for signing). */
@@ -189,7 +191,9 @@ async function pull(o: FetchOptions, fh: fs.promises.FileHandle, hash: crypto.Ha
   }
   let pending: Buffer[] = [];
   let pendingBytes = 0;
+  let flushedAt = Date.now();
   const flush = async () => {
+    flushedAt = Date.now();
     if (pendingBytes === 0) return;
     const bufs = pending;
     const n = pendingBytes;
@@ -209,7 +213,8 @@ async function pull(o: FetchOptions, fh: fs.promises.FileHandle, hash: crypto.Ha
       if (have + pendingBytes + c.length > o.size) throw new Error('the member sent more bytes than the file has');
       pending.push(c);
       pendingBytes += c.length;
-      if (pendingBytes >= WRITE_BATCH) await flush();
+      // A full batch, or a slow sender's bytes after a while: progress (and what a resume keeps) moves on either way.
+      if (pendingBytes >= WRITE_BATCH || Date.now() - flushedAt >= FLUSH_AFTER_MS) await flush();
     }
     await flush();
   } catch (err) {

@@ -22,6 +22,11 @@ const SHA256 = /^[0-9a-f]{64}$/;
 /** Bytes read and sent per step; the rate gate is asked once per chunk. */
 const CHUNK = 1024 * 1024;
 
+/** Under a slow transfer_rate, steps of about 1/8 s of it (at least 16 KiB): the bytes flow evenly rather than a megabyte after a long pause. */
+export function chunkFor(rate: number): number {
+  return rate > 0 ? Math.min(CHUNK, Math.max(16 * 1024, Math.floor(rate / 8))) : CHUNK;
+}
+
 export interface FileServerOptions {
   self: string;
   mode: MeshMode;
@@ -98,7 +103,7 @@ export class FileServer {
       res.writeHead(range.kind === 'part' ? 206 : 200, headers);
       let at = start;
       while (at <= end && !res.destroyed) {
-        const want = Math.min(CHUNK, end - at + 1);
+        const want = Math.min(chunkFor(this.#gate.rate), end - at + 1);
         const wait = this.#gate.reserve(want);
         if (wait > 0) await sleep(wait);
         const buf = Buffer.allocUnsafe(want);

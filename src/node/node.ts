@@ -312,12 +312,16 @@ export class ViiworkNode implements ApiNode {
         },
         cache: this.cacheBook,
         fileOf: (model) => this.#fileOf(model),
+        fetchOf: (model) => this.#fetchProgress.get(model),
       },
       held,
     );
   }
 
   #releaseWaiters = 0;
+
+  /** Fetches of model files in progress here, by model: bytes done of size (published in /v1/capacity). */
+  readonly #fetchProgress = new Map<string, { bytes: number; size: number }>();
 
   /** The model's file here, once hashed: at its `path`, or a copy fetched into models_dir. */
   #fileOf(model: string): { size: number; sha256: string } | undefined {
@@ -425,7 +429,7 @@ export class ViiworkNode implements ApiNode {
   /** The routing snapshot: this node now, and every alive or suspect peer from its last report. */
   hostViews(): HostView[] {
     const now = this.now();
-    return [localView(this.name, this.slots, this.perf, now, this.cacheBook, this.lifecycle, (model) => this.#fileOf(model) !== undefined), ...peerViews(this.members.peers(), this.poller, this.config.routing.stale_after, now)];
+    return [localView(this.name, this.slots, this.perf, now, this.cacheBook, this.lifecycle, (model) => this.#fileOf(model), (model) => this.#fetchProgress.get(model)), ...peerViews(this.members.peers(), this.poller, this.config.routing.stale_after, now)];
   }
 
   nextRoundRobin(): number {
@@ -772,6 +776,8 @@ export class ViiworkNode implements ApiNode {
     fetching();
     this.log.info(`fetching ${entry.name}: ${offer.size} bytes (sha256 ${offer.sha256}) from ${offer.sources.map((s) => s.name).join(', ')} into ${local}`);
     let shown = 0;
+    const progress = { bytes: 0, size: offer.size };
+    this.#fetchProgress.set(entry.name, progress);
     this.metrics.fileTransfers.inc({ direction: 'fetching' });
     try {
       const r = await fetchFile({
@@ -787,6 +793,7 @@ export class ViiworkNode implements ApiNode {
         log: (msg) => this.log.info(msg),
         onBytes: (n) => this.metrics.fileTransferBytes.inc({ direction: 'received' }, n),
         onProgress: (p) => {
+          progress.bytes = Math.min(p.bytes, p.size);
           const tenth = Math.floor((10 * p.bytes) / Math.max(1, p.size));
           if (tenth > shown) {
             shown = tenth;
@@ -797,6 +804,7 @@ export class ViiworkNode implements ApiNode {
       this.fileIndex.record(r.path, r.sha256);
       return { ...entry, path: r.path };
     } finally {
+      if (this.#fetchProgress.get(entry.name) === progress) this.#fetchProgress.delete(entry.name);
       this.metrics.fileTransfers.dec({ direction: 'fetching' });
     }
   }

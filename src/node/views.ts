@@ -13,7 +13,7 @@ import type { HostModelView, HostView } from '../route/types.ts';
 /** Routing may use this node's own scores up to this old (recomputing them on every request costs more than it is worth). */
 export const ROUTING_SCORE_MAX_AGE_MS = 250;
 
-export function localView(name: string, slots: SlotTable, perf: PerfScores, now: number, cache?: CacheBook, lifecycle?: Pick<Lifecycle, 'targetState' | 'memory'>, hasFile?: (model: string) => boolean): HostView {
+export function localView(name: string, slots: SlotTable, perf: PerfScores, now: number, cache?: CacheBook, lifecycle?: Pick<Lifecycle, 'targetState' | 'memory'>, fileOf?: (model: string) => { size: number; sha256: string } | undefined, fetchOf?: (model: string) => { bytes: number; size: number } | undefined): HostView {
   const models = new Map<string, HostModelView>();
   for (const model of slots.models()) {
     const local = slots.targetsOf(model);
@@ -32,10 +32,17 @@ export function localView(name: string, slots: SlotTable, perf: PerfScores, now:
       overheadMs: p.ttft_overhead_ms,
       ratePer1k: p.prefill_ms_per_1k,
       perfSamples: p.perf_samples,
-      ...(hasFile ? { hasFile: hasFile(model) } : {}),
+      ...filesOf(model, fileOf, fetchOf),
     });
   }
   return { name, local: true, rttMs: 0, fresh: true, polledAt: now, models, ...(lifecycle ? { memory: lifecycle.memory() } : {}) };
+}
+
+function filesOf(model: string, fileOf?: (model: string) => { size: number; sha256: string } | undefined, fetchOf?: (model: string) => { bytes: number; size: number } | undefined): Partial<HostModelView> {
+  if (!fileOf) return {};
+  const file = fileOf(model);
+  const progress = fetchOf?.(model);
+  return { hasFile: file !== undefined, ...(file ? { file } : {}), ...(progress ? { fetchProgress: progress } : {}) };
 }
 
 /** A report's models as routing reads them, built once per report (not once per request). */
@@ -65,6 +72,8 @@ function modelsOf(r: PeerReport): ReadonlyMap<string, HostModelView> {
       overheadMs: mr.ttft_overhead_ms,
       ratePer1k: mr.prefill_ms_per_1k,
       hasFile: mr.file !== undefined,
+      ...(mr.file ? { file: mr.file } : {}),
+      ...(mr.fetch ? { fetchProgress: mr.fetch } : {}),
     });
   }
   viewCache.set(r, models);

@@ -162,6 +162,8 @@ function checkModel(m: ModelConfig, at: string, config: Config, ctx: { cwd: stri
       if (m.memory === 'auto') warn(`${at}.memory`, 'memory: auto cannot be read from a file that is not here; the entry counts 0 bytes until it is fetched', `set ${at}.memory to a size such as "8GiB"`);
     } else if (!here && m.fetch === 'mesh') {
       error(`${at}.path`, `${m.path} does not exist`, 'download the model there, or set load: on_demand so it is fetched from a member that has it before it loads');
+    } else if (!here && m.fetch === 'never') {
+      error(`${at}.path`, `${m.path} does not exist and ${at}.fetch is never: it is not fetched from members`, 'copy the file there, or set fetch: mesh (with load: on_demand) to fetch it from a member that has it');
     } else checkGguf(m.path, `${at}.path`, ctx.cwd, error);
   }
 

@@ -47,6 +47,10 @@ export interface HostModelView {
   ratePer1k?: number;
   /** The host has the model's file (SPEC section 11: it loads without fetching first). */
   hasFile?: boolean;
+  /** The host's file of the model (size and SHA-256), when it publishes one: whom a fetch can come from. */
+  file?: { size: number; sha256: string };
+  /** A fetch of the model's file in progress on that host: bytes done of size. */
+  fetchProgress?: { bytes: number; size: number };
 }
 
 export interface HostView {

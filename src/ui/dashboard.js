@@ -472,6 +472,16 @@ function renderMesh(d) {
 const LIFE_TONE = { loaded: 'ok', loading: 'warn', fetching: 'warn', unloading: 'warn', unloaded: null };
 
 /** Bytes as an operator reads them. */
+/** A model file fetch in progress (SPEC section 11): bytes of size and a meter; or, without one, a file that is not there yet. */
+function fileLine(fetch, hasFile) {
+  if (fetch && isNum(fetch.bytes) && isNum(fetch.size)) {
+    const pct = Math.floor((100 * fetch.bytes) / Math.max(1, fetch.size));
+    return h('div', { class: 'line', 'data-fetch': 'progress' }, `fetching file ${bytes(fetch.bytes)} of ${bytes(fetch.size)} (${pct}%)`, meter(fetch.bytes, fetch.size));
+  }
+  if (hasFile === false) return h('div', { class: 'line', 'data-fetch': 'absent' }, 'file not here: fetched from a member before it loads');
+  return null;
+}
+
 function bytes(n) {
   if (!isNum(n)) return '—';
   if (n >= 1024 ** 3) return `${(n / 1024 ** 3).toFixed(1)} GiB`;
@@ -508,6 +518,7 @@ function hostCell(x, report) {
     'td',
     { class: fresh ? 'cell' : 'cell stale', 'data-host': x.node },
     life,
+    fileLine(x.fetch, x.has_file),
     h('div', { class: 'busy' }, `${busy}/${slots} busy`),
     meter(busy, slots),
     h('div', { class: 'line' }, `${Math.max(0, isNum(x.free) ? x.free : slots - busy)} free · `, h('span', { class: fresh ? 'ok-text' : 'warn-text' }, fresh ? 'fresh' : 'stale'), ` · ${ago(x.report_age_ms)}`),
@@ -567,6 +578,8 @@ function renderNode(d) {
             td(text(m.perf_samples), 'num'),
           ),
         );
+        const fl = fileLine(m.fetch);
+        if (fl) rows.push(h('tr', { class: 'sub' }, td(fl), td(''), td(''), td(''), td(''), td(''), td(''), td(''), td('')));
         const targets = Array.isArray(m.targets) ? m.targets : [];
         for (const t of targets) {
           rows.push(

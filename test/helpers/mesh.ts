@@ -36,6 +36,8 @@ export interface MeshNode {
   gossip: string;
   proc: ChildProcess;
   stateDir: string;
+  /** The config file it was started with. */
+  config: string;
   logs(): string;
   /** Stop with SIGTERM and wait for the exit. */
   stop(): Promise<void>;
@@ -85,6 +87,7 @@ export async function startMeshNode(spec: MeshNodeSpec, opts: { waitHealthy?: bo
     gossip: `${spec.ip}:7946`,
     proc,
     stateDir,
+    config: file,
     logs: () => out,
     exited,
     async stop() {
