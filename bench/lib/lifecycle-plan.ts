@@ -4,17 +4,8 @@
  * would pin by hand for that mix.
  */
 
-/** A seeded uniform [0, 1) generator (mulberry32): the same trace for both arms of one seed. */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The seeded generator of the tests (mulberry32): the same trace for both arms of one seed. */
+export { seeded } from '../../test/helpers/random.ts';
 
 /** The model for a uniform draw `u` from shares that sum to 1 (the last takes any rounding left over). */
 export function pick(shares: readonly { model: string; share: number }[], u: number): string {
