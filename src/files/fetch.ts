@@ -6,11 +6,11 @@
  * logged, never renamed, so it can never be loaded. Disk space is checked
  * first: a fetch never leaves less than the reserve free.
  */
-import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Dispatcher } from 'undici';
 import { request } from 'undici';
+import { FileHasher } from './hash-worker.ts';
 import { partialPath } from './paths.ts';
 
 /** Bytes a fetch leaves free on the disk of models_dir (docs/configuration.md). */
@@ -82,11 +82,17 @@ async function statfsFree(dir: string): Promise<number> {
   return Number(s.bavail) * Number(s.bsize);
 }
 
-/** SHA-256 of the first `bytes` of a partial file, read through the thread pool a slice at a time. */
-async function hashPrefix(file: string, bytes: number, hash: crypto.Hash): Promise<void> {
-  if (bytes === 0) return;
-  const stream = fs.createReadStream(file, { start: 0, end: bytes - 1, highWaterMark: 1024 * 1024 });
-  for await (const chunk of stream) hash.update(chunk as Buffer);
+const ZEROS = Buffer.alloc(64 * 1024);
+
+/** Whether every byte of `bufs` is zero (memcmp in 64 KiB steps; real data differs within a few bytes). */
+export function allZero(bufs: readonly Buffer[]): boolean {
+  for (const b of bufs) {
+    for (let at = 0; at < b.length; at += ZEROS.length) {
+      const n = Math.min(ZEROS.length, b.length - at);
+      if (!b.subarray(at, at + n).equals(n === ZEROS.length ? ZEROS : ZEROS.subarray(0, n))) return false;
+    }
+  }
+  return true;
 }
 
 export async function fetchFile(o: FetchOptions): Promise<FetchResult> {
@@ -113,7 +119,6 @@ export async function fetchFile(o: FetchOptions): Promise<FetchResult> {
 type Once = { ok: true; result: FetchResult } | { ok: false; why: string; from: string[] };
 
 async function fetchOnce(o: FetchOptions, want: string, part: string, sources: readonly FetchSource[], log: (m: string) => void): Promise<Once> {
-  const hash = crypto.createHash('sha256');
   let have = 0;
   try {
     have = (await fs.promises.stat(part)).size;
@@ -125,10 +130,7 @@ async function fetchOnce(o: FetchOptions, want: string, part: string, sources: r
     have = 0;
   }
   const resumed = have;
-  if (have > 0) {
-    log(`resuming ${path.basename(o.dest)} at ${have} of ${o.size} bytes from ${part}`);
-    await hashPrefix(part, have, hash);
-  }
+  if (have > 0) log(`resuming ${path.basename(o.dest)} at ${have} of ${o.size} bytes from ${part}`);
   const free = await (o.freeBytes ?? statfsFree)(o.modelsDir);
   const reserve = o.reserve ?? DISK_RESERVE_BYTES;
   if (o.size - have > free - reserve) {
@@ -138,7 +140,11 @@ async function fetchOnce(o: FetchOptions, want: string, part: string, sources: r
     );
   }
   const fh = await fs.promises.open(part, have > 0 ? 'r+' : 'w');
+  // The hash follows the temporary file in a worker, a batch behind the writes (and over a resumed prefix first).
+  const hasher = new FileHasher(part, o.signal);
+  hasher.upTo(have);
   const from: string[] = [];
+  const started = Date.now();
   const tries = new Map<string, number>();
   let i = 0;
   try {
@@ -150,7 +156,7 @@ async function fetchOnce(o: FetchOptions, want: string, part: string, sources: r
       tries.set(src.name, (tries.get(src.name) ?? 0) + 1);
       const before = have;
       try {
-        have = await pull(o, fh, hash, src, want, have);
+        have = await pull(o, fh, hasher, src, want, have);
       } catch (err) {
         if (o.signal?.aborted) throw new FetchError('fetch cancelled: the node is stopping (the partial file is kept for a resume)', 'cancelled');
         log(`fetching ${want.slice(0, 12)}… from ${src.name} stopped at ${have} of ${o.size} bytes: ${(err as Error).message}; resuming from another member`);
@@ -159,22 +165,26 @@ async function fetchOnce(o: FetchOptions, want: string, part: string, sources: r
       if (have > before && from.at(-1) !== src.name) from.push(src.name);
     }
     await fh.sync();
+  } catch (err) {
+    hasher.close();
+    throw err;
   } finally {
     await fh.close();
   }
-  const got = hash.digest('hex');
+  const got = (await hasher.digest()).sha256;
   if (got !== want) {
     await fs.promises.rm(part, { force: true });
     return { ok: false, why: `its SHA-256 is ${got}, not ${want}`, from: from.length ? from : sources.map((s) => s.name) };
   }
   await fs.promises.mkdir(path.dirname(o.dest), { recursive: true });
   await fs.promises.rename(part, o.dest);
-  log(`fetched ${o.dest} (${o.size} bytes, sha256 verified) from ${from.join(', ')}`);
+  const secs = Math.max(0.001, (Date.now() - started) / 1000);
+  log(`fetched ${o.dest} (${o.size} bytes, sha256 verified) from ${from.join(', ')} in ${secs.toFixed(1)} s (${((o.size - resumed) / 1024 ** 2 / secs).toFixed(0)} MiB/s)`);
   return { ok: true, result: { path: o.dest, sha256: got, from, resumed } };
 }
 
 /** One request from `have` on; returns the new offset, or throws with `have` set to what was written. */
-async function pull(o: FetchOptions, fh: fs.promises.FileHandle, hash: crypto.Hash, src: FetchSource, want: string, have: number): Promise<number> {
+async function pull(o: FetchOptions, fh: fs.promises.FileHandle, hasher: FileHasher, src: FetchSource, want: string, have: number): Promise<number> {
   const p = `/v1/files/${want}`;
   const headers: Record<string, string> = { ...o.headers(src, p) };
   if (have > 0) headers.range = `bytes=${have}-`;
@@ -199,11 +209,16 @@ async function pull(o: FetchOptions, fh: fs.promises.FileHandle, hash: crypto.Ha
     const n = pendingBytes;
     pending = [];
     pendingBytes = 0;
-    // writev: the chunks as they came, no copy into one buffer; hashed one chunk at a time.
-    const { bytesWritten } = await fh.writev(bufs, have);
-    if (bytesWritten !== n) throw new Error(`short write to the temporary file (${bytesWritten} of ${n} bytes); is the disk full?`);
-    for (const b of bufs) hash.update(b);
+    if (allZero(bufs)) {
+      // A run of zeros (a sparse file's hole) stays a hole here too: the file grows without the write.
+      await fh.truncate(have + n);
+    } else {
+      // writev: the chunks as they came, no copy into one buffer.
+      const { bytesWritten } = await fh.writev(bufs, have);
+      if (bytesWritten !== n) throw new Error(`short write to the temporary file (${bytesWritten} of ${n} bytes); is the disk full?`);
+    }
     have += n;
+    hasher.upTo(have);
     o.onBytes?.(n);
     o.onProgress?.({ bytes: have, size: o.size, from: src.name });
   };

@@ -23,6 +23,22 @@ const SHA256 = /^[0-9a-f]{64}$/;
 const CHUNK = 1024 * 1024;
 
 /** Under a slow transfer_rate, steps of about 1/8 s of it (at least 16 KiB): the bytes flow evenly rather than a megabyte after a long pause. */
+/** Buffers per transfer, refilled in turn (one being read into while others are still going out). */
+const BUFFERS = 3;
+
+/** Resolves when `res` can take more bytes, or has closed. */
+function untilDrained(res: http.ServerResponse): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
+}
+
 export function chunkFor(rate: number): number {
   return rate > 0 ? Math.min(CHUNK, Math.max(16 * 1024, Math.floor(rate / 8))) : CHUNK;
 }
@@ -101,32 +117,38 @@ export class FileServer {
     let sent = 0;
     try {
       res.writeHead(range.kind === 'part' ? 206 : 200, headers);
+      // A few buffers used in turn, each refilled once the socket has taken its last bytes: a 20 GB file
+      // read through fresh 1 MiB buffers would make thousands of allocations for the collector to chase.
+      const size = Math.min(chunkFor(this.#gate.rate), end - start + 1);
+      const bufs = Array.from({ length: BUFFERS }, () => Buffer.allocUnsafe(size));
+      const taken: Promise<void>[] = bufs.map(() => Promise.resolve());
+      const closed = new Promise<void>((resolve) => res.once('close', resolve));
       let at = start;
-      while (at <= end && !res.destroyed) {
-        const want = Math.min(chunkFor(this.#gate.rate), end - at + 1);
+      for (let k = 0; at <= end && !res.destroyed; k = (k + 1) % BUFFERS) {
+        const want = Math.min(size, end - at + 1);
         const wait = this.#gate.reserve(want);
         if (wait > 0) await sleep(wait);
-        const buf = Buffer.allocUnsafe(want);
+        await taken[k];
+        const buf = bufs[k];
         const { bytesRead } = await fh.read(buf, 0, want, at);
         // The file shrank under us: end the answer short; the receiver's hash check refuses it.
-        if (bytesRead === 0) break;
+        if (bytesRead === 0 || res.destroyed) break;
         at += bytesRead;
         sent += bytesRead;
         this.#o.onSent?.(bytesRead);
-        if (!res.write(bytesRead === want ? buf : buf.subarray(0, bytesRead))) {
-          await new Promise<void>((resolve) => {
-            const done = () => {
-              res.off('drain', done);
-              res.off('close', done);
-              resolve();
-            };
-            res.on('drain', done);
-            res.on('close', done);
-          });
-        }
+        let ok = true;
+        const written = new Promise<void>((resolve) => {
+          ok = res.write(bytesRead === buf.length ? buf : buf.subarray(0, bytesRead), () => resolve());
+        });
+        taken[k] = Promise.race([written, closed]);
+        if (!ok) await untilDrained(res);
       }
       if (at <= end) res.destroy();
-      else res.end();
+      else {
+        // Every buffer handed over (their callbacks), then the answer ends; a closed socket settles them too.
+        await Promise.all(taken);
+        res.end();
+      }
     } finally {
       this.active--;
       await fh.close();
