@@ -6,12 +6,13 @@
  *   routing     TTFT under open-loop load with prompt caches on three sim nodes vs an oracle, prefix affinity off, round robin, nginx and haproxy; queue drain through a gateway
  *   membership  our memberlist vs Serf (needs serf)
  *   polling     what capacity polling and gossip cost one node at 10, 30, 100 members; 300+ simulated
+ *   files       a 2 GiB model file between two nodes vs curl from nginx, with both nodes' event-loop delay
  *   lifecycle   models on demand: a cold start's first token vs load + TTFT; a five-model trace on a 3-node mesh with room for two each vs the best layout pinned by hand
  */
 import fs from 'node:fs';
 import path from 'node:path';
 
-const ALL = ['overhead', 'routing', 'membership', 'polling', 'lifecycle'];
+const ALL = ['overhead', 'routing', 'membership', 'polling', 'lifecycle', 'files'];
 const args = process.argv.slice(2);
 const unknown = args.filter((a) => !ALL.includes(a));
 if (unknown.length) {
@@ -53,6 +54,11 @@ for (const name of which) {
       const doc = await benchLifecycle();
       write(name, doc);
       printLifecycle(doc);
+    } else if (name === 'files') {
+      const { benchFiles, printFiles } = await import('./files.ts');
+      const doc = await benchFiles();
+      write(name, doc);
+      printFiles(doc);
     }
   } catch (err) {
     failed = true;

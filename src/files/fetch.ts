@@ -75,6 +75,13 @@ export interface FetchResult {
   from: string[];
   /** Bytes that were already in a partial file from an earlier run. */
   resumed: number;
+  /**
+   * Resolves when the file's bytes are on the disk (fdatasync, begun after
+   * the rename). The file is usable before: its bytes are verified and in
+   * the page cache; only a crash before this could lose them, so a record
+   * that trusts the copy across restarts waits for it.
+   */
+  flushed: Promise<void>;
 }
 
 async function statfsFree(dir: string): Promise<number> {
@@ -164,7 +171,6 @@ async function fetchOnce(o: FetchOptions, want: string, part: string, sources: r
       }
       if (have > before && from.at(-1) !== src.name) from.push(src.name);
     }
-    await fh.sync();
   } catch (err) {
     hasher.close();
     throw err;
@@ -178,9 +184,24 @@ async function fetchOnce(o: FetchOptions, want: string, part: string, sources: r
   }
   await fs.promises.mkdir(path.dirname(o.dest), { recursive: true });
   await fs.promises.rename(part, o.dest);
+  const flushed = flushToDisk(o.dest);
   const secs = Math.max(0.001, (Date.now() - started) / 1000);
   log(`fetched ${o.dest} (${o.size} bytes, sha256 verified) from ${from.join(', ')} in ${secs.toFixed(1)} s (${((o.size - resumed) / 1024 ** 2 / secs).toFixed(0)} MiB/s)`);
-  return { ok: true, result: { path: o.dest, sha256: got, from, resumed } };
+  return { ok: true, result: { path: o.dest, sha256: got, from, resumed, flushed } };
+}
+
+/**
+ * fdatasync of a file, behind the fetch: waiting for it first would bound a
+ * fetch by the disk's sustained write rate (a 2 GiB file ≈ 9 s on a 240 MB/s
+ * disk) where the page cache takes the bytes at the network's rate.
+ */
+async function flushToDisk(file: string): Promise<void> {
+  const fh = await fs.promises.open(file, 'r');
+  try {
+    await fh.datasync();
+  } finally {
+    await fh.close();
+  }
 }
 
 /** One request from `have` on; returns the new offset, or throws with `have` set to what was written. */
@@ -202,40 +223,59 @@ async function pull(o: FetchOptions, fh: fs.promises.FileHandle, hasher: FileHas
   let pending: Buffer[] = [];
   let pendingBytes = 0;
   let flushedAt = Date.now();
-  const flush = async () => {
-    flushedAt = Date.now();
-    if (pendingBytes === 0) return;
-    const bufs = pending;
-    const n = pendingBytes;
-    pending = [];
-    pendingBytes = 0;
+  // One batch is written while the next arrives: the socket is read on while the disk works.
+  // `have` moves only when a write has ended, in order, so it is always what the file holds.
+  let next = have;
+  let writing: Promise<void> = Promise.resolve();
+  let writeError: unknown;
+  const settled = async () => {
+    await writing;
+    if (writeError !== undefined) throw writeError;
+  };
+  const write = async (bufs: Buffer[], at: number, n: number) => {
     if (allZero(bufs)) {
       // A run of zeros (a sparse file's hole) stays a hole here too: the file grows without the write.
-      await fh.truncate(have + n);
+      await fh.truncate(at + n);
     } else {
       // writev: the chunks as they came, no copy into one buffer.
-      const { bytesWritten } = await fh.writev(bufs, have);
+      const { bytesWritten } = await fh.writev(bufs, at);
       if (bytesWritten !== n) throw new Error(`short write to the temporary file (${bytesWritten} of ${n} bytes); is the disk full?`);
     }
-    have += n;
+    have = at + n;
     hasher.upTo(have);
     o.onBytes?.(n);
     o.onProgress?.({ bytes: have, size: o.size, from: src.name });
   };
+  const flush = async () => {
+    flushedAt = Date.now();
+    if (pendingBytes === 0) return;
+    await settled();
+    const bufs = pending;
+    const n = pendingBytes;
+    const at = next;
+    pending = [];
+    pendingBytes = 0;
+    next += n;
+    writing = write(bufs, at, n).catch((err) => {
+      writeError = err;
+    });
+  };
   try {
     for await (const chunk of r.body) {
       const c = chunk as Buffer;
-      if (have + pendingBytes + c.length > o.size) throw new Error('the member sent more bytes than the file has');
+      if (next + pendingBytes + c.length > o.size) throw new Error('the member sent more bytes than the file has');
       pending.push(c);
       pendingBytes += c.length;
       // A full batch, or a slow sender's bytes after a while: progress (and what a resume keeps) moves on either way.
       if (pendingBytes >= WRITE_BATCH || Date.now() - flushedAt >= FLUSH_AFTER_MS) await flush();
     }
     await flush();
+    await settled();
   } catch (err) {
     // What arrived intact before the break is kept: the next request resumes after it.
     try {
       await flush();
+      await settled();
     } catch {
       // the disk failed too: the next attempt starts where the file really ends
     }

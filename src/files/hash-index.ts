@@ -38,6 +38,9 @@ export class FileIndex {
   readonly #byPath = new Map<string, IndexedFile>();
   readonly #abort = new AbortController();
   #pending: Promise<void> = Promise.resolve();
+  /** Records of fetched files whose bytes may not be on the disk yet: never written to state_dir. */
+  readonly #unflushed = new Set<IndexedFile>();
+  readonly #flushes = new Set<Promise<void>>();
   /** Files hashed by this process (for tests and the log). */
   hashed = 0;
 
@@ -94,11 +97,27 @@ export class FileIndex {
     return this.#pending;
   }
 
-  /** Records a file whose hash is already known (a verified fetch), without reading it again. */
-  record(p: string, sha256: string): void {
+  /**
+   * Records a file whose hash is already known (a verified fetch), without
+   * reading it again: published and served at once, kept in state_dir only
+   * once `flushed` resolves (its bytes on the disk). A crash before that
+   * leaves a copy no record vouches for, which is fetched again rather than
+   * trusted.
+   */
+  record(p: string, sha256: string, flushed: Promise<void> = Promise.resolve()): void {
     const st = fs.statSync(p);
-    this.#byPath.set(p, { path: p, size: st.size, mtimeMs: st.mtimeMs, sha256 });
-    this.#save();
+    const f: IndexedFile = { path: p, size: st.size, mtimeMs: st.mtimeMs, sha256 };
+    this.#byPath.set(p, f);
+    this.#unflushed.add(f);
+    const done = flushed.then(
+      () => {
+        this.#unflushed.delete(f);
+        this.#save();
+      },
+      (err) => this.#log(`cannot flush ${p} to the disk (${(err as Error).message}); it is used now but fetched again after a restart`),
+    );
+    this.#flushes.add(done);
+    void done.finally(() => this.#flushes.delete(done));
   }
 
   async #ensure(p: string): Promise<void> {
@@ -129,16 +148,20 @@ export class FileIndex {
     try {
       fs.mkdirSync(path.dirname(this.#file), { recursive: true });
       const tmp = `${this.#file}.${process.pid}.tmp`;
-      fs.writeFileSync(tmp, JSON.stringify({ version: 1, files: [...this.#byPath.values()] } satisfies IndexDoc));
+      fs.writeFileSync(tmp, JSON.stringify({ version: 1, files: [...this.#byPath.values()].filter((f) => !this.#unflushed.has(f)) } satisfies IndexDoc));
       fs.renameSync(tmp, this.#file);
     } catch (err) {
       this.#log(`cannot save ${this.#file}: ${(err as Error).message}`);
     }
   }
 
-  /** Stops hashing (a running worker is terminated). */
-  async stop(): Promise<void> {
+  /** Stops hashing (a running worker is terminated); waits up to `flushMs` for fetched files to reach the disk, so their records are kept. */
+  async stop(flushMs = 30_000): Promise<void> {
     this.#abort.abort();
     await this.#pending;
+    if (this.#flushes.size === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.all(this.#flushes), new Promise<void>((res) => (timer = setTimeout(res, flushMs)))]);
+    clearTimeout(timer);
   }
 }

@@ -501,8 +501,9 @@ export class ViiworkNode implements ApiNode {
     this.#saveTimer = setInterval(() => this.#savePerf(), 30_000);
     this.#saveTimer.unref();
     this.lifecycle.start();
-    // Off the request path: until a file is hashed it is neither published nor served.
-    void this.fileIndex.track(modelFilePaths(this.config.models).flatMap((p) => [p, fetchedPath(this.config.node.models_dir, p)]));
+    // Off the request path: until a file is hashed it is neither published nor served. A copy in
+    // models_dir is not hashed here: only the record its verified fetch left vouches for it.
+    void this.fileIndex.track(modelFilePaths(this.config.models));
     await this.budget.start();
     // Engines load in the background: the API answers (with 503 for their models) meanwhile.
     const models = this.slots.models();
@@ -801,7 +802,7 @@ export class ViiworkNode implements ApiNode {
           }
         },
       });
-      this.fileIndex.record(r.path, r.sha256);
+      this.fileIndex.record(r.path, r.sha256, r.flushed);
       return { ...entry, path: r.path };
     } finally {
       if (this.#fetchProgress.get(entry.name) === progress) this.#fetchProgress.delete(entry.name);

@@ -11,6 +11,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { after, describe, it } from 'node:test';
 import { FileIndex, INDEX_FILE } from '../../src/files/hash-index.ts';
 import { hashFileInWorker } from '../../src/files/hash-worker.ts';
+import { waitFor } from '../fakes/wait.ts';
 
 const dirs: string[] = [];
 function tmp(): string {
@@ -97,6 +98,35 @@ describe('file hash index', () => {
     // other processes alone delay an idle loop by tens of ms (the one this was written on: load 17 on 2 cores).
     assert.ok(p50 < 50, `event loop delayed ${p50} ms (median) while hashing`);
     assert.ok(maxMs < 1000, `event loop delayed ${maxMs} ms (max) while hashing`);
+  });
+
+  it("a fetched file is served at once but vouched for across a restart only once its bytes are on the disk", async () => {
+    const dir = tmp();
+    const state = path.join(dir, 'state');
+    const file = path.join(dir, 'fetched.gguf');
+    fs.writeFileSync(file, 'verified bytes');
+    const sha = crypto.createHash('sha256').update('verified bytes').digest('hex');
+    let flush!: () => void;
+    const flushed = new Promise<void>((res) => (flush = res));
+    const a = new FileIndex({ stateDir: state });
+    a.record(file, sha, flushed);
+    assert.equal(a.byHash(sha)?.path, file, 'served and published before the flush');
+    // A crash now: the next run has no record, so the copy would be fetched again, not trusted.
+    assert.equal(new FileIndex({ stateDir: state }).lookup(file), undefined);
+    flush();
+    await waitFor(() => new FileIndex({ stateDir: state }).lookup(file)?.sha256 === sha, { timeoutMs: 5000, what: 'the record written once flushed' });
+    await a.stop();
+  });
+
+  it('stop() waits for a fetched file to be flushed, so its record is kept', async () => {
+    const dir = tmp();
+    const file = path.join(dir, 'fetched.gguf');
+    fs.writeFileSync(file, 'x');
+    const sha = crypto.createHash('sha256').update('x').digest('hex');
+    const a = new FileIndex({ stateDir: dir });
+    a.record(file, sha, new Promise((res) => setTimeout(res, 200)));
+    await a.stop();
+    assert.equal(new FileIndex({ stateDir: dir }).lookup(file)?.sha256, sha);
   });
 
   it('stop() cancels a hash in progress', async () => {
