@@ -95,6 +95,13 @@ interface Managed {
   readonly id: number;
   readonly entry: ModelConfig;
   readonly onDemand: boolean;
+  /**
+   * An `always` entry whose file must first be fetched from a member (SPEC
+   * section 11, "at start for always entries"): it starts unloaded, its load
+   * is this lifecycle's as an on-demand one's is, and once loaded it is kept
+   * as an always entry is (never unloaded for idleness, room or an operator).
+   */
+  readonly fetchFirst: boolean;
   /** Bytes this entry's backends need together (memory × replicas). */
   need: number;
   state: LifeState;
@@ -130,15 +137,17 @@ export class Lifecycle {
    * Take an entry in. `backends` are its real backends (always) or
    * placeholders (on_demand, made with `placeholders`). `memory` is bytes per backend.
    */
-  add(entry: ModelConfig, backends: Backend[], memory: number): void {
+  add(entry: ModelConfig, backends: Backend[], memory: number, opts: { fetchFirst?: boolean } = {}): void {
     const onDemand = entry.load === 'on_demand';
+    const fetchFirst = !onDemand && opts.fetchFirst === true;
     this.#entries.push({
       id: this.#nextId++,
       entry,
       onDemand,
+      fetchFirst,
       need: memory * backends.length,
-      state: onDemand ? 'unloaded' : 'loading',
-      roomReady: !onDemand,
+      state: onDemand || fetchFirst ? 'unloaded' : 'loading',
+      roomReady: !(onDemand || fetchFirst),
       backends,
       infos: backends.map((b) => b.info),
       loadedAt: this.#now(),
@@ -168,9 +177,9 @@ export class Lifecycle {
     clearInterval(this.#timer);
   }
 
-  /** An always entry's state follows its backends; an on-demand one's is kept here. */
+  /** An always entry's state follows its backends; an on-demand one's (or one fetched first) is kept here. */
   #state(m: Managed): LifeState {
-    if (m.onDemand) return m.state;
+    if (m.onDemand || m.fetchFirst) return m.state;
     return m.backends.some((b) => b.state === 'starting') ? 'loading' : 'loaded';
   }
 
@@ -250,7 +259,7 @@ export class Lifecycle {
     if (mine.length === 0) return { kind: 'unknown', model };
     const active = mine.find((m) => ['loaded', 'loading', 'fetching'].includes(this.#state(m)));
     if (active) return { kind: this.#state(active) === 'loaded' ? 'loaded' : 'loading', model };
-    const cand = mine.find((m) => m.onDemand && m.state === 'unloaded');
+    const cand = mine.find((m) => (m.onDemand || m.fetchFirst) && m.state === 'unloaded');
     if (!cand || this.#stopped) return { kind: 'unloading', model };
     const budget = this.p.budget();
     const reserved = this.#reserved();

@@ -52,7 +52,7 @@ import { FileIndex } from '../files/hash-index.ts';
 import { FileServer } from '../files/serve.ts';
 import { fetchedPath, modelFilePaths } from '../files/paths.ts';
 import { fetchFile } from '../files/fetch.ts';
-import { offerFor } from '../files/sources.ts';
+import { offerFor, type PeerFiles } from '../files/sources.ts';
 import { EMPTY_BODY_SHA256 } from '../security/signing.ts';
 
 export type { NodePhase };
@@ -320,6 +320,47 @@ export class ViiworkNode implements ApiNode {
 
   #releaseWaiters = 0;
 
+  /** Always entries whose file is fetched from a member before they load: asked to load until they are (#loadFetchedAlways). */
+  readonly #fetchAtStart = new Set<string>();
+  #fetchAskedAt = 0;
+
+  /** An always entry's file: at its path, a copy a verified fetch left in models_dir, or to be fetched. */
+  #alwaysFile(m: Config['models'][number]): { kind: 'here' | 'copy'; entry: Config['models'][number] } | { kind: 'fetch' } {
+    if (!('path' in m) || fs.existsSync(m.path)) return { kind: 'here', entry: m };
+    const local = fetchedPath(this.config.node.models_dir, m.path);
+    const known = this.fileIndex.lookup(local);
+    if (known && (!m.sha256 || known.sha256 === m.sha256)) return { kind: 'copy', entry: { ...m, path: local } };
+    return m.fetch === 'mesh' ? { kind: 'fetch' } : { kind: 'here', entry: m };
+  }
+
+  /**
+   * Always entries waiting for their file: asked to load every 2 s once a
+   * member publishes it (the mesh is still forming at start), until loaded.
+   * A failed fetch (the member went away, a corrupt copy) is simply asked again.
+   */
+  #loadFetchedAlways(): void {
+    if (this.#fetchAtStart.size === 0 || performance.now() - this.#fetchAskedAt < 2000) return;
+    this.#fetchAskedAt = performance.now();
+    for (const model of this.#fetchAtStart) {
+      const entry = this.config.models.find((m) => m.name === model && m.load === 'always' && 'path' in m);
+      if (!entry) {
+        this.#fetchAtStart.delete(model);
+        continue;
+      }
+      if (!offerFor(model, this.#filePeers(), 'sha256' in entry ? entry.sha256 : '')) continue;
+      const a = this.lifecycle.load(model, 'start', 'load: always, its file fetched from a member first');
+      if (a.kind === 'loaded') this.#fetchAtStart.delete(model);
+    }
+  }
+
+  /** Alive members with a capacity report: whose published files a fetch may come from. */
+  #filePeers(): PeerFiles[] {
+    return this.members.peers().flatMap((m) => {
+      const r = this.poller?.get(m.name);
+      return m.state === 'alive' && r ? [{ name: m.name, api: m.api, models: r.report.models }] : [];
+    });
+  }
+
   /** Fetches of model files in progress here, by model: bytes done of size (published in /v1/capacity). */
   readonly #fetchProgress = new Map<string, { bytes: number; size: number }>();
 
@@ -496,6 +537,7 @@ export class ViiworkNode implements ApiNode {
       this.#hurry();
       this.#noteAsked();
       this.#loadForWaiting();
+      this.#loadFetchedAlways();
     }, 250);
     this.#tick.unref();
     this.#saveTimer = setInterval(() => this.#savePerf(), 30_000);
@@ -596,13 +638,19 @@ export class ViiworkNode implements ApiNode {
       } catch (err) {
         this.log.warn(`${(err as Error).message}; counting it as 0 bytes`);
       }
+      // An always entry whose file is not here: its verified copy, else fetched from a member first (SPEC section 11).
+      const always = m.load === 'always' ? this.#alwaysFile(m) : { kind: 'here' as const, entry: m };
       // An on-demand entry starts as placeholders (its target listed with 0 slots); the lifecycle loads it when asked.
       const made =
-        m.load === 'on_demand'
+        m.load === 'on_demand' || always.kind === 'fetch'
           ? Lifecycle.placeholders(entryInfos(m, taken), configDescriptor(m))
-          : await this.#wire(createEntryBackends(m, taken, (msg, fields) => this.#engineLog(msg, fields), this.config.node.state_dir));
-      this.lifecycle.add(m, made, memory);
+          : await this.#wire(createEntryBackends(always.entry, taken, (msg, fields) => this.#engineLog(msg, fields), this.config.node.state_dir));
+      this.lifecycle.add(m, made, memory, { fetchFirst: always.kind === 'fetch' });
       if (m.load === 'on_demand') this.log.info(`${m.name}: on demand, ${bytesText(memory * made.length)} when loaded`);
+      if (always.kind === 'fetch') {
+        this.#fetchAtStart.add(m.name);
+        this.log.info(`${m.name}: ${'path' in m ? m.path : ''} is not here; it loads once it is fetched from a member that has it`);
+      }
       this.#byEntry.set(key, [...(this.#byEntry.get(key) ?? []), ...made]);
       out.push(...made);
     }
@@ -768,11 +816,7 @@ export class ViiworkNode implements ApiNode {
     const known = this.fileIndex.lookup(local);
     if (known && (!entry.sha256 || known.sha256 === entry.sha256)) return { ...entry, path: local };
     if (entry.fetch === 'never') throw new Error(`${entry.path} does not exist here and ${entry.name} has fetch: never; copy the file there or set fetch: mesh`);
-    const peers = this.members.peers().flatMap((m) => {
-      const r = this.poller?.get(m.name);
-      return m.state === 'alive' && r ? [{ name: m.name, api: m.api, models: r.report.models }] : [];
-    });
-    const offer = offerFor(entry.name, peers, entry.sha256, this.#fetches++);
+    const offer = offerFor(entry.name, this.#filePeers(), entry.sha256, this.#fetches++);
     if (!offer) throw new Error(`${entry.path} does not exist here and no member publishes a file for ${entry.name}${entry.sha256 ? ` with sha256 ${entry.sha256}` : ''}; download it once to any member`);
     fetching();
     this.log.info(`fetching ${entry.name}: ${offer.size} bytes (sha256 ${offer.sha256}) from ${offer.sources.map((s) => s.name).join(', ')} into ${local}`);

@@ -157,13 +157,15 @@ function checkModel(m: ModelConfig, at: string, config: Config, ctx: { cwd: stri
     const fetched = path.join(config.node.models_dir, path.basename(m.path));
     const here = fs.existsSync(path.resolve(ctx.cwd, m.path));
     if (!here && fs.existsSync(fetched)) checkGguf(fetched, `${at}.path`, ctx.cwd, error);
-    else if (!here && m.fetch === 'mesh' && m.load === 'on_demand') {
-      warn(`${at}.path`, `${m.path} is not on this machine: it is fetched from a member that has it before it loads`, 'nothing to do if a member has the file; otherwise download it once to any member');
-      if (m.memory === 'auto') warn(`${at}.memory`, 'memory: auto cannot be read from a file that is not here; the entry counts 0 bytes until it is fetched', `set ${at}.memory to a size such as "8GiB"`);
+    else if (!here && m.fetch === 'mesh' && m.load === 'always' && alone(config)) {
+      // No seeds, no mDNS, no tailnet: no member will ever offer the file, so a missing one is a mistake here.
+      error(`${at}.path`, `${m.path} does not exist, and this node finds no members (no mesh.seeds, mdns off) to fetch it from`, 'correct the path or download the model there; or give mesh.seeds so it is fetched from a member that has it');
     } else if (!here && m.fetch === 'mesh') {
-      error(`${at}.path`, `${m.path} does not exist`, 'download the model there, or set load: on_demand so it is fetched from a member that has it before it loads');
+      const when = m.load === 'on_demand' ? 'before it loads' : 'once a member publishes it, and loads then (load: always)';
+      warn(`${at}.path`, `${m.path} is not on this machine: it is fetched from a member that has it ${when}`, 'nothing to do if a member has the file; otherwise download it once to any member');
+      if (m.memory === 'auto') warn(`${at}.memory`, 'memory: auto cannot be read from a file that is not here; the entry counts 0 bytes until it is fetched', `set ${at}.memory to a size such as "8GiB"`);
     } else if (!here && m.fetch === 'never') {
-      error(`${at}.path`, `${m.path} does not exist and ${at}.fetch is never: it is not fetched from members`, 'copy the file there, or set fetch: mesh (with load: on_demand) to fetch it from a member that has it');
+      error(`${at}.path`, `${m.path} does not exist and ${at}.fetch is never: it is not fetched from members`, 'copy the file there, or set fetch: mesh to fetch it from a member that has it');
     } else checkGguf(m.path, `${at}.path`, ctx.cwd, error);
   }
 
@@ -363,4 +365,9 @@ export function loadCheckedConfig(file: string, opts: PreflightOptions): { confi
     throw new ConfigError(errors.map((f) => `${formatFinding(f)} (fix: ${f.fix})`).join('\n'), errors.map(formatFinding), errors);
   }
   return { config, warnings: findings.filter((f) => f.level === 'warning') };
+}
+
+/** A node that finds no members by itself: no seeds, no mDNS, not on a tailnet (others may still join it). */
+function alone(config: Config): boolean {
+  return config.mesh.seeds.length === 0 && !config.mesh.mdns && config.mesh.network !== 'tailnet';
 }
