@@ -414,3 +414,8 @@ export function schemaFix(path: readonly PropertyKey[], message: string): string
   if (message.includes('engine') || String(last) === 'engine') return 'set engine to llamacpp, openai, embedded or sim';
   return `correct the value (${docs})`;
 }
+
+/** A node that finds no members by itself (no seeds, no mDNS, not on a tailnet): a model file not here can never come to it. */
+export function findsNoMembers(config: Pick<Config, 'mesh'>): boolean {
+  return config.mesh.seeds.length === 0 && !config.mesh.mdns && config.mesh.network !== 'tailnet';
+}

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { answerRawErrors, createApiHandler } from '../api/server.ts';
-import type { Config } from '../config/schema.ts';
+import { findsNoMembers, type Config } from '../config/schema.ts';
 import type { Backend } from '../engines/backend.ts';
 import { createBackendsFor, createEntryBackends, entryInfos, entryKey, configDescriptor } from '../engines/factory.ts';
 import { MemoryBudget } from '../engines/budget.ts';
@@ -330,7 +330,8 @@ export class ViiworkNode implements ApiNode {
     const local = fetchedPath(this.config.node.models_dir, m.path);
     const known = this.fileIndex.lookup(local);
     if (known && (!m.sha256 || known.sha256 === m.sha256)) return { kind: 'copy', entry: { ...m, path: local } };
-    return m.fetch === 'mesh' ? { kind: 'fetch' } : { kind: 'here', entry: m };
+    // A node that finds no members (preflight refuses its missing file) starts the engine on the path as given.
+    return m.fetch === 'mesh' && !findsNoMembers(this.config) ? { kind: 'fetch' } : { kind: 'here', entry: m };
   }
 
   /**

@@ -15,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { loadMeshMode, MeshModeError, SECRET_ENV, SECRET_PREV_ENV } from '../security/secret.ts';
-import { NODE_NAME, type Config, type ModelConfig } from '../config/schema.ts';
+import { findsNoMembers, NODE_NAME, type Config, type ModelConfig } from '../config/schema.ts';
 import { ConfigError, formatFinding, loadConfig, type Finding } from '../config/load.ts';
 import { readClientKeys } from '../config/keys.ts';
 import { findExecutable } from '../config/executable.ts';
@@ -157,7 +157,7 @@ function checkModel(m: ModelConfig, at: string, config: Config, ctx: { cwd: stri
     const fetched = path.join(config.node.models_dir, path.basename(m.path));
     const here = fs.existsSync(path.resolve(ctx.cwd, m.path));
     if (!here && fs.existsSync(fetched)) checkGguf(fetched, `${at}.path`, ctx.cwd, error);
-    else if (!here && m.fetch === 'mesh' && m.load === 'always' && alone(config)) {
+    else if (!here && m.fetch === 'mesh' && m.load === 'always' && findsNoMembers(config)) {
       // No seeds, no mDNS, no tailnet: no member will ever offer the file, so a missing one is a mistake here.
       error(`${at}.path`, `${m.path} does not exist, and this node finds no members (no mesh.seeds, mdns off) to fetch it from`, 'correct the path or download the model there; or give mesh.seeds so it is fetched from a member that has it');
     } else if (!here && m.fetch === 'mesh') {
@@ -365,9 +365,4 @@ export function loadCheckedConfig(file: string, opts: PreflightOptions): { confi
     throw new ConfigError(errors.map((f) => `${formatFinding(f)} (fix: ${f.fix})`).join('\n'), errors.map(formatFinding), errors);
   }
   return { config, warnings: findings.filter((f) => f.level === 'warning') };
-}
-
-/** A node that finds no members by itself: no seeds, no mDNS, not on a tailnet (others may still join it). */
-function alone(config: Config): boolean {
-  return config.mesh.seeds.length === 0 && !config.mesh.mdns && config.mesh.network !== 'tailnet';
 }

@@ -14,7 +14,7 @@ import { after, before, describe, it } from 'node:test';
 import { request } from 'undici';
 import { writeTinyGguf } from '../fakes/tiny-gguf.ts';
 import { waitFor } from '../fakes/wait.ts';
-import { getJson, startMeshNode, stopAll, waitConverged, type MeshNode } from '../helpers/mesh.ts';
+import { getJson, startSeeded, stopAll, waitSeesFile, type MeshNode } from '../helpers/mesh.ts';
 import { tempDir } from '../helpers/node.ts';
 
 const BINARY = process.env.VIIWORK_LLAMA_SERVER ?? path.resolve('../shared/engines/llama-server-b4748/llama-server');
@@ -40,32 +40,25 @@ describe('a model file downloaded once per fleet', { skip }, () => {
     workloads: ['chat', 'completion'],
     llamacpp: { binary: BINARY, args: ['-t', '1'] },
   };
-  let nodes: MeshNode[] = [];
+  const nodes: MeshNode[] = [];
   const modelsDir = (n: string) => path.join(dir, n, 'models');
 
   before(async () => {
-    const env = { VIIWORK_MESH_SECRET: secret };
-    const names = ['fl-a', 'fl-b', 'fl-c'];
-    for (let i = 0; i < 3; i++) {
-      const n = names[i];
-      // The file exists on fl-a's machine only; the others see a path that is not there.
-      const models = [{ ...entry, path: i === 0 ? file : path.join(dir, n, 'absent', 'tiny.gguf') }];
-      nodes.push(
-        await startMeshNode({
-          name: n,
-          ip: IP(i + 1),
-          env,
-          seeds: i ? [nodes[0].gossip] : [],
-          models,
-          routing: { load_wait: '60s', queue_timeout: '60s' },
-          node: { models_dir: modelsDir(n), memory_budget: i === 0 ? '1MiB' : '1GiB' },
-        }),
-      );
-    }
-    await waitConverged(nodes);
+    // The file exists on fl-a's machine only; the others see a path that is not there.
+    await startSeeded(
+      nodes,
+      ['fl-a', 'fl-b', 'fl-c'].map((n, i) => ({
+        name: n,
+        ip: IP(i + 1),
+        env: { VIIWORK_MESH_SECRET: secret },
+        models: [{ ...entry, path: i === 0 ? file : path.join(dir, n, 'absent', 'tiny.gguf') }],
+        routing: { load_wait: '60s', queue_timeout: '60s' },
+        node: { models_dir: modelsDir(n), memory_budget: i === 0 ? '1MiB' : '1GiB' },
+      })),
+    );
     await waitFor(async () => (await getJson(`${nodes[0].url}/v1/capacity`)).models[0]?.file?.sha256 === sha, { timeoutMs: 20_000, what: 'fl-a hashed its file' });
     // The hosts placement may pick know of fl-a's file before the request enters.
-    for (const n of nodes.slice(1)) await waitFor(async () => (await getJson(`${n.url}/v1/fleet/capacity`)).models.find((m: any) => m.name === 'tiny')?.hosts.some((h: any) => h.node === 'fl-a' && h.has_file === true), { timeoutMs: 10_000, what: `${n.name} sees fl-a's file` });
+    for (const n of nodes.slice(1)) await waitSeesFile(n, 'tiny', 'fl-a', undefined, 10_000);
   });
   after(async () => {
     await stopAll(nodes);

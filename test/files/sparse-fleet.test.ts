@@ -16,7 +16,7 @@ import { after, before, describe, it } from 'node:test';
 import { request } from 'undici';
 import { FAKE_LLAMA_SERVER } from '../fakes/fake-engine.ts';
 import { waitFor } from '../fakes/wait.ts';
-import { getJson, startMeshNode, stopAll, waitConverged, type MeshNode } from '../helpers/mesh.ts';
+import { getJson, startSeeded, stopAll, waitSeesFile, type MeshNode } from '../helpers/mesh.ts';
 import { tempDir } from '../helpers/node.ts';
 
 const IP = (n: number) => `127.0.170.${n}`;
@@ -73,25 +73,19 @@ describe('a large sparse model file fetched across the mesh', () => {
   const modelsDir = (n: string) => path.join(dir, n, 'models');
 
   before(async () => {
-    const names = ['sp-a', 'sp-b', 'sp-c'];
-    for (let i = 0; i < 3; i++) {
-      const n = names[i];
-      nodes.push(
-        await startMeshNode({
-          name: n,
-          ip: IP(i + 1),
-          env: { VIIWORK_MESH_SECRET: secret },
-          seeds: i ? [nodes[0].gossip] : [],
-          models: [{ ...entry, path: i === 0 ? file : path.join(dir, n, 'absent', 'big.gguf') }],
-          routing: { load_wait: '240s', queue_timeout: '240s' },
-          node: { models_dir: modelsDir(n), memory_budget: i === 0 ? '1MiB' : '1GiB' },
-        }),
-      );
-    }
-    await waitConverged(nodes);
+    await startSeeded(
+      nodes,
+      ['sp-a', 'sp-b', 'sp-c'].map((n, i) => ({
+        name: n,
+        ip: IP(i + 1),
+        env: { VIIWORK_MESH_SECRET: secret },
+        models: [{ ...entry, path: i === 0 ? file : path.join(dir, n, 'absent', 'big.gguf') }],
+        routing: { load_wait: '240s', queue_timeout: '240s' },
+        node: { models_dir: modelsDir(n), memory_budget: i === 0 ? '1MiB' : '1GiB' },
+      })),
+    );
     await waitFor(async () => (await getJson(`${nodes[0].url}/v1/capacity`)).models[0]?.file?.sha256 === sha, { timeoutMs: 120_000, intervalMs: 250, what: 'sp-a hashed its 4.5 GiB file' });
-    for (const n of nodes.slice(1))
-      await waitFor(async () => (await getJson(`${n.url}/v1/fleet/capacity`)).models.find((m: any) => m.name === 'big')?.hosts.some((h: any) => h.node === 'sp-a' && h.has_file === true), { timeoutMs: 10_000, what: `${n.name} sees sp-a's file` });
+    for (const n of nodes.slice(1)) await waitSeesFile(n, 'big', 'sp-a');
   });
   after(async () => {
     await stopAll(nodes);

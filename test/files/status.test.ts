@@ -13,7 +13,7 @@ import { promisify } from 'node:util';
 import { parse, stringify } from 'yaml';
 import { writeTinyGguf } from '../fakes/tiny-gguf.ts';
 import { waitFor } from '../fakes/wait.ts';
-import { getJson, postJson, startMeshNode, stopAll, waitConverged, type MeshNode } from '../helpers/mesh.ts';
+import { getJson, postJson, startSeeded, stopAll, waitSeesFile, type MeshNode } from '../helpers/mesh.ts';
 import { tempDir } from '../helpers/node.ts';
 
 const run = promisify(execFile);
@@ -51,25 +51,16 @@ describe('status and check: where model files are', () => {
   const absent = (n: string, f: string) => path.join(dir, n, 'absent', f);
 
   before(async () => {
-    const names = ['st-a', 'st-b', 'st-c'];
-    for (let i = 0; i < 3; i++) {
-      const n = names[i];
-      nodes.push(
-        await startMeshNode({
-          name: n,
-          ip: IP(i + 1),
-          seeds: i ? [nodes[0].gossip] : [],
-          models: [entry('tiny', i === 0 ? file : absent(n, 'tiny.gguf')), entry('gone', absent(n, 'gone.gguf'))],
-          node: { models_dir: path.join(dir, n, 'models'), memory_budget: '1GiB', ...(i === 0 ? { transfer_rate: '64KiB' } : {}) },
-        }),
-      );
-    }
-    await waitConverged(nodes);
-    for (const n of nodes.slice(1))
-      await waitFor(async () => (await getJson(`${n.url}/v1/fleet/capacity`)).models.find((m: any) => m.name === 'tiny')?.hosts.some((h: any) => h.node === 'st-a' && h.file?.size === size), {
-        timeoutMs: 20_000,
-        what: `${n.name} sees st-a's hashed file`,
-      });
+    await startSeeded(
+      nodes,
+      ['st-a', 'st-b', 'st-c'].map((n, i) => ({
+        name: n,
+        ip: IP(i + 1),
+        models: [entry('tiny', i === 0 ? file : absent(n, 'tiny.gguf')), entry('gone', absent(n, 'gone.gguf'))],
+        node: { models_dir: path.join(dir, n, 'models'), memory_budget: '1GiB', ...(i === 0 ? { transfer_rate: '64KiB' } : {}) },
+      })),
+    );
+    for (const n of nodes.slice(1)) await waitSeesFile(n, 'tiny', 'st-a', size);
   });
   after(async () => {
     await stopAll(nodes);

@@ -148,6 +148,27 @@ export async function waitModelOn(node: MeshNode, model: string, hosts: string[]
   );
 }
 
+/**
+ * Starts nodes in order, each after the first seeded to it, pushing each into
+ * `into` as it comes up (so a test's after() stops those started even when a
+ * later one fails), then waits for them to converge.
+ */
+export async function startSeeded(into: MeshNode[], specs: Omit<MeshNodeSpec, 'seeds'>[]): Promise<void> {
+  for (const spec of specs) into.push(await startMeshNode({ ...spec, seeds: into.length ? [into[0].gossip] : [] }));
+  await waitConverged(into);
+}
+
+/** Waits until `node`'s fleet view shows `host` publishing a file for `model` (of `size` bytes, when given). */
+export async function waitSeesFile(node: MeshNode, model: string, host: string, size?: number, timeoutMs = 20_000): Promise<void> {
+  await waitFor(
+    async () =>
+      (await getJson(`${node.url}/v1/fleet/capacity`)).models
+        .find((m: any) => m.name === model)
+        ?.hosts.some((h: any) => h.node === host && h.has_file === true && (size === undefined || h.file?.size === size)),
+    { timeoutMs, what: `${node.name} sees ${host}'s file for ${model}` },
+  );
+}
+
 export async function stopAll(nodes: (MeshNode | undefined)[]): Promise<void> {
   await Promise.all(nodes.filter((n): n is MeshNode => !!n).map((n) => n.stop()));
 }
