@@ -185,6 +185,7 @@ async function fetchOnce(o: FetchOptions, want: string, part: string, sources: r
   await fs.promises.mkdir(path.dirname(o.dest), { recursive: true });
   await fs.promises.rename(part, o.dest);
   const flushed = flushToDisk(o.dest);
+  flushed.catch(() => {}); // a caller that keeps no record need not wait for it: never an unhandled rejection
   const secs = Math.max(0.001, (Date.now() - started) / 1000);
   log(`fetched ${o.dest} (${o.size} bytes, sha256 verified) from ${from.join(', ')} in ${secs.toFixed(1)} s (${((o.size - resumed) / 1024 ** 2 / secs).toFixed(0)} MiB/s)`);
   return { ok: true, result: { path: o.dest, sha256: got, from, resumed, flushed } };
