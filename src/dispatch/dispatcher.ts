@@ -112,7 +112,7 @@ export class Dispatcher {
     try {
       if (!this.p.slots.does(req.model, req.workload)) throw errors.forwardLacksModel(req.model, req.workload);
       trace.known = true;
-      if (req.path === COUNT_TOKENS_PATH) return await this.#countTokens(req, res, signal, trace, this.p.snapshot());
+      if (req.path === COUNT_TOKENS_PATH) return await this.#countTokens(req, res, signal, trace, this.p.snapshot(), from);
       const lease = this.p.slots.tryLease(req.model, req.workload, req.sessionKey);
       if (!lease) throw errors.forwardNoSlot();
       const o = await this.#runLocal(req, lease, res, signal, { origin: from, route: 'local', queuedMs: 0, extra: {} }, trace);
@@ -129,13 +129,46 @@ export class Dispatcher {
     }
   }
 
-  /** count_tokens: answered here, without a slot or the queue (SPEC section 4). */
-  async #countTokens(req: DispatchRequest, res: http.ServerResponse, signal: AbortSignal, trace: Trace, hosts: readonly HostView[]): Promise<void> {
-    checkServable(req, hosts, this.#candidates(req, hosts));
+  /**
+   * count_tokens, without a slot or the queue (SPEC section 4): with this
+   * node's own tokenizer for the model; else, on an entry node, by the member
+   * nearest that serves it (its engine's tokenizer, one signed forward);
+   * else, or when that member does not answer, the estimate.
+   */
+  async #countTokens(req: DispatchRequest, res: http.ServerResponse, signal: AbortSignal, trace: Trace, hosts: readonly HostView[], from?: string): Promise<void> {
+    const cands = this.#candidates(req, hosts);
+    checkServable(req, hosts, cands);
     trace.known = true;
     trace.route = 'local';
-    const counted = await countTokens(req, this.p.tokenizer?.(req.model), signal);
-    if (!res.destroyed) sendJson(res, 200, counted, req.alias !== undefined ? { [RES_ALIAS]: req.alias, [RES_MODEL]: req.model } : {});
+    const extra: Record<string, string> = req.alias !== undefined ? { [RES_ALIAS]: req.alias, [RES_MODEL]: req.model } : {};
+    const tokenizer = this.p.tokenizer?.(req.model);
+    const remote = tokenizer || from !== undefined ? undefined : cands.filter((c) => !c.local && c.fresh && c.healthy).sort((a, b) => a.rttMs - b.rttMs)[0];
+    if (remote) {
+      const body = (req.forwardBody ??= await forwardBody(req));
+      if (this.p.peers.signsBody) req.forwardSha256 ??= await sha256HexAsync(body);
+      const o = await sendForward(
+        this.p.peers,
+        {
+          host: remote.host,
+          path: req.path,
+          body,
+          bodySha256: req.forwardSha256 ?? '',
+          contentType: 'application/json',
+          stream: false,
+          signal,
+          responseHeaders: { ...extra, ...mesh(remote.host, this.p.name, 'local', 0) },
+          streamStallMs: this.p.rules.streamStallMs,
+          writeStallMs: this.p.rules.writeStallMs,
+        },
+        res,
+      );
+      if (o.kind === 'answered' || o.kind === 'aborted') {
+        trace.executor = remote.host;
+        return;
+      }
+    }
+    const counted = await countTokens(req, tokenizer, signal);
+    if (!res.destroyed) sendJson(res, 200, counted, extra);
   }
 
   async #place(req: DispatchRequest, res: http.ServerResponse, signal: AbortSignal, trace: Trace, hosts: readonly HostView[]): Promise<void> {

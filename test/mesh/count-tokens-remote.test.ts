@@ -1,0 +1,61 @@
+/**
+ * SPEC section 4: count_tokens counts with the tokenizer of an engine serving
+ * the model. A gateway (no models) in front of a member running the real
+ * llama-server asks that member, whose llama-server tokenizes, rather than
+ * answering with its own estimate; it takes no slot there. Skips when the
+ * binary is absent.
+ */
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { request } from 'undici';
+import { countText, messagesToChat } from '../../src/messages/index.ts';
+import { writeTinyGguf } from '../fakes/tiny-gguf.ts';
+import { waitFor } from '../fakes/wait.ts';
+import { startSeeded, stopAll, type MeshNode } from '../helpers/mesh.ts';
+import { tempDir } from '../helpers/node.ts';
+
+const BINARY = process.env.VIIWORK_LLAMA_SERVER ?? path.resolve('../shared/engines/llama-server-b4748/llama-server');
+const skip = fs.existsSync(BINARY) ? false : `the real llama-server is not at ${BINARY} (set VIIWORK_LLAMA_SERVER)`;
+const IP = (n: number) => `127.0.173.${n}`;
+
+async function count(url: string, body: unknown): Promise<{ status: number; node: string; tokens: number }> {
+  const r = await request(`${url}/v1/messages/count_tokens`, { method: 'POST', headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' }, body: JSON.stringify(body) });
+  const doc = (await r.body.json()) as { input_tokens: number };
+  return { status: r.statusCode, node: String(r.headers['x-viiwork-node']), tokens: doc.input_tokens };
+}
+
+describe('count_tokens through a gateway', { skip }, () => {
+  const dir = tempDir('vw-count-');
+  const model = writeTinyGguf(path.join(dir, 'tiny.gguf'), { seed: 7 });
+  const nodes: MeshNode[] = [];
+
+  before(async () => {
+    const env = { VIIWORK_MESH_SECRET: crypto.randomBytes(32).toString('base64') };
+    await startSeeded(nodes, [
+      { name: 'ct-x', ip: IP(1), env, models: [{ name: 'tiny', engine: 'llamacpp', path: model, parallel: 1, context: 256, workloads: ['chat'], llamacpp: { binary: BINARY, args: ['-t', '1'] } }] },
+      { name: 'ct-g', ip: IP(2), env },
+    ]);
+  });
+  after(async () => {
+    await stopAll(nodes);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("the gateway's count is the serving member's llama-server count, not an estimate", async () => {
+    const body = { model: 'tiny', system: 'count me', messages: [{ role: 'user', content: 'one two three four five six' }] };
+    const atMember = await count(nodes[0].url, body);
+    assert.equal(atMember.status, 200);
+    const viaGateway = await waitFor(async () => {
+      const c = await count(nodes[1].url, body);
+      return c.status === 200 && c.node === 'ct-x' ? c : undefined;
+    }, { timeoutMs: 60_000, intervalMs: 250, what: 'the gateway asks ct-x (once its llama-server is up)' });
+    assert.equal(viaGateway.tokens, atMember.tokens);
+    const chat = messagesToChat(body as never);
+    assert.ok(chat.ok);
+    // The tiny vocabulary is mostly single characters: a tokenizer's count is far above the bytes ÷ 4 estimate.
+    assert.ok(viaGateway.tokens > Buffer.byteLength(countText(chat.chat)) / 2, `${viaGateway.tokens} tokens`);
+  });
+});
