@@ -10,11 +10,11 @@
  * without a slot or the queue: `countTokens`.
  */
 import { anthropicErrorBody, ApiError } from '../http/errors.ts';
-import type { AnswerTranslator } from '../http/relay.ts';
 import { upstreamErrorText } from '../http/relay.ts';
 import { chatToMessage, countText, estimateTokens, messagesToChat, MessagesStreamTranslator, PING } from '../messages/index.ts';
 import type { Descriptor } from '../workloads/workloads.ts';
-import { orderTools, type Hygiene } from './tool-order.ts';
+import type { Hygiene } from './tool-order.ts';
+import { chatPlan, type TranslatedPlan } from './translated-plan.ts';
 import { TRANSLATE_MAX } from './responses.ts';
 import type { DispatchRequest } from './types.ts';
 
@@ -24,10 +24,7 @@ export const COUNT_TOKENS_PATH = '/v1/messages/count_tokens';
 /** A Messages stream writes `ping` after this much silence from the engine (a long prefill). */
 export const PING_EVERY_MS = 5_000;
 
-export type MessagesPlan =
-  | { kind: 'native' }
-  | { kind: 'translate'; path: string; body: Buffer; translate: AnswerTranslator; omittedTools: string[] }
-  | { kind: 'refuse'; error: ApiError };
+export type MessagesPlan = TranslatedPlan;
 
 function parse(req: DispatchRequest): { ok: true; doc: unknown } | { ok: false; error: ApiError } {
   if (req.body.length > TRANSLATE_MAX) {
@@ -56,36 +53,26 @@ export function planMessages(req: DispatchRequest, descriptor: Descriptor, conte
   const chat = { ...t.chat, model: req.model };
   // Agent clients ask for more than a local context holds (Claude Code: 32000); the engine gets what fits.
   if (context > 0 && chat.max_tokens !== undefined && chat.max_tokens > context) chat.max_tokens = context;
-  orderTools(chat, req.sessionKey, hygiene);
   const meta = { ...t.meta, model: req.alias ?? t.meta.model };
-  const stream = new MessagesStreamTranslator(meta);
-  return {
-    kind: 'translate',
-    path: '/v1/chat/completions',
-    body: Buffer.from(JSON.stringify(chat)),
+  return chatPlan(chat, {
+    sessionKey: req.sessionKey,
+    hygiene,
     omittedTools: meta.omittedTools,
-    translate: {
-      stream: {
-        start: () => stream.start(),
-        push: (chunk) => stream.pushBytes(chunk),
-        end: () => stream.end(),
-        error: (message) => stream.error(message),
-        keepAlive: { everyMs: PING_EVERY_MS, text: PING },
-      },
-      whole(body) {
-        let doc: unknown;
-        try {
-          doc = JSON.parse(body.toString('utf8'));
-        } catch {
-          return { status: 502, body: Buffer.from(JSON.stringify(anthropicErrorBody(502, 'the engine answered the translated chat completion with something that is not JSON'))) };
-        }
-        const m = chatToMessage(doc, meta);
-        if (!m.ok) return { status: 502, body: Buffer.from(JSON.stringify(anthropicErrorBody(502, m.message))) };
-        return { status: 200, body: Buffer.from(JSON.stringify(m.message)) };
-      },
-      failure,
+    stream: new MessagesStreamTranslator(meta),
+    keepAlive: { everyMs: PING_EVERY_MS, text: PING },
+    whole(body) {
+      let doc: unknown;
+      try {
+        doc = JSON.parse(body.toString('utf8'));
+      } catch {
+        return { status: 502, body: Buffer.from(JSON.stringify(anthropicErrorBody(502, 'the engine answered the translated chat completion with something that is not JSON'))) };
+      }
+      const m = chatToMessage(doc, meta);
+      if (!m.ok) return { status: 502, body: Buffer.from(JSON.stringify(anthropicErrorBody(502, m.message))) };
+      return { status: 200, body: Buffer.from(JSON.stringify(m.message)) };
     },
-  };
+    failure,
+  });
 }
 
 /** A tokenizer of an engine serving the model on this node: the number of tokens of a text, or undefined. */

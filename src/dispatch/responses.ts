@@ -6,18 +6,15 @@
  * translates: only the executor knows what its engine speaks.
  */
 import { ApiError } from '../http/errors.ts';
-import type { AnswerTranslator } from '../http/relay.ts';
 import { chatToResponse, ResponsesStreamTranslator, responsesToChat } from '../responses/index.ts';
 import type { Descriptor } from '../workloads/workloads.ts';
 import type { DispatchRequest } from './types.ts';
-import { orderTools, type Hygiene } from './tool-order.ts';
+import type { Hygiene } from './tool-order.ts';
+import { chatPlan, type TranslatedPlan } from './translated-plan.ts';
 
 export const RESPONSES_PATH = '/v1/responses';
 
-export type ResponsesPlan =
-  | { kind: 'native' }
-  | { kind: 'translate'; path: string; body: Buffer; translate: AnswerTranslator; omittedTools: string[] }
-  | { kind: 'refuse'; error: ApiError };
+export type ResponsesPlan = TranslatedPlan;
 
 /** A Responses request larger than this is not translated (it would be parsed whole on the event loop). */
 export const TRANSLATE_MAX = 8 * 1024 * 1024;
@@ -37,31 +34,21 @@ export function planResponses(req: DispatchRequest, descriptor: Descriptor, hygi
   const t = responsesToChat(doc);
   if (!t.ok) return { kind: 'refuse', error: new ApiError(t.error.status, t.error.message, 'invalid_request_error', t.error.code) };
   const chat = { ...t.chat, model: req.model };
-  orderTools(chat, req.sessionKey, hygiene);
   const meta = { ...t.meta, model: req.alias ?? t.meta.model };
-  const stream = new ResponsesStreamTranslator(meta);
-  return {
-    kind: 'translate',
-    path: '/v1/chat/completions',
-    body: Buffer.from(JSON.stringify(chat)),
+  return chatPlan(chat, {
+    sessionKey: req.sessionKey,
+    hygiene,
     omittedTools: meta.omittedTools,
-    translate: {
-      stream: {
-        start: () => stream.start(),
-        push: (chunk) => stream.pushBytes(chunk),
-        end: () => stream.end(),
-        error: (message) => stream.error(message),
-      },
-      whole(body) {
-        let parsed: unknown;
-        try {
-          parsed = JSON.parse(body.toString('utf8'));
-        } catch {
-          const e = new ApiError(502, 'the engine answered the translated chat completion with something that is not JSON', 'server_error', 'engine_failed');
-          return { status: 502, body: Buffer.from(JSON.stringify(e.body())) };
-        }
-        return { status: 200, body: Buffer.from(JSON.stringify(chatToResponse(parsed, meta, { completedAt: Math.floor(Date.now() / 1000) }))) };
-      },
+    stream: new ResponsesStreamTranslator(meta),
+    whole(body) {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(body.toString('utf8'));
+      } catch {
+        const e = new ApiError(502, 'the engine answered the translated chat completion with something that is not JSON', 'server_error', 'engine_failed');
+        return { status: 502, body: Buffer.from(JSON.stringify(e.body())) };
+      }
+      return { status: 200, body: Buffer.from(JSON.stringify(chatToResponse(parsed, meta, { completedAt: Math.floor(Date.now() / 1000) }))) };
     },
-  };
+  });
 }
