@@ -155,8 +155,8 @@ export class FileIndex {
     }
   }
 
-  /** Stops hashing (a running worker is terminated); waits up to `flushMs` for fetched files to reach the disk, so their records are kept. */
-  async stop(flushMs = 30_000): Promise<void> {
+  /** Stops hashing (a running worker is terminated); waits up to `flushMs` for fetched files to reach the disk, so their records are kept (past it: fetched again next time). */
+  async stop(flushMs = 10_000): Promise<void> {
     this.#abort.abort();
     await this.#pending;
     if (this.#flushes.size === 0) return;
