@@ -132,7 +132,8 @@ export class Dispatcher {
   /**
    * count_tokens, without a slot or the queue (SPEC section 4): with this
    * node's own tokenizer for the model; else, on an entry node, by the member
-   * nearest that serves it (its engine's tokenizer, one signed forward);
+   * nearest that serves it healthy, fresh reports first (its engine's
+   * tokenizer, one signed forward);
    * else, or when that member does not answer, the estimate.
    */
   async #countTokens(req: DispatchRequest, res: http.ServerResponse, signal: AbortSignal, trace: Trace, hosts: readonly HostView[], from?: string): Promise<void> {
@@ -142,7 +143,10 @@ export class Dispatcher {
     trace.route = 'local';
     const extra: Record<string, string> = req.alias !== undefined ? { [RES_ALIAS]: req.alias, [RES_MODEL]: req.model } : {};
     const tokenizer = this.p.tokenizer?.(req.model);
-    const remote = tokenizer || from !== undefined ? undefined : cands.filter((c) => !c.local && c.fresh && c.healthy).sort((a, b) => a.rttMs - b.rttMs)[0];
+    // A fresh report first, else a stale one (a member polled in the background, this node not routing to it yet):
+    // a count is advice, and a member that does not answer costs only the fallback to the estimate.
+    const remote =
+      tokenizer || from !== undefined ? undefined : cands.filter((c) => !c.local && c.healthy).sort((a, b) => Number(b.fresh) - Number(a.fresh) || a.rttMs - b.rttMs)[0];
     if (remote) {
       const body = (req.forwardBody ??= await forwardBody(req));
       if (this.p.peers.signsBody) req.forwardSha256 ??= await sha256HexAsync(body);

@@ -14,7 +14,7 @@ import { request } from 'undici';
 import { countText, messagesToChat } from '../../src/messages/index.ts';
 import { writeTinyGguf } from '../fakes/tiny-gguf.ts';
 import { waitFor } from '../fakes/wait.ts';
-import { startSeeded, stopAll, type MeshNode } from '../helpers/mesh.ts';
+import { getJson, startSeeded, stopAll, type MeshNode } from '../helpers/mesh.ts';
 import { tempDir } from '../helpers/node.ts';
 
 const BINARY = process.env.VIIWORK_LLAMA_SERVER ?? path.resolve('../shared/engines/llama-server-b4748/llama-server');
@@ -36,7 +36,8 @@ describe('count_tokens through a gateway', { skip }, () => {
     const env = { VIIWORK_MESH_SECRET: crypto.randomBytes(32).toString('base64') };
     await startSeeded(nodes, [
       { name: 'ct-x', ip: IP(1), env, models: [{ name: 'tiny', engine: 'llamacpp', path: model, parallel: 1, context: 256, workloads: ['chat'], llamacpp: { binary: BINARY, args: ['-t', '1'] } }] },
-      { name: 'ct-g', ip: IP(2), env },
+      // The product's background polling: a member this gateway does not route to yet is polled every 10 s, its report stale between.
+      { name: 'ct-g', ip: IP(2), env, mesh: { capacity_background: '10s' } },
     ]);
   });
   after(async () => {
@@ -44,14 +45,21 @@ describe('count_tokens through a gateway', { skip }, () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  it("the gateway's count is the serving member's llama-server count, not an estimate", async () => {
+  it("the gateway's count is the serving member's llama-server count, not an estimate, even from a stale report", async () => {
     const body = { model: 'tiny', system: 'count me', messages: [{ role: 'user', content: 'one two three four five six' }] };
     const atMember = await count(nodes[0].url, body);
     assert.equal(atMember.status, 200);
-    const viaGateway = await waitFor(async () => {
-      const c = await count(nodes[1].url, body);
-      return c.status === 200 && c.node === 'ct-x' ? c : undefined;
-    }, { timeoutMs: 60_000, intervalMs: 250, what: 'the gateway asks ct-x (once its llama-server is up)' });
+    // The gateway has seen ct-x serve tiny (slots up) in a report that is now stale: no request has made it routed.
+    await waitFor(
+      async () => {
+        const m = (await getJson(`${nodes[1].url}/v1/fleet/capacity`)).models.find((x: any) => x.name === 'tiny');
+        return m?.hosts.some((h: any) => h.node === 'ct-x' && h.slots > 0 && h.fresh === false);
+      },
+      { timeoutMs: 60_000, intervalMs: 250, what: "the gateway's report of ct-x healthy, and stale" },
+    );
+    const viaGateway = await count(nodes[1].url, body);
+    assert.equal(viaGateway.status, 200);
+    assert.equal(viaGateway.node, 'ct-x', 'counted by the member, not estimated at the gateway');
     assert.equal(viaGateway.tokens, atMember.tokens);
     const chat = messagesToChat(body as never);
     assert.ok(chat.ok);
