@@ -133,7 +133,11 @@ async function trickle(s: net.Socket, head: Buffer, piece: () => Buffer, ms: num
   while (Date.now() < end && !s.destroyed) {
     const p = piece();
     sent += p.length;
-    if (!s.write(p)) await new Promise((r) => s.once('drain', r));
+    // The node may close the stream at its deadline while the socket's buffer is full: then 'close' comes, never 'drain'.
+    if (!s.write(p)) await new Promise((r) => {
+      s.once('drain', r);
+      s.once('close', r);
+    });
     await new Promise((r) => setTimeout(r, 1));
   }
   return sent;
