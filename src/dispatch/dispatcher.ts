@@ -148,24 +148,7 @@ export class Dispatcher {
     const remote =
       tokenizer || from !== undefined ? undefined : cands.filter((c) => !c.local && c.healthy).sort((a, b) => Number(b.fresh) - Number(a.fresh) || a.rttMs - b.rttMs)[0];
     if (remote) {
-      const body = (req.forwardBody ??= await forwardBody(req));
-      if (this.p.peers.signsBody) req.forwardSha256 ??= await sha256HexAsync(body);
-      const o = await sendForward(
-        this.p.peers,
-        {
-          host: remote.host,
-          path: req.path,
-          body,
-          bodySha256: req.forwardSha256 ?? '',
-          contentType: 'application/json',
-          stream: false,
-          signal,
-          responseHeaders: { ...extra, ...mesh(remote.host, this.p.name, 'local', 0) },
-          streamStallMs: this.p.rules.streamStallMs,
-          writeStallMs: this.p.rules.writeStallMs,
-        },
-        res,
-      );
+      const o = await this.#forward(req, remote.host, res, signal, { ...extra, ...mesh(remote.host, this.p.name, 'local', 0) });
       if (o.kind === 'answered' || o.kind === 'aborted') {
         trace.executor = remote.host;
         return;
@@ -327,6 +310,31 @@ export class Dispatcher {
     return { kind: 'remote', host: d.host, reason: d.reason, end, predictedCached: d.predictedCached };
   }
 
+  /** One signed forward of `req` to member `host`, its answer relayed to `res` with `responseHeaders`. */
+  async #forward(req: DispatchRequest, host: string, res: http.ServerResponse, signal: AbortSignal, responseHeaders: Record<string, string>): Promise<RunOutcome> {
+    const p = this.p;
+    const body = (req.forwardBody ??= await forwardBody(req));
+    if (p.peers.signsBody) req.forwardSha256 ??= await sha256HexAsync(body);
+    return sendForward(
+      p.peers,
+      {
+        host,
+        path: req.path,
+        body,
+        bodySha256: req.forwardSha256 ?? '',
+        contentType: req.scan ? 'application/json' : req.contentType,
+        stream: req.stream,
+        // The executor picks the backend by the same key, so the conversation finds its warm slot there too.
+        sessionKey: req.sessionKey ?? req.prefixKey,
+        signal,
+        responseHeaders,
+        streamStallMs: p.rules.streamStallMs,
+        writeStallMs: p.rules.writeStallMs,
+      },
+      res,
+    );
+  }
+
   /** Move a request's hold, keeping the count of requests waiting for each host. */
   #setHold(model: string, cell: HoldCell, next: HoldState): void {
     const before = cell.state.hold?.host;
@@ -355,26 +363,7 @@ export class Dispatcher {
     const p = this.p;
     let outcome: RunOutcome = { kind: 'aborted' };
     try {
-      const body = (req.forwardBody ??= await forwardBody(req));
-      if (p.peers.signsBody) req.forwardSha256 ??= await sha256HexAsync(body);
-      outcome = await sendForward(
-        p.peers,
-        {
-          host: where.host,
-          path: req.path,
-          body,
-          bodySha256: req.forwardSha256 ?? '',
-          contentType: req.scan ? 'application/json' : req.contentType,
-          stream: req.stream,
-          // The executor picks the backend by the same key, so the conversation finds its warm slot there too.
-          sessionKey: req.sessionKey ?? req.prefixKey,
-          signal,
-          responseHeaders: { ...h.extra, ...mesh(where.host, h.origin, h.route, h.queuedMs) },
-          streamStallMs: p.rules.streamStallMs,
-          writeStallMs: p.rules.writeStallMs,
-        },
-        res,
-      );
+      outcome = await this.#forward(req, where.host, res, signal, { ...h.extra, ...mesh(where.host, h.origin, h.route, h.queuedMs) });
     } finally {
       // Ended either way; the end of a served forward frees its slot in this node's view at once and wakes the queues.
       where.end(outcome.kind === 'refused' || outcome.kind === 'engine-failed' ? 'refused' : 'served');
