@@ -116,6 +116,11 @@ interface Managed {
   stopping?: Promise<void>;
 }
 
+/** The entry's load is this lifecycle's (on demand, or an always entry fetched first): its state is kept here, not read from backends. */
+function ownsLoad(m: Managed): boolean {
+  return m.onDemand || m.fetchFirst;
+}
+
 /** A model loaded this recently that has served nothing yet is not unloaded for room (see #evictable). */
 export const LOAD_GRACE_MS = 10_000;
 
@@ -177,9 +182,9 @@ export class Lifecycle {
     clearInterval(this.#timer);
   }
 
-  /** An always entry's state follows its backends; an on-demand one's (or one fetched first) is kept here. */
+  /** An always entry's state follows its backends; one this lifecycle loads (ownsLoad) keeps its own. */
   #state(m: Managed): LifeState {
-    if (m.onDemand || m.fetchFirst) return m.state;
+    if (ownsLoad(m)) return m.state;
     return m.backends.some((b) => b.state === 'starting') ? 'loading' : 'loaded';
   }
 
@@ -259,7 +264,7 @@ export class Lifecycle {
     if (mine.length === 0) return { kind: 'unknown', model };
     const active = mine.find((m) => ['loaded', 'loading', 'fetching'].includes(this.#state(m)));
     if (active) return { kind: this.#state(active) === 'loaded' ? 'loaded' : 'loading', model };
-    const cand = mine.find((m) => (m.onDemand || m.fetchFirst) && m.state === 'unloaded');
+    const cand = mine.find((m) => ownsLoad(m) && m.state === 'unloaded');
     if (!cand || this.#stopped) return { kind: 'unloading', model };
     const budget = this.p.budget();
     const reserved = this.#reserved();

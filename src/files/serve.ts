@@ -22,7 +22,6 @@ const SHA256 = /^[0-9a-f]{64}$/;
 /** Bytes read and sent per step; the rate gate is asked once per chunk. */
 const CHUNK = 1024 * 1024;
 
-/** Under a slow transfer_rate, steps of about 1/8 s of it (at least 16 KiB): the bytes flow evenly rather than a megabyte after a long pause. */
 /** Buffers per transfer, refilled in turn (one being read into while others are still going out). */
 const BUFFERS = 3;
 
@@ -39,6 +38,7 @@ function untilDrained(res: http.ServerResponse): Promise<void> {
   });
 }
 
+/** Under a slow transfer_rate, steps of about 1/8 s of it (at least 16 KiB): the bytes flow evenly rather than a megabyte after a long pause. */
 export function chunkFor(rate: number): number {
   return rate > 0 ? Math.min(CHUNK, Math.max(16 * 1024, Math.floor(rate / 8))) : CHUNK;
 }

@@ -29,7 +29,7 @@ import type { RequestLimits } from '../api/request.ts';
 import { ClientKeys } from '../api/client-keys.ts';
 import { readClientKeys } from '../config/keys.ts';
 import type { HeldDigests } from '../capacity/digest.ts';
-import { buildReport, type CapacityReport } from '../capacity/report.ts';
+import { buildReport, type CapacityReport, type FetchProgress, type ModelFile } from '../capacity/report.ts';
 import { CacheBook } from '../engines/cache-book.ts';
 import { Agent, request as undiciRequest } from 'undici';
 import { engineAgent } from '../http/relay.ts';
@@ -324,14 +324,24 @@ export class ViiworkNode implements ApiNode {
   readonly #fetchAtStart = new Set<string>();
   #fetchAskedAt = 0;
 
-  /** An always entry's file: at its path, a copy a verified fetch left in models_dir, or to be fetched. */
-  #alwaysFile(m: Config['models'][number]): { kind: 'here' | 'copy'; entry: Config['models'][number] } | { kind: 'fetch' } {
-    if (!('path' in m) || fs.existsSync(m.path)) return { kind: 'here', entry: m };
+  /**
+   * The entry as it loads from a file on this machine: its `path` where that
+   * exists (or it names none), else the copy a verified fetch left in
+   * models_dir (matching the entry's `sha256`); undefined: the file is not here.
+   */
+  #fileHere(m: Config['models'][number]): Config['models'][number] | undefined {
+    if (!('path' in m) || fs.existsSync(m.path)) return m;
     const local = fetchedPath(this.config.node.models_dir, m.path);
     const known = this.fileIndex.lookup(local);
-    if (known && (!m.sha256 || known.sha256 === m.sha256)) return { kind: 'copy', entry: { ...m, path: local } };
+    return known && (!m.sha256 || known.sha256 === m.sha256) ? { ...m, path: local } : undefined;
+  }
+
+  /** An always entry's file: here (#fileHere), or to be fetched from a member before it loads. */
+  #alwaysFile(m: Config['models'][number]): { kind: 'here'; entry: Config['models'][number] } | { kind: 'fetch' } {
+    const here = this.#fileHere(m);
+    if (here) return { kind: 'here', entry: here };
     // A node that finds no members (preflight refuses its missing file) starts the engine on the path as given.
-    return m.fetch === 'mesh' && !findsNoMembers(this.config) ? { kind: 'fetch' } : { kind: 'here', entry: m };
+    return 'path' in m && m.fetch === 'mesh' && !findsNoMembers(this.config) ? { kind: 'fetch' } : { kind: 'here', entry: m };
   }
 
   /**
@@ -363,10 +373,10 @@ export class ViiworkNode implements ApiNode {
   }
 
   /** Fetches of model files in progress here, by model: bytes done of size (published in /v1/capacity). */
-  readonly #fetchProgress = new Map<string, { bytes: number; size: number }>();
+  readonly #fetchProgress = new Map<string, FetchProgress>();
 
   /** The model's file here, once hashed: at its `path`, or a copy fetched into models_dir. */
-  #fileOf(model: string): { size: number; sha256: string } | undefined {
+  #fileOf(model: string): ModelFile | undefined {
     for (const entry of this.config.models) {
       if (entry.name !== model || !('path' in entry)) continue;
       const f = this.fileIndex.lookup(entry.path) ?? this.fileIndex.lookup(fetchedPath(this.config.node.models_dir, entry.path));
@@ -785,7 +795,8 @@ export class ViiworkNode implements ApiNode {
     clearInterval(this.#tick);
     this.lifecycle.stop();
     this.budget.stop();
-    await this.fileIndex.stop();
+    // Hashing stops now; a fetched file's flush is waited for beside the rest of the stop, not before it.
+    const files = this.fileIndex.stop();
     await this.poller?.stop();
     await this.membership?.stop().catch((err) => this.log.warn(`leaving the mesh: ${(err as Error).message}`));
     clearInterval(this.#saveTimer);
@@ -802,6 +813,7 @@ export class ViiworkNode implements ApiNode {
     } else {
       await Promise.all(this.backends.map((b) => b.stop()));
     }
+    await files;
     this.metrics.stop();
     this.phase = 'stopped';
   }
@@ -812,10 +824,9 @@ export class ViiworkNode implements ApiNode {
    * whose report publishes the model's file, verified, then used.
    */
   async #prepareFile(entry: Config['models'][number], fetching: () => void): Promise<Config['models'][number]> {
-    if (!('path' in entry) || fs.existsSync(entry.path)) return entry;
+    const here = this.#fileHere(entry);
+    if (here || !('path' in entry)) return here ?? entry;
     const local = fetchedPath(this.config.node.models_dir, entry.path);
-    const known = this.fileIndex.lookup(local);
-    if (known && (!entry.sha256 || known.sha256 === entry.sha256)) return { ...entry, path: local };
     if (entry.fetch === 'never') throw new Error(`${entry.path} does not exist here and ${entry.name} has fetch: never; copy the file there or set fetch: mesh`);
     const offer = offerFor(entry.name, this.#filePeers(), entry.sha256, this.#fetches++);
     if (!offer) throw new Error(`${entry.path} does not exist here and no member publishes a file for ${entry.name}${entry.sha256 ? ` with sha256 ${entry.sha256}` : ''}; download it once to any member`);

@@ -3,6 +3,7 @@
  * and each peer's from its last report. Built fresh for every decision.
  */
 import { digestKey, type CapacityPoller, type PeerReport } from '../capacity/poller.ts';
+import type { FetchProgress, ModelFile } from '../capacity/report.ts';
 import type { CacheBook } from '../engines/cache-book.ts';
 import type { SlotTable } from '../engines/targets.ts';
 import type { Lifecycle } from '../engines/lifecycle.ts';
@@ -13,7 +14,7 @@ import type { HostModelView, HostView } from '../route/types.ts';
 /** Routing may use this node's own scores up to this old (recomputing them on every request costs more than it is worth). */
 export const ROUTING_SCORE_MAX_AGE_MS = 250;
 
-export function localView(name: string, slots: SlotTable, perf: PerfScores, now: number, cache?: CacheBook, lifecycle?: Pick<Lifecycle, 'targetState' | 'memory'>, fileOf?: (model: string) => { size: number; sha256: string } | undefined, fetchOf?: (model: string) => { bytes: number; size: number } | undefined): HostView {
+export function localView(name: string, slots: SlotTable, perf: PerfScores, now: number, cache?: CacheBook, lifecycle?: Pick<Lifecycle, 'targetState' | 'memory'>, fileOf?: (model: string) => ModelFile | undefined, fetchOf?: (model: string) => FetchProgress | undefined): HostView {
   const models = new Map<string, HostModelView>();
   for (const model of slots.models()) {
     const local = slots.targetsOf(model);
@@ -38,7 +39,7 @@ export function localView(name: string, slots: SlotTable, perf: PerfScores, now:
   return { name, local: true, rttMs: 0, fresh: true, polledAt: now, models, ...(lifecycle ? { memory: lifecycle.memory() } : {}) };
 }
 
-function filesOf(model: string, fileOf?: (model: string) => { size: number; sha256: string } | undefined, fetchOf?: (model: string) => { bytes: number; size: number } | undefined): Partial<HostModelView> {
+function filesOf(model: string, fileOf?: (model: string) => ModelFile | undefined, fetchOf?: (model: string) => FetchProgress | undefined): Partial<HostModelView> {
   if (!fileOf) return {};
   const file = fileOf(model);
   const progress = fetchOf?.(model);
