@@ -94,7 +94,7 @@ import { Oracle } from './lib/oracle.ts';
 import { StickyRouter } from './lib/sticky.ts';
 import { groupCpuMs, livePids, machineBusyMs, machineInfo, scratchDir, sleep, startProc, stopAllProcs, stopProc, until, waitQuiet, which, type Proc } from './lib/procs.ts';
 import { lineChart } from './lib/svg.ts';
-import { rendezvousRank } from '../src/route/rendezvous.ts';
+import { rendezvousRank } from '../src/hashing/rendezvous.ts';
 import { getJson, startViiwork, VIIWORK_ROOT, waitConverged, waitFleet, type BenchNode } from './lib/viiwork.ts';
 
 const HERE = path.dirname(new URL(import.meta.url).pathname);

@@ -4,21 +4,21 @@
  * to the dispatcher (src/dispatch/), which owns everything after that.
  */
 import type http from 'node:http';
-import type { Workload } from '../workloads/workloads.ts';
+import type { Endpoint } from '../workloads/workloads.ts';
 import { judgeForward } from '../forward/verify.ts';
 import { readBody } from '../http/body.ts';
 import { errors } from '../http/errors.ts';
 import { parseInference } from './request.ts';
 import type { ApiNode } from './ports.ts';
 
-export async function handleInference(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL, workload: Workload): Promise<void> {
+export async function handleInference(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL, endpoint: Endpoint): Promise<void> {
   const abort = new AbortController();
   res.on('close', () => {
     if (!res.writableFinished) abort.abort();
   });
   const body = await readBody(req, node.config.api.max_body, node.config.api.body_idle_timeout);
   const sender = await judgeForward(req, body, node.meshMode, node.members, (reason) => node.metrics.authRejected.inc({ reason: authReason(reason) }), node.name);
-  const ir = await parseInference(req, url, workload, body, node.requestLimits);
+  const ir = await parseInference(req, url, endpoint, body, node.requestLimits);
   if (sender.kind === 'forward') {
     // A stopping node takes no new work: its slots are as good as full for the mesh.
     if (node.phase !== 'running') throw errors.forwardNoSlot();

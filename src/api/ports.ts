@@ -9,7 +9,7 @@ import type { CapacityReport } from '../capacity/report.ts';
 import type { Config } from '../config/schema.ts';
 import type { DecisionFeed } from '../dispatch/decisions.ts';
 import type { Dispatcher } from '../dispatch/dispatcher.ts';
-import type { Placement } from '../dispatch/types.ts';
+import type { Reservation } from '../dispatch/types.ts';
 import type { Backend } from '../engines/backend.ts';
 import type { LoadAnswer, LoadReason, UnloadAnswer } from '../engines/lifecycle.ts';
 import type { Log } from '../log.ts';
@@ -42,7 +42,7 @@ export interface ApiNode {
   readonly aliases: AliasTable;
   readonly decisions: DecisionFeed;
   readonly metrics: Metrics;
-  readonly queues: QueueSet<Placement>;
+  readonly queues: QueueSet<Reservation>;
   readonly backends: readonly Backend[];
   readonly dispatcher: Dispatcher;
   readonly requestLimits: RequestLimits;

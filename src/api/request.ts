@@ -5,12 +5,13 @@
  */
 import type http from 'node:http';
 import { NODE_NAME } from '../config/schema.ts';
-import type { Workload } from '../workloads/workloads.ts';
+import { estimateTokens } from '../prompt/tokens.ts';
+import type { Endpoint } from '../workloads/workloads.ts';
 import { errors } from '../http/errors.ts';
 import { boundaryOf, textField } from '../http/multipart.ts';
 import { lastSpan, SCAN_SLICE, scanJsonObject, scanJsonObjectSliced, valueOf, type ScannedObject } from '../http/json-scan.ts';
 import type { DispatchRequest } from '../dispatch/types.ts';
-import { clientWantsUsage } from '../dispatch/upstream-body.ts';
+import { clientWantsUsage } from '../dispatch/execute/upstream-body.ts';
 
 export const MAX_NAMES = 8;
 
@@ -67,16 +68,16 @@ export function agentSessionKey(req: http.IncomingMessage, body: Buffer, scan: S
   return undefined;
 }
 
-export async function parseInference(req: http.IncomingMessage, url: URL, workload: Workload, body: Buffer, limits: RequestLimits = DEFAULT_LIMITS): Promise<DispatchRequest> {
+export async function parseInference(req: http.IncomingMessage, url: URL, endpoint: Endpoint, body: Buffer, limits: RequestLimits = DEFAULT_LIMITS): Promise<DispatchRequest> {
   const contentType = header(req, 'content-type') ?? '';
   const routing = parseRouting(req, url);
-  if (workload === 'transcription' && /^multipart\/form-data/i.test(contentType)) {
+  if (endpoint.workload === 'transcription' && /^multipart\/form-data/i.test(contentType)) {
     const boundary = boundaryOf(contentType);
     const model = boundary ? textField(body, boundary, 'model')?.trim() : undefined;
     if (!model) throw errors.missingModel();
     if (Buffer.byteLength(model) > limits.maxModelName) throw errors.modelNameTooLong(limits.maxModelName);
     const stream = boundary ? textField(body, boundary, 'stream')?.trim() === 'true' : false;
-    return { path: url.pathname, workload, model, stream, promptTokens: undefined, ...routing, body, scan: undefined, contentType, clientWantsUsage: false };
+    return { path: url.pathname, endpoint, model, stream, promptTokens: undefined, ...routing, body, scan: undefined, contentType, clientWantsUsage: false };
   }
   // No tree of the body is built: one bounded pass finds the members routing needs, and the bytes stay as sent.
   // A large body is scanned in slices, so no body shape holds the event loop (and gossip) for long.
@@ -97,10 +98,10 @@ export async function parseInference(req: http.IncomingMessage, url: URL, worklo
   const stream = streamSpan !== undefined && streamSpan.end - streamSpan.start === 4 && body.toString('latin1', streamSpan.start, streamSpan.end) === 'true';
   return {
     path: url.pathname,
-    workload,
+    endpoint,
     model,
     stream,
-    promptTokens: Math.ceil(body.length / 4),
+    promptTokens: estimateTokens(body.length),
     ...routing,
     sessionKey: routing.sessionKey ?? agentSessionKey(req, body, scan),
     body,

@@ -6,12 +6,12 @@ import type http from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { ApiNode } from './ports.ts';
-import { workloadForPath } from '../workloads/workloads.ts';
+import { dialectOfPath, endpointFor, errorShapeOf } from '../workloads/workloads.ts';
 import { parseHeld } from '../capacity/digest.ts';
 import { classifyForwardHeaders } from '../security/headers.ts';
 import { protectionOf } from './client-keys.ts';
 import { fleetCapacity, meshDocument, modelsDocument } from './fleet.ts';
-import { ApiError, errors, isMessagesPath, sendError, sendJson, useAnthropicErrors } from '../http/errors.ts';
+import { ApiError, errors, sendError, sendJson, type ErrorShape } from '../http/errors.ts';
 import { handleInference } from './inference.ts';
 import { createAliasRoutes } from './aliases.ts';
 import { handleLifecycle, lifecyclePath } from './lifecycle.ts';
@@ -36,13 +36,24 @@ export function createApiHandler(node: ApiNode): http.RequestListener {
   const aliasRoutes = createAliasRoutes({ table: node.aliases, nodeName: node.name, reached: (v) => node.aliasReach(v) });
   return (req, res) => {
     handle(node, req, res, aliasRoutes).catch((err) => {
-      if (err instanceof ApiError) return sendError(res, err);
+      // Clients of Anthropic's SDKs read Anthropic's error shape (SPEC section 4): the path's dialect says which.
+      const shape = errorShapeOfRequest(req);
+      if (err instanceof ApiError) return sendError(res, err, {}, shape);
       // A client that went away mid-upload is not a fault of ours.
       if ((err as NodeJS.ErrnoException).code === 'ECONNRESET' || req.destroyed) return void res.destroy();
       node.log.error(`unexpected error on ${req.method} ${req.url}: ${(err as Error).stack ?? err}`);
-      sendError(res, new ApiError(500, 'internal error in viiwork; see the node log', 'server_error', 'internal_error'));
+      sendError(res, new ApiError(500, 'internal error in viiwork; see the node log', 'server_error', 'internal_error'), {}, shape);
     });
   };
+}
+
+/** The error shape for a request's path (its dialect's); OpenAI's for a path that does not even parse. */
+function errorShapeOfRequest(req: http.IncomingMessage): ErrorShape {
+  try {
+    return errorShapeOf(dialectOfPath(new URL(req.url ?? '/', 'http://node').pathname));
+  } catch {
+    return 'openai';
+  }
 }
 
 /**
@@ -117,8 +128,6 @@ async function handle(
 ): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://node');
   const method = req.method ?? 'GET';
-  // Clients of Anthropic's SDKs read Anthropic's error shape (SPEC section 4).
-  if (isMessagesPath(url.pathname)) useAnthropicErrors(res);
   const origin = req.headers.origin;
   const foreignHost = rebound(node, req);
   if (foreignHost !== undefined) {
@@ -145,13 +154,13 @@ async function handle(
 
   // Client keys, when configured: at the entry node only (a verified forward is the mesh's business; its
   // headers are judged in inference.ts, and a client cannot claim to be a forward without them).
-  if (node.clientKeys.enabled && method !== 'OPTIONS' && protectionOf(url.pathname, node.config.api.protect_ops) === 'key' && !isMeshForward(req) && !node.clientKeys.admits(req, isMessagesPath(url.pathname))) {
+  if (node.clientKeys.enabled && method !== 'OPTIONS' && protectionOf(url.pathname, node.config.api.protect_ops) === 'key' && !isMeshForward(req) && !node.clientKeys.admits(req, dialectOfPath(url.pathname) === 'messages')) {
     req.resume();
     throw errors.missingClientKey();
   }
 
-  const workload = workloadForPath(url.pathname);
-  if (workload) {
+  const endpoint = endpointFor(url.pathname);
+  if (endpoint) {
     if (method !== 'POST') {
       req.resume();
       throw errors.methodNotAllowed(method, url.pathname, 'POST');
@@ -161,7 +170,7 @@ async function handle(
     // A client is told the node is stopping; a forward is refused in inference.ts, marked, so its entry node
     // retries it elsewhere (a rolling restart loses nothing).
     if (node.phase !== 'running' && !isMeshForward(req)) throw errors.starting();
-    return handleInference(node, req, res, url, workload);
+    return handleInference(node, req, res, url, endpoint);
   }
   if (url.pathname === '/v1/aliases' || url.pathname.startsWith('/v1/aliases/')) {
     if (await aliasRoutes(req, res, url)) return;

@@ -10,7 +10,7 @@
  *
  * Pure: encode and decode, no I/O.
  */
-import type { CacheDigest } from '../route/cache.ts';
+import type { CacheDigest } from '../prompt/held.ts';
 
 /** The wire form: `links` absent means "unchanged since the version you hold". */
 export interface DigestWire {

@@ -9,7 +9,7 @@
  * (schedule.ts decides which is which, and when).
  */
 import { Agent, request } from 'undici';
-import type { CacheDigest } from '../route/cache.ts';
+import type { CacheDigest } from '../prompt/held.ts';
 import { descriptorKey } from '../workloads/workloads.ts';
 import { decodeLinks, heldParam, readWire, type HeldDigests } from './digest.ts';
 import type { CapacityReport, ModelReport, TargetReport } from './report.ts';

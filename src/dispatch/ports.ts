@@ -5,7 +5,7 @@
 import type { AliasLookup } from '../aliases/resolve.ts';
 import type { Backend } from '../engines/backend.ts';
 import type { CacheRun } from '../engines/cache-book.ts';
-import type { PrefixChain } from '../route/cache.ts';
+import type { PrefixChain } from '../prompt/held.ts';
 import type { Lease } from '../engines/targets.ts';
 import type { ForwardBook } from '../forward/book.ts';
 import type { PeerLink } from '../forward/send.ts';
@@ -15,8 +15,8 @@ import type { QueueSet } from '../queue/fifo.ts';
 import type { HostView } from '../route/types.ts';
 import type { Workload } from '../workloads/workloads.ts';
 import type { DecisionFeed } from './decisions.ts';
-import type { Placement } from './types.ts';
-import type { Loads } from './load.ts';
+import type { Reservation } from './types.ts';
+import type { Loads } from './entry/load.ts';
 
 export interface DispatchRules {
   /** routing.queue_max */
@@ -58,7 +58,7 @@ export interface DispatchPorts {
   waiting(): void;
   readonly slots: LocalSlots;
   readonly forwards: ForwardBook;
-  readonly queues: QueueSet<Placement>;
+  readonly queues: QueueSet<Reservation>;
   readonly aliases: AliasLookup;
   readonly peers: PeerLink;
   /** A tokenizer of a healthy local engine serving `model` (llama-server's /tokenize, the embedded engine), for count_tokens. */

@@ -1,48 +1,59 @@
 /** What the life of one request works on: the parsed request, where it runs, and how a run ended. */
 import type { ScannedObject } from '../http/json-scan.ts';
 import type { Lease } from '../engines/targets.ts';
-import type { PrefixChain } from '../route/cache.ts';
+import type { PrefixChain } from '../prompt/held.ts';
 import type { RouteReason } from '../route/types.ts';
-import type { Workload } from '../workloads/workloads.ts';
+import type { Endpoint, Workload } from '../workloads/workloads.ts';
 
-/** One inference request as the API parsed it (SPEC section 9, step 1). */
+/**
+ * One inference request as the API parsed it (SPEC section 9, step 1).
+ * Read-only: what routing learns of it is a separate record (`Routed`).
+ */
 export interface DispatchRequest {
   /** The path the engine gets (no query). */
-  path: string;
-  workload: Workload;
-  /** The model to run: the client's, or what its alias resolved to. */
-  model: string;
-  stream: boolean;
-  /** JSON body bytes ÷ 4; undefined for uploads. */
-  promptTokens: number | undefined;
-  sessionKey: string | undefined;
-  /** Prefix affinity's implicit key (set by the dispatcher when there is no session header). */
-  prefixKey?: string;
-  /** The prompt's prefix chain (SPEC 9.6), set by the dispatcher for generation requests. */
-  chain?: PrefixChain;
-  /** The prompt's tokens as pricing counts them: the chain's when it covers the whole prompt. */
-  pricedTokens?: number;
-  pin: string | undefined;
-  prefer: string[];
+  readonly path: string;
+  /** What the path asks: the workload it needs, the dialect it speaks, infer or count_tokens (workloads/). */
+  readonly endpoint: Endpoint;
+  /** The model the client named (a model or an alias). */
+  readonly model: string;
+  readonly stream: boolean;
+  /** The estimate of its prompt: JSON body bytes ÷ 4; undefined for uploads. */
+  readonly promptTokens: number | undefined;
+  readonly sessionKey: string | undefined;
+  readonly pin: string | undefined;
+  readonly prefer: readonly string[];
   /** The body exactly as the client sent it. */
-  body: Buffer;
+  readonly body: Buffer;
   /** Where the JSON body's top-level members lie; undefined for uploads. */
-  scan: ScannedObject | undefined;
+  readonly scan: ScannedObject | undefined;
   /** The client's Content-Type (uploads keep theirs; JSON bodies go to engines as application/json). */
-  contentType: string;
+  readonly contentType: string;
   /** The client asked for usage in the stream itself. */
-  clientWantsUsage: boolean;
-  /** Set when `model` came from an alias: the name the client sent. */
-  alias?: string;
-  /** The body members get, made once (signing and retries reuse it). */
-  forwardBody?: Buffer;
-  /** Its SHA-256, for signing. */
-  forwardSha256?: string;
+  readonly clientWantsUsage: boolean;
 }
+
+/** What the entry learns of a request as it routes it (the executor of a forward, what the forward says). */
+export interface Routed {
+  /** The model it runs as: the client's, or what its alias resolved to. */
+  readonly model: string;
+  /** The workload it needs (its endpoint's). */
+  readonly workload: Workload;
+  /** Set when `model` came from an alias: the name the client sent. */
+  readonly alias?: string;
+  /** The prompt's prefix chain (SPEC 9.6), for generation requests. */
+  readonly chain?: PrefixChain;
+  /** The prompt's tokens as pricing counts them: the chain's when it covers the whole prompt. */
+  readonly pricedTokens?: number;
+  /** Prefix affinity's implicit key (without a session header). */
+  readonly prefixKey?: string;
+}
+
+/** A request as routing resolved it: the parsed request with its routed record over it (read-only both). */
+export type RoutedRequest = Omit<DispatchRequest, 'model'> & Routed;
 
 /** Where a request will run, holding what it reserved there. */
 /** `predictedCached`: the tokens pricing took as held where it runs (undefined: not priced). */
-export type Placement =
+export type Reservation =
   | { kind: 'local'; lease: Lease; reason: RouteReason; predictedCached?: number }
   | { kind: 'remote'; host: string; reason: RouteReason; end: (how: 'served' | 'refused') => void; predictedCached?: number }
   /** The on-demand load this request waited for failed (SPEC section 11): it ends with 503 and the engine's text. */

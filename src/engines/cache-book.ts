@@ -10,7 +10,7 @@
  * epoch tells a restarted executor's counters from the old ones.
  */
 import { randomBytes } from 'node:crypto';
-import type { CacheDigest, PrefixChain } from '../route/cache.ts';
+import type { CacheDigest, PrefixChain } from '../prompt/held.ts';
 import type { Backend } from './backend.ts';
 import { cacheModel, type CacheModel, type CacheModelKind, type CacheOutcome, type CacheTicket, type HeldLink } from './cache-model.ts';
 import type { LocalTarget } from './targets.ts';

@@ -15,9 +15,9 @@
  *   costs its own tokens of a budget, least recently used out.
  *
  * Pure: no I/O, no clock (recency is a counter the caller passes in), so
- * table tests drive it. Hashes are what route/cache.ts calls chain links.
+ * table tests drive it. Hashes are what prompt/held.ts calls chain links.
  */
-import type { ChainLink, PrefixChain } from '../route/cache.ts';
+import type { ChainLink, PrefixChain } from '../prompt/held.ts';
 
 export type CacheModelKind = 'llama' | 'chosen' | 'lifo' | 'blocks';
 

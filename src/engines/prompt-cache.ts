@@ -11,7 +11,9 @@
  * of n characters costs O(n) work at most once per free slot, compared in
  * blocks, so a 1 MB prompt costs a few milliseconds.
  */
-import { CHARS_PER_TOKEN, chatSegments, completionText, renderChat } from '../route/prefix-chain.ts';
+import { renderChat } from '../prompt/canonical.ts';
+import { chatSegments, completionText } from '../prompt/segments.ts';
+import { CHARS_PER_TOKEN, estimateTokens, tokensIn } from '../prompt/tokens.ts';
 
 /** Characters of rendered prompt per simulated token: the prefix chain's, so its links count the tokens this cache reuses. */
 export { CHARS_PER_TOKEN };
@@ -25,7 +27,7 @@ export const DEFAULT_SLOT_PROMPT_SIMILARITY = 0.5;
 
 /**
  * The text a model would see, as a chat template renders it — the prefix
- * chain's canonical text (src/route/prefix-chain.ts), so the chain's links
+ * chain's canonical text (src/prompt/), so the chain's links
  * and this cache agree on what a prompt's first messages are and how many
  * tokens they hold: each message as `<|role|>\ncontent\n` (tool calls
  * after the content), the tools (one `<|tools|>` segment each) right after
@@ -42,7 +44,7 @@ export function renderPrompt(chat: boolean, body: Record<string, unknown>): stri
 
 /** Simulated tokens in a text (at least one, as every prompt has a start). */
 export function tokenCount(text: string): number {
-  return Math.max(1, Math.ceil(text.length / CHARS_PER_TOKEN));
+  return estimateTokens(text.length);
 }
 
 const BLOCK = 1024;
@@ -58,7 +60,7 @@ export function commonPrefixChars(a: string, b: string): number {
 
 /** Whole simulated tokens that two texts share from their start. */
 export function commonPrefixTokens(a: string, b: string): number {
-  return Math.floor(commonPrefixChars(a, b) / CHARS_PER_TOKEN);
+  return tokensIn(commonPrefixChars(a, b));
 }
 
 /**

@@ -19,6 +19,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { SimSettings } from '../config/schema.ts';
 import type { Descriptor } from '../workloads/workloads.ts';
+import { estimateTokens } from '../prompt/tokens.ts';
 import { Backend, type BackendInfo, type Logger } from './backend.ts';
 import { renderPrompt, SlotPool, tokenCount, type SlotLease } from './prompt-cache.ts';
 
@@ -42,7 +43,7 @@ export function simEmbedding(text: string, dims = 16): number[] {
 }
 
 function promptTokens(bodyBytes: number): number {
-  return Math.max(1, Math.ceil(bodyBytes / 4));
+  return estimateTokens(bodyBytes);
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

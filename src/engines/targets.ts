@@ -4,7 +4,7 @@
  * the same last slot) and released exactly once.
  */
 import type { Backend } from './backend.ts';
-import { rendezvousRank } from '../route/rendezvous.ts';
+import { rendezvousRank } from '../hashing/rendezvous.ts';
 import { nextMeanBusy, releaseEstimate } from './release.ts';
 import { descriptorDoes, descriptorKey, type Descriptor, type Workload } from '../workloads/workloads.ts';
 

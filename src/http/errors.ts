@@ -108,18 +108,8 @@ export const errors = {
   starting: () => new ApiError(503, 'the node is starting or stopping', 'server_error', 'unavailable', 1),
 };
 
-/** Answers whose errors take Anthropic's shape (requests on the Messages API paths). */
-const anthropicShaped = new WeakSet<http.ServerResponse>();
-
-/** The Messages API paths (SPEC section 4): their errors have Anthropic's shape. */
-export function isMessagesPath(path: string): boolean {
-  return path === '/v1/messages' || path.startsWith('/v1/messages/');
-}
-
-/** From now on, errors sent on `res` have Anthropic's shape. */
-export function useAnthropicErrors(res: http.ServerResponse): void {
-  anthropicShaped.add(res);
-}
+/** How an error body is written: OpenAI's `{"error":{…}}`, or Anthropic's `{"type":"error",…}` (the Messages API, SPEC section 4). */
+export type ErrorShape = 'openai' | 'anthropic';
 
 /** Anthropic's error type for a status (the SDKs pick their error class by status; the type says the same in words). */
 export function anthropicErrorType(status: number): string {
@@ -147,12 +137,12 @@ export function anthropicErrorBody(status: number, message: string): { type: 'er
   return { type: 'error', error: { type: anthropicErrorType(status), message } };
 }
 
-export function sendError(res: http.ServerResponse, err: ApiError, extraHeaders: Record<string, string> = {}): void {
+export function sendError(res: http.ServerResponse, err: ApiError, extraHeaders: Record<string, string> = {}, shape: ErrorShape = 'openai'): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
-  const text = JSON.stringify(anthropicShaped.has(res) ? anthropicErrorBody(err.status, err.message) : err.body());
+  const text = JSON.stringify(shape === 'anthropic' ? anthropicErrorBody(err.status, err.message) : err.body());
   const headers: Record<string, string | number> = {
     ...extraHeaders,
     ...err.headers,

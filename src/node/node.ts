@@ -20,7 +20,7 @@ import { Metrics } from '../metrics/metrics.ts';
 import { PerfScores } from '../perf/scores.ts';
 import { QueueSet } from '../queue/fifo.ts';
 import { VERSION } from '../version.ts';
-import type { Placement } from '../dispatch/types.ts';
+import type { Reservation } from '../dispatch/types.ts';
 import { Dispatcher } from '../dispatch/dispatcher.ts';
 import type { DispatchPorts } from '../dispatch/ports.ts';
 import type { PeerLink } from '../forward/send.ts';
@@ -33,7 +33,7 @@ import { buildReport, type CapacityReport, type FetchProgress, type ModelFile } 
 import { CacheBook } from '../engines/cache-book.ts';
 import { Agent, request as undiciRequest } from 'undici';
 import { engineAgent } from '../http/relay.ts';
-import { Loads, type AskResult } from '../dispatch/load.ts';
+import { Loads, type AskResult } from '../dispatch/entry/load.ts';
 import type { LoadAnswer, LoadReason, UnloadAnswer } from '../engines/lifecycle.ts';
 import { sha256Hex } from '../security/signing.ts';
 import { CapacityPoller, type PeerReport } from '../capacity/poller.ts';
@@ -72,7 +72,7 @@ export class ViiworkNode implements ApiNode {
   readonly slots = new SlotTable();
   /** What this node sent its engines and what their caches are believed to hold (issue 17). */
   readonly cacheBook = new CacheBook();
-  readonly queues: QueueSet<Placement>;
+  readonly queues: QueueSet<Reservation>;
   readonly perf: PerfScores;
   readonly now: () => number;
   readonly version = VERSION;

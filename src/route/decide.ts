@@ -4,7 +4,7 @@
  * for at most so long, or for any slot) out.
  */
 import { isScoredWorkload } from '../workloads/workloads.ts';
-import { rendezvousRank } from './rendezvous.ts';
+import { rendezvousRank } from '../hashing/rendezvous.ts';
 import { BAND, EXPLORE_PROBABILITY, isScored, price, WAIT_WEIGHT, type Priced } from './price.ts';
 import type { Candidate, Decision, RouteOptions, RouteReason, RouteRequest } from './types.ts';
 

@@ -9,7 +9,7 @@
  * the same host for the same model. A host that refused moves the choice to
  * the next one.
  */
-import { rendezvousRank } from './rendezvous.ts';
+import { rendezvousRank } from '../hashing/rendezvous.ts';
 import { eligibleTargets } from './eligibility.ts';
 import type { HostView } from './types.ts';
 

@@ -4,7 +4,7 @@
  * passed in.
  */
 import type { Descriptor } from '../workloads/workloads.ts';
-import type { CacheDigest } from './cache.ts';
+import type { CacheDigest } from '../prompt/held.ts';
 
 export type RouteReason = 'local' | 'scored' | 'session' | 'prefix' | 'pinned' | 'preferred' | 'explore' | 'most-free' | 'queued';
 

@@ -4,7 +4,7 @@
  * needs beyond the candidates' slots. Pure: the node's own record of its
  * recent routes comes in through `RouteMemory`.
  */
-import { heldTokens, type PrefixChain } from './cache.ts';
+import { heldTokens, type PrefixChain } from '../prompt/held.ts';
 import { eligibleTargets } from './eligibility.ts';
 import type { Candidate, HostView } from './types.ts';
 

@@ -1,6 +1,7 @@
 /**
  * The one table that maps an inference endpoint to the workload it needs
- * (SPEC section 8), and the descriptor a target publishes.
+ * (SPEC section 8) and the dialect it speaks, and the descriptor a target
+ * publishes.
  */
 
 /** Workloads this node knows. Any other string in a peer's report is kept but never eligible. */
@@ -25,25 +26,64 @@ export interface Descriptor {
   audio: boolean;
 }
 
-const ENDPOINTS: ReadonlyMap<string, Workload> = new Map([
-  ['/v1/chat/completions', 'chat'],
+/**
+ * The API a request speaks, decided once from its path and carried on the
+ * request: how its body reads (the prefix chain's reader), how its errors
+ * look (Anthropic's shape for `messages`), and whether the executor
+ * translates it to chat completions (`responses`, `messages`). `plain`: an
+ * OpenAI endpoint whose body is no prompt (embeddings, rerank, audio).
+ */
+export type Dialect = 'chat' | 'completions' | 'responses' | 'messages' | 'plain';
+/** The dialects whose bodies carry a prompt (they have a prefix chain). */
+export type PromptDialect = Exclude<Dialect, 'plain'>;
+
+/** One inference endpoint: what it needs of a target, the API it speaks, and what it asks (count_tokens takes no slot). */
+export interface Endpoint {
+  readonly workload: Workload;
+  readonly dialect: Dialect;
+  readonly action: 'infer' | 'count_tokens';
+}
+
+const endpoint = (workload: Workload, dialect: Dialect, action: Endpoint['action'] = 'infer'): Endpoint => Object.freeze({ workload, dialect, action });
+
+const ENDPOINTS: ReadonlyMap<string, Endpoint> = new Map([
+  ['/v1/chat/completions', endpoint('chat', 'chat')],
   // The Responses API is routed as chat; the executor translates it unless its target lists `responses`.
-  ['/v1/responses', 'chat'],
+  ['/v1/responses', endpoint('chat', 'responses')],
   // Anthropic's Messages API, routed as chat; translated unless the target lists `messages` (count_tokens takes no slot).
-  ['/v1/messages', 'chat'],
-  ['/v1/messages/count_tokens', 'chat'],
-  ['/v1/completions', 'completion'],
-  ['/v1/embeddings', 'embeddings'],
-  ['/v1/rerank', 'rerank'],
-  ['/rerank', 'rerank'],
-  ['/v1/audio/speech', 'speech'],
-  ['/v1/audio/transcriptions', 'transcription'],
-  ['/v1/audio/translations', 'transcription'],
+  ['/v1/messages', endpoint('chat', 'messages')],
+  ['/v1/messages/count_tokens', endpoint('chat', 'messages', 'count_tokens')],
+  ['/v1/completions', endpoint('completion', 'completions')],
+  ['/v1/embeddings', endpoint('embeddings', 'plain')],
+  ['/v1/rerank', endpoint('rerank', 'plain')],
+  ['/rerank', endpoint('rerank', 'plain')],
+  ['/v1/audio/speech', endpoint('speech', 'plain')],
+  ['/v1/audio/transcriptions', endpoint('transcription', 'plain')],
+  ['/v1/audio/translations', endpoint('transcription', 'plain')],
 ]);
 
-/** The workload an inference path needs, or undefined when the path is not an inference endpoint. */
-export function workloadForPath(path: string): Workload | undefined {
+/** The inference endpoint at a path, or undefined when the path is not one. */
+export function endpointFor(path: string): Endpoint | undefined {
   return ENDPOINTS.get(path);
+}
+
+/** The dialect a request's body is read in for its prefix chain: none for count_tokens (it takes no slot) or a body with no prompt. */
+export function promptDialectOf(e: Endpoint): PromptDialect | undefined {
+  return e.action === 'infer' && e.dialect !== 'plain' ? e.dialect : undefined;
+}
+
+/**
+ * The dialect of any path a client may send: its endpoint's, else Anthropic's
+ * for the rest of its API's space (an unknown `/v1/messages/...` path is
+ * answered as an Anthropic SDK reads it), else none.
+ */
+export function dialectOfPath(path: string): Dialect | undefined {
+  return ENDPOINTS.get(path)?.dialect ?? (path.startsWith('/v1/messages/') ? 'messages' : undefined);
+}
+
+/** The shape of errors on an endpoint (SPEC section 4): Anthropic's on the Messages API, else OpenAI's. */
+export function errorShapeOf(d: Dialect | undefined): 'anthropic' | 'openai' {
+  return d === 'messages' ? 'anthropic' : 'openai';
 }
 
 export function isKnownWorkload(w: string): w is Workload {

@@ -11,10 +11,11 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { Agent, request } from 'undici';
 import { parseInference } from '../../src/api/request.ts';
+import { endpointFor } from '../../src/workloads/workloads.ts';
 import { DecisionFeed } from '../../src/dispatch/decisions.ts';
 import { Dispatcher } from '../../src/dispatch/dispatcher.ts';
 import type { DispatchPorts } from '../../src/dispatch/ports.ts';
-import type { Placement } from '../../src/dispatch/types.ts';
+import type { Reservation } from '../../src/dispatch/types.ts';
 import type { Backend } from '../../src/engines/backend.ts';
 import type { Lease } from '../../src/engines/targets.ts';
 import { ForwardBook } from '../../src/forward/book.ts';
@@ -38,14 +39,14 @@ describe('the dispatcher wakes a waiting request on the event that frees room', 
   let entry: http.Server;
   let url: string;
   const state = { localSlots: 0, localBusy: 0, remoteSlots: 1, remoteBusy: 0, polledAt: 0 };
-  let queues: QueueSet<Placement>;
+  let queues: QueueSet<Reservation>;
   let forwards: ForwardBook;
   const agent = new Agent();
 
   before(async () => {
     engine = await startFakeEngine({ name: 'local', outputTokens: 2 });
     member = await startFakeEngine({ name: 'member-B', outputTokens: 2 });
-    queues = new QueueSet<Placement>(64, 5000);
+    queues = new QueueSet<Reservation>(64, 5000);
     forwards = new ForwardBook();
     const backend = { id: 'm/0', url: engine.url, reportFailure() {}, authHeaders: () => ({}) } as unknown as Backend;
     const ports: DispatchPorts = {
@@ -94,7 +95,7 @@ describe('the dispatcher wakes a waiting request on the event that frees room', 
       for await (const c of req) chunks.push(c as Buffer);
       const u = new URL(req.url!, 'http://x');
       try {
-        await dispatcher.serveClient(await parseInference(req, u, 'chat', Buffer.concat(chunks)), res, new AbortController().signal);
+        await dispatcher.serveClient(await parseInference(req, u, endpointFor(u.pathname)!, Buffer.concat(chunks)), res, new AbortController().signal);
       } catch (err) {
         sendError(res, err as ApiError);
       }

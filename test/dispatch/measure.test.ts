@@ -1,7 +1,7 @@
 /** Score measurement counts the prompt tokens the engine processed, not those its prompt cache served. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { measure } from '../../src/dispatch/measure.ts';
+import { measure } from '../../src/dispatch/execute/measure.ts';
 
 describe('measure', () => {
   it('a stream: first content chunk since the slot grant, prompt tokens less cached ones', () => {

@@ -13,10 +13,11 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { Agent, request } from 'undici';
 import { parseInference } from '../../src/api/request.ts';
+import { endpointFor } from '../../src/workloads/workloads.ts';
 import { DecisionFeed } from '../../src/dispatch/decisions.ts';
 import { Dispatcher } from '../../src/dispatch/dispatcher.ts';
 import type { DispatchPorts } from '../../src/dispatch/ports.ts';
-import type { Placement } from '../../src/dispatch/types.ts';
+import type { Reservation } from '../../src/dispatch/types.ts';
 import type { Backend } from '../../src/engines/backend.ts';
 import type { Lease } from '../../src/engines/targets.ts';
 import { ForwardBook } from '../../src/forward/book.ts';
@@ -24,7 +25,7 @@ import { scanJsonObject } from '../../src/http/json-scan.ts';
 import { sendError, ApiError } from '../../src/http/errors.ts';
 import { Metrics } from '../../src/metrics/metrics.ts';
 import { QueueSet } from '../../src/queue/fifo.ts';
-import { prefixChain } from '../../src/route/prefix-chain.ts';
+import { prefixChain } from '../../src/prompt/chain.ts';
 import { WAIT_WEIGHT } from '../../src/route/price.ts';
 import type { HostView } from '../../src/route/types.ts';
 import { startFakeEngine, type FakeEngine } from '../fakes/fake-engine.ts';
@@ -47,17 +48,17 @@ describe('the dispatcher waits for a full host whose cache holds the prompt, as 
   let entry: http.Server;
   let url: string;
   const state = { remoteBusy: 1, polledAt: 0 };
-  let queues: QueueSet<Placement>;
+  let queues: QueueSet<Reservation>;
   const agent = new Agent();
   const scan = scanJsonObject(Buffer.from(BODY));
   assert.ok(scan.ok);
-  const chain = prefixChain(Buffer.from(BODY), scan.object, '/v1/chat/completions');
+  const chain = prefixChain(Buffer.from(BODY), scan.object, 'chat');
   const digest = { version: 1, held: new Map(chain.map((l) => [l.hash, l.tokens])) };
 
   before(async () => {
     engine = await startFakeEngine({ name: 'local', outputTokens: 2 });
     member = await startFakeEngine({ name: 'member-B', outputTokens: 2 });
-    queues = new QueueSet<Placement>(64, 5000);
+    queues = new QueueSet<Reservation>(64, 5000);
     const backend = { id: 'm/0', url: engine.url, reportFailure() {}, authHeaders: () => ({}) } as unknown as Backend;
     let localBusy = 0;
     const ports: DispatchPorts = {
@@ -115,7 +116,7 @@ describe('the dispatcher waits for a full host whose cache holds the prompt, as 
       for await (const c of req) chunks.push(c as Buffer);
       const u = new URL(req.url!, 'http://x');
       try {
-        await dispatcher.serveClient(await parseInference(req, u, 'chat', Buffer.concat(chunks)), res, new AbortController().signal);
+        await dispatcher.serveClient(await parseInference(req, u, endpointFor(u.pathname)!, Buffer.concat(chunks)), res, new AbortController().signal);
       } catch (err) {
         sendError(res, err as ApiError);
       }

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { cacheModel, isMiss, sampledIndices, scaleChain, type CacheModel, type CacheModelKind } from '../../src/engines/cache-model.ts';
-import type { PrefixChain } from '../../src/route/cache.ts';
+import type { PrefixChain } from '../../src/prompt/held.ts';
 
 /** A chain whose links are named by the messages so far ("s", "s/u1", ...), each message `each` tokens. */
 function chain(messages: string[], each = 100): PrefixChain {

@@ -7,8 +7,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { JsonObjectScan, lastSpan, scanJsonObject, scanJsonObjectSliced, setMemberEdits, splice, spliceAsync, valueOf } from '../../src/http/json-scan.ts';
-import { engineBody, forwardBody, clientWantsUsage } from '../../src/dispatch/upstream-body.ts';
-import type { DispatchRequest } from '../../src/dispatch/types.ts';
+import { engineBody, forwardBody, clientWantsUsage } from '../../src/dispatch/execute/upstream-body.ts';
+import type { RoutedRequest } from '../../src/dispatch/types.ts';
+import { endpointFor } from '../../src/workloads/workloads.ts';
 import { seeded } from '../helpers/random.ts';
 
 type Rnd = () => number;
@@ -63,7 +64,7 @@ function join(members: [string, string][], r: Rnd): string {
   return `${ws(r)}{${ws(r)}${members.map(([k, v]) => `${JSON.stringify(k)}${ws(r)}:${ws(r)}${v}`).join(`${ws(r)},${ws(r)}`)}${ws(r)}}${ws(r)}`;
 }
 
-function request(text: string, over: Partial<DispatchRequest> = {}): DispatchRequest {
+function request(text: string, over: Partial<RoutedRequest> = {}): RoutedRequest {
   const body = Buffer.from(text);
   const s = scanJsonObject(body);
   assert.ok(s.ok, text);
@@ -71,6 +72,7 @@ function request(text: string, over: Partial<DispatchRequest> = {}): DispatchReq
   const streamSpan = s.object.members.get('stream')?.at(-1);
   return {
     path: '/v1/chat/completions',
+    endpoint: endpointFor('/v1/chat/completions')!,
     workload: 'chat',
     model,
     stream: streamSpan !== undefined && valueOf(body, streamSpan) === true,

@@ -4,7 +4,7 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { rendezvousRank } from '../../src/route/rendezvous.ts';
+import { rendezvousRank } from '../../src/hashing/rendezvous.ts';
 import { placementKey } from '../../src/route/placement.ts';
 import { waitFor } from '../fakes/wait.ts';
 import { startNode, type TestNode } from '../helpers/node.ts';

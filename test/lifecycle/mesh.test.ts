@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { request } from 'undici';
-import { rendezvousRank } from '../../src/route/rendezvous.ts';
+import { rendezvousRank } from '../../src/hashing/rendezvous.ts';
 import { placementKey } from '../../src/route/placement.ts';
 import { getJson, startMeshNode, waitConverged, type MeshNode } from '../helpers/mesh.ts';
 import { waitFor } from '../fakes/wait.ts';

@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import { request } from 'undici';
 import { decodeLinks } from '../../src/capacity/digest.ts';
 import { scanJsonObject } from '../../src/http/json-scan.ts';
-import { prefixChain } from '../../src/route/prefix-chain.ts';
+import { prefixChain } from '../../src/prompt/chain.ts';
 import { waitFor } from '../fakes/wait.ts';
 import { getJson, startMeshNode, stopAll, waitConverged, waitModelOn, type MeshNode } from '../helpers/mesh.ts';
 
@@ -31,7 +31,7 @@ function chainOf(body: object) {
   const buf = Buffer.from(JSON.stringify(body));
   const scan = scanJsonObject(buf);
   assert.ok(scan.ok);
-  return prefixChain(buf, scan.object, '/v1/chat/completions');
+  return prefixChain(buf, scan.object, 'chat');
 }
 
 async function send(url: string, body: object): Promise<{ status: number; headers: Record<string, unknown>; trailers: Record<string, string>; text: string }> {

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { waitFor } from '../fakes/wait.ts';
 import { getJson, postJson as post, startMeshNode, stopAll, waitConverged, waitModelOn, type MeshNode } from '../helpers/mesh.ts';
-import { rendezvousRank } from '../../src/route/rendezvous.ts';
+import { rendezvousRank } from '../../src/hashing/rendezvous.ts';
 
 const IP = (n: number) => `127.0.130.${n}`;
 /** Prefill dominates: 40 ms per 1k tokens on top of a 5 ms overhead. */

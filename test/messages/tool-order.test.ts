@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { request } from 'undici';
-import { stableOrder, ToolOrderMemory } from '../../src/dispatch/tool-order.ts';
+import { stableOrder, ToolOrderMemory } from '../../src/dispatch/execute/tool-order.ts';
 import { renderPrompt, reusableTokens } from '../../src/engines/prompt-cache.ts';
 import { messagesToChat } from '../../src/messages/index.ts';
 import { startNode, type TestNode } from '../helpers/node.ts';

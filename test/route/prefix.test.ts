@@ -8,17 +8,18 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { prefixKey } from '../../src/dispatch/prefix.ts';
+import { prefixKey } from '../../src/dispatch/entry/prefix.ts';
+import { endpointFor, promptDialectOf } from '../../src/workloads/workloads.ts';
 import { scanJsonObject } from '../../src/http/json-scan.ts';
 import { decide } from '../../src/route/decide.ts';
-import { CHAIN_WALK_MAX } from '../../src/route/prefix-chain.ts';
+import { CHAIN_WALK_MAX } from '../../src/prompt/chain.ts';
 import type { Candidate, RouteRequest } from '../../src/route/types.ts';
 
 function key(doc: unknown, path = '/v1/chat/completions'): string | undefined {
   const body = Buffer.from(JSON.stringify(doc));
   const s = scanJsonObject(body);
   assert.ok(s.ok);
-  return prefixKey(body, s.object, path);
+  return prefixKey(body, s.object, promptDialectOf(endpointFor(path)!));
 }
 
 const sys = (t: string) => ({ role: 'system', content: t });

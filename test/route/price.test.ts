@@ -9,14 +9,14 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { RecentRoutes } from '../../src/dispatch/recent-routes.ts';
+import { RecentRoutes } from '../../src/dispatch/entry/recent-routes.ts';
 import { scanJsonObject } from '../../src/http/json-scan.ts';
-import type { PrefixChain } from '../../src/route/cache.ts';
+import type { PrefixChain } from '../../src/prompt/held.ts';
 import { decide } from '../../src/route/decide.ts';
 import { holdStep, NO_HOLD } from '../../src/route/hold.ts';
-import { walkPrompt } from '../../src/route/prefix-chain.ts';
+import { walkPrompt } from '../../src/prompt/chain.ts';
 import { BAND, price, WAIT_WEIGHT } from '../../src/route/price.ts';
-import { rendezvousRank } from '../../src/route/rendezvous.ts';
+import { rendezvousRank } from '../../src/hashing/rendezvous.ts';
 import type { Candidate, Decision, HostView, RouteOptions, RouteRequest } from '../../src/route/types.ts';
 import { warmCandidates } from '../../src/route/warmth.ts';
 import { seeded } from '../helpers/random.ts';
@@ -156,7 +156,7 @@ function chainOf(messages: unknown[]): PrefixChain {
   const body = Buffer.from(JSON.stringify({ model: 'm', messages }));
   const s = scanJsonObject(body);
   assert.ok(s.ok);
-  return walkPrompt(body, s.object, '/v1/chat/completions').chain;
+  return walkPrompt(body, s.object, 'chat').chain;
 }
 
 const SYSTEM = { role: 'system', content: 'You are the shared assistant. '.repeat(200) };

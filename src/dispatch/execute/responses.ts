@@ -5,10 +5,10 @@
  * back (src/responses/ does the translation). The entry node never
  * translates: only the executor knows what its engine speaks.
  */
-import { ApiError } from '../http/errors.ts';
-import { chatToResponse, ResponsesStreamTranslator, responsesToChat } from '../responses/index.ts';
-import type { Descriptor } from '../workloads/workloads.ts';
-import type { DispatchRequest } from './types.ts';
+import { ApiError } from '../../http/errors.ts';
+import { chatToResponse, ResponsesStreamTranslator, responsesToChat } from '../../responses/index.ts';
+import type { Descriptor } from '../../workloads/workloads.ts';
+import type { RoutedRequest } from '../types.ts';
 import type { Hygiene } from './tool-order.ts';
 import { chatPlan, type TranslatedPlan } from './translated-plan.ts';
 
@@ -19,7 +19,7 @@ export type ResponsesPlan = TranslatedPlan;
 /** A Responses request larger than this is not translated (it would be parsed whole on the event loop). */
 export const TRANSLATE_MAX = 8 * 1024 * 1024;
 
-export function planResponses(req: DispatchRequest, descriptor: Descriptor, hygiene?: Hygiene): ResponsesPlan {
+export function planResponses(req: RoutedRequest, descriptor: Descriptor, hygiene?: Hygiene): ResponsesPlan {
   if (descriptor.workloads.includes('responses')) return { kind: 'native' };
   if (req.body.length > TRANSLATE_MAX) {
     return { kind: 'refuse', error: new ApiError(413, `a Responses API request to a chat-only engine is translated, and translation takes at most ${TRANSLATE_MAX} bytes; send a shorter input or use /v1/chat/completions`, 'invalid_request_error', 'request_too_large') };

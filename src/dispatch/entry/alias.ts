@@ -1,8 +1,8 @@
 /** Alias resolution at the entry node (SPEC section 9, "Aliases"): once, before routing. */
-import { resolveAlias, type AliasLookup } from '../aliases/resolve.ts';
-import { errors } from '../http/errors.ts';
-import { hostDoes } from '../route/eligibility.ts';
-import type { HostView } from '../route/types.ts';
+import { resolveAlias, type AliasLookup } from '../../aliases/resolve.ts';
+import { errors } from '../../http/errors.ts';
+import { hostDoes } from '../../route/eligibility.ts';
+import type { HostView } from '../../route/types.ts';
 
 /**
  * undefined when the name is a real model (or unknown: the model path answers

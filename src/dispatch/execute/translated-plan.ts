@@ -5,9 +5,9 @@
  * translated event by event and its whole answer at once, both by the API's
  * own translator.
  */
-import type { ApiError } from '../http/errors.ts';
-import type { AnswerTranslator } from '../http/relay.ts';
-import type { ChatRequest } from '../responses/index.ts';
+import type { ApiError } from '../../http/errors.ts';
+import type { AnswerTranslator } from '../../http/relay.ts';
+import type { ChatRequest } from '../../responses/index.ts';
 import { orderTools, type Hygiene } from './tool-order.ts';
 
 export type TranslatedPlan =

@@ -10,8 +10,8 @@
  * conversation so far: what another request can share), none older than
  * ROUTE_MAX_AGE_MS.
  */
-import type { PrefixChain } from '../route/cache.ts';
-import type { RouteMemory } from '../route/warmth.ts';
+import type { PrefixChain } from '../../prompt/held.ts';
+import type { RouteMemory } from '../../route/warmth.ts';
 
 export const ROUTES_PER_HOST = 32;
 export const HEAD_LINKS = 32;

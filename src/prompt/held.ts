@@ -4,7 +4,7 @@
  * links its engines are believed to hold. The two meet in `heldTokens`: the
  * tokens at the start of a prompt that a host already holds.
  *
- * Pure: no I/O. The chain itself is computed in `prefix-chain.ts`, one
+ * Pure: no I/O. The chain itself is computed in `chain.ts`, one
  * definition used by the entry node's router, the executor's digests and the
  * sim engine's cache model alike.
  */

@@ -9,14 +9,14 @@
  * POST /v1/messages/count_tokens is answered by the node the client called,
  * without a slot or the queue: `countTokens`.
  */
-import { anthropicErrorBody, ApiError } from '../http/errors.ts';
-import { upstreamErrorText } from '../http/relay.ts';
-import { chatToMessage, countText, estimateTokens, messagesToChat, MessagesStreamTranslator, PING } from '../messages/index.ts';
-import type { Descriptor } from '../workloads/workloads.ts';
+import { anthropicErrorBody, ApiError } from '../../http/errors.ts';
+import { upstreamErrorText } from '../../http/relay.ts';
+import { chatToMessage, countText, estimateTokens, messagesToChat, MessagesStreamTranslator, PING } from '../../messages/index.ts';
+import type { Descriptor } from '../../workloads/workloads.ts';
 import type { Hygiene } from './tool-order.ts';
 import { chatPlan, type TranslatedPlan } from './translated-plan.ts';
 import { TRANSLATE_MAX } from './responses.ts';
-import type { DispatchRequest } from './types.ts';
+import type { RoutedRequest } from '../types.ts';
 
 export const MESSAGES_PATH = '/v1/messages';
 export const COUNT_TOKENS_PATH = '/v1/messages/count_tokens';
@@ -26,7 +26,7 @@ export const PING_EVERY_MS = 5_000;
 
 export type MessagesPlan = TranslatedPlan;
 
-function parse(req: DispatchRequest): { ok: true; doc: unknown } | { ok: false; error: ApiError } {
+function parse(req: RoutedRequest): { ok: true; doc: unknown } | { ok: false; error: ApiError } {
   if (req.body.length > TRANSLATE_MAX) {
     return { ok: false, error: new ApiError(413, `a Messages API request to a chat-only engine is translated, and translation takes at most ${TRANSLATE_MAX} bytes; send a shorter conversation`, 'invalid_request_error', 'request_too_large') };
   }
@@ -44,7 +44,7 @@ function failure(status: number, body: Buffer | undefined): Buffer {
   return Buffer.from(JSON.stringify(anthropicErrorBody(status, text)));
 }
 
-export function planMessages(req: DispatchRequest, descriptor: Descriptor, context: number, hygiene?: Hygiene): MessagesPlan {
+export function planMessages(req: RoutedRequest, descriptor: Descriptor, context: number, hygiene?: Hygiene): MessagesPlan {
   if (descriptor.workloads.includes('messages')) return { kind: 'native' };
   const parsed = parse(req);
   if (!parsed.ok) return { kind: 'refuse', error: parsed.error };
@@ -82,7 +82,7 @@ export type Tokenizer = (text: string, signal: AbortSignal) => Promise<number | 
  * count_tokens: `{"input_tokens": N}` from the engine's tokenizer when this
  * node has one for the model, else the estimate. Never takes a slot.
  */
-export async function countTokens(req: DispatchRequest, tokenizer: Tokenizer | undefined, signal: AbortSignal): Promise<{ input_tokens: number }> {
+export async function countTokens(req: RoutedRequest, tokenizer: Tokenizer | undefined, signal: AbortSignal): Promise<{ input_tokens: number }> {
   const parsed = parse(req);
   if (!parsed.ok) throw parsed.error;
   // count_tokens has no max_tokens; the translation does not need one.

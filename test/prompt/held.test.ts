@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { heldTokens, type PrefixChain } from '../../src/route/cache.ts';
+import { heldTokens, type PrefixChain } from '../../src/prompt/held.ts';
 
 const chain: PrefixChain = [
   { hash: '000000000000000a', tokens: 300 },

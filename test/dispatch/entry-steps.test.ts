@@ -4,18 +4,18 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { INITIAL, step, type PlacementAction, type PlacementEvent, type PlacementState } from '../../src/dispatch/placement.ts';
+import { INITIAL, step, type EntryAction, type EntryEvent, type EntryState } from '../../src/dispatch/entry/steps.ts';
 import { forwardVerdict } from '../../src/forward/send.ts';
 
 const rules = { queueMax: 64, forwardRetry: 1 };
-const S = (over: Partial<PlacementState> = {}): PlacementState => ({ ...INITIAL, ...over });
+const S = (over: Partial<EntryState> = {}): EntryState => ({ ...INITIAL, ...over });
 
 /** Run a sequence of events from a state; the actions taken, and the final state. */
-function drive(events: PlacementEvent[], from = INITIAL, r = rules): { actions: PlacementAction[]; state: PlacementState } {
+function drive(events: EntryEvent[], from = INITIAL, r = rules): { actions: EntryAction[]; state: EntryState } {
   let state = from;
-  const actions: PlacementAction[] = [];
+  const actions: EntryAction[] = [];
   for (const e of events) {
-    let a: PlacementAction;
+    let a: EntryAction;
     [state, a] = step(state, e, r);
     actions.push(a);
   }
@@ -25,7 +25,7 @@ function drive(events: PlacementEvent[], from = INITIAL, r = rules): { actions: 
 const refusedFull = { kind: 'ran', outcome: { kind: 'refused', by: 'full', detail: 'HTTP 429 (full)' } } as const;
 
 describe('placement state machine', () => {
-  const table: { name: string; events: PlacementEvent[]; from?: PlacementState; rules?: typeof rules; last: PlacementAction; state?: Partial<PlacementState> }[] = [
+  const table: { name: string; events: EntryEvent[]; from?: EntryState; rules?: typeof rules; last: EntryAction; state?: Partial<EntryState> }[] = [
     { name: 'an empty queue: tried at once', events: [{ kind: 'arrived', queueDepth: 0 }], last: { kind: 'try' } },
     { name: 'others waiting: waits behind them (FIFO)', events: [{ kind: 'arrived', queueDepth: 3 }], last: { kind: 'wait', front: false }, state: { queued: true } },
     {
@@ -79,7 +79,7 @@ describe('placement state machine', () => {
     it(row.name, () => {
       const { actions, state } = drive(row.events, row.from, row.rules);
       assert.deepEqual(actions.at(-1), row.last);
-      for (const [k, v] of Object.entries(row.state ?? {})) assert.deepEqual(state[k as keyof PlacementState], v, k);
+      for (const [k, v] of Object.entries(row.state ?? {})) assert.deepEqual(state[k as keyof EntryState], v, k);
     });
   }
 });

@@ -4,29 +4,29 @@
  * alias resolved, and `stream_options.include_usage` when the node asks a
  * generation stream for usage. Nothing else is re-serialised.
  */
-import { lastSpan, scanJsonObject, setMemberEdits, spliceAsync, valueOf, type Edit } from '../http/json-scan.ts';
-import { boundaryOf, replaceTextField } from '../http/multipart.ts';
-import { GENERATION_WORKLOADS } from '../workloads/workloads.ts';
-import type { DispatchRequest } from './types.ts';
+import { lastSpan, scanJsonObject, setMemberEdits, spliceAsync, valueOf, type Edit } from '../../http/json-scan.ts';
+import { boundaryOf, replaceTextField } from '../../http/multipart.ts';
+import { GENERATION_WORKLOADS } from '../../workloads/workloads.ts';
+import type { RoutedRequest } from '../types.ts';
 
 /** A `stream_options` larger than this is left as the client sent it (the node then learns no usage from that stream). */
 const STREAM_OPTIONS_MAX = 4096;
 
-function modelEdits(req: DispatchRequest): Edit[] {
+function modelEdits(req: RoutedRequest): Edit[] {
   if (req.alias === undefined || !req.scan) return [];
   return setMemberEdits(req.scan, 'model', JSON.stringify(req.model));
 }
 
 /** The body for a member: the resolved model spliced in; the executor adds what its engine needs. */
-export async function forwardBody(req: DispatchRequest): Promise<Buffer> {
+export async function forwardBody(req: RoutedRequest): Promise<Buffer> {
   if (req.alias !== undefined && !req.scan) return multipartModel(req);
   return spliceAsync(req.body, modelEdits(req));
 }
 
 /** Does this request get usage asked for on the node's behalf? */
-export function asksUsage(req: DispatchRequest): boolean {
+export function asksUsage(req: RoutedRequest): boolean {
   // The Responses and Messages APIs have no stream_options: their translations ask for usage themselves.
-  return req.stream && req.scan !== undefined && GENERATION_WORKLOADS.includes(req.workload) && !req.clientWantsUsage && req.path !== '/v1/responses' && !req.path.startsWith('/v1/messages');
+  return req.stream && req.scan !== undefined && GENERATION_WORKLOADS.includes(req.workload) && !req.clientWantsUsage && (req.endpoint.dialect === 'chat' || req.endpoint.dialect === 'completions');
 }
 
 /**
@@ -34,7 +34,7 @@ export function asksUsage(req: DispatchRequest): boolean {
  * from the stream. `idSlot`: the llama-server slot the node chose for it
  * (engines/cache-book.ts), set as `id_slot` like `model`.
  */
-export async function engineBody(req: DispatchRequest, idSlot?: number): Promise<{ body: Buffer; stripUsage: boolean }> {
+export async function engineBody(req: RoutedRequest, idSlot?: number): Promise<{ body: Buffer; stripUsage: boolean }> {
   if (!req.scan) return { body: req.alias !== undefined ? multipartModel(req) : req.body, stripUsage: false };
   const edits = modelEdits(req);
   if (idSlot !== undefined) edits.push(...setMemberEdits(req.scan, 'id_slot', String(idSlot)));
@@ -44,7 +44,7 @@ export async function engineBody(req: DispatchRequest, idSlot?: number): Promise
   return { body: await spliceAsync(req.body, [...edits, ...usage]), stripUsage: true };
 }
 
-function usageEdits(body: Buffer, scan: NonNullable<DispatchRequest['scan']>): Edit[] | undefined {
+function usageEdits(body: Buffer, scan: NonNullable<RoutedRequest['scan']>): Edit[] | undefined {
   const span = lastSpan(scan, 'stream_options');
   if (!span) return setMemberEdits(scan, 'stream_options', '{"include_usage":true}');
   if (span.end - span.start > STREAM_OPTIONS_MAX) return undefined;
@@ -60,7 +60,7 @@ function usageEdits(body: Buffer, scan: NonNullable<DispatchRequest['scan']>): E
 }
 
 /** Does the client's own `stream_options` ask for usage? */
-export function clientWantsUsage(body: Buffer, scan: NonNullable<DispatchRequest['scan']>): boolean {
+export function clientWantsUsage(body: Buffer, scan: NonNullable<RoutedRequest['scan']>): boolean {
   const span = lastSpan(scan, 'stream_options');
   if (!span || span.end - span.start > STREAM_OPTIONS_MAX) return false;
   const v = valueOf(body, span) as { include_usage?: unknown } | null;
@@ -68,7 +68,7 @@ export function clientWantsUsage(body: Buffer, scan: NonNullable<DispatchRequest
 }
 
 /** For uploads only the `model` field changes; the file part stays byte for byte. */
-function multipartModel(req: DispatchRequest): Buffer {
+function multipartModel(req: RoutedRequest): Buffer {
   const boundary = boundaryOf(req.contentType);
   return boundary ? replaceTextField(req.body, boundary, 'model', req.model) : req.body;
 }

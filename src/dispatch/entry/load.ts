@@ -8,9 +8,9 @@
  * A load that fails ends the requests that waited for it with 503 and the
  * engine's own text; the next request asks again, another host first.
  */
-import type { LoadReason } from '../engines/lifecycle.ts';
-import { loadHosts, rankLoadHosts } from '../route/placement.ts';
-import type { HostView } from '../route/types.ts';
+import type { LoadReason } from '../../engines/lifecycle.ts';
+import { loadHosts, rankLoadHosts } from '../../route/placement.ts';
+import type { HostView } from '../../route/types.ts';
 
 /** What one ask to a host came to. */
 export type AskResult = { kind: 'loading' | 'loaded' } | { kind: 'refused'; detail: string } | { kind: 'failed'; detail: string };

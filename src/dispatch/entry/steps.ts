@@ -1,20 +1,20 @@
 /**
- * Placement as a state machine (SPEC section 9, steps 8 and 9): where one
+ * The entry's steps as a state machine (SPEC section 9, steps 8 and 9): where one
  * request is between arrival and its answer, and what happens next on each
- * event. Pure: the driver (dispatcher.ts) performs the action, turns what
+ * event. Pure: the driver (entry.ts) performs the action, turns what
  * came of it into the next event, and asks again. Table tests drive it
  * without sockets or timers.
  */
-import type { RunOutcome } from './types.ts';
+import type { RunOutcome } from '../types.ts';
 
-export interface PlacementRules {
+export interface EntryRules {
   /** routing.queue_max: 0 means no queue. */
   queueMax: number;
   /** routing.forward_retry: refused forwards retried at once before going back to the queue. */
   forwardRetry: number;
 }
 
-export interface PlacementState {
+export interface EntryState {
   /** The request has waited in the queue (its route reason is then `queued`). */
   readonly queued: boolean;
   /** The next wait is at the head of the queue (after a refusal). */
@@ -29,7 +29,7 @@ export interface PlacementState {
   readonly engineError?: string;
 }
 
-export type PlacementEvent =
+export type EntryEvent =
   /** The request arrived; `queueDepth` others already wait for its (model, workload). */
   | { kind: 'arrived'; queueDepth: number }
   /** A routing attempt: placed, or not (and whether any capable, healthy host is left to wait for). */
@@ -41,16 +41,16 @@ export type PlacementEvent =
 
 export type Failure = 'queue-full' | 'queue-timeout' | 'queue-timeout-refused' | 'engine-failed';
 
-export type PlacementAction =
+export type EntryAction =
   | { kind: 'try' }
   | { kind: 'wait'; front: boolean }
   | { kind: 'run' }
   | { kind: 'end' }
   | { kind: 'fail'; failure: Failure };
 
-export const INITIAL: PlacementState = { queued: false, front: false, retries: 0, refused: false, failed: [] };
+export const INITIAL: EntryState = { queued: false, front: false, retries: 0, refused: false, failed: [] };
 
-export function step(s: PlacementState, e: PlacementEvent, rules: PlacementRules): [PlacementState, PlacementAction] {
+export function step(s: EntryState, e: EntryEvent, rules: EntryRules): [EntryState, EntryAction] {
   switch (e.kind) {
     case 'arrived':
       // FIFO: with others already waiting, this one waits behind them.
@@ -76,12 +76,12 @@ export function step(s: PlacementState, e: PlacementEvent, rules: PlacementRules
   }
 }
 
-function wait(s: PlacementState, rules: PlacementRules): [PlacementState, PlacementAction] {
+function wait(s: EntryState, rules: EntryRules): [EntryState, EntryAction] {
   if (rules.queueMax === 0) return [s, { kind: 'fail', failure: 'queue-full' }];
   return [{ ...s, queued: true }, { kind: 'wait', front: s.front }];
 }
 
-function ran(s: PlacementState, o: RunOutcome, rules: PlacementRules): [PlacementState, PlacementAction] {
+function ran(s: EntryState, o: RunOutcome, rules: EntryRules): [EntryState, EntryAction] {
   switch (o.kind) {
     case 'answered':
     case 'aborted':

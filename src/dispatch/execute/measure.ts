@@ -5,7 +5,7 @@
  * when it gives none, the node's prediction); for a whole answer, the
  * engine's own prompt time (llama-server's `timings`) when it reports one.
  */
-import { engineCachedTokens, usageOfBody } from '../http/engine-usage.ts';
+import { engineCachedTokens, usageOfBody } from '../../http/engine-usage.ts';
 
 export interface Measured {
   ttftMs: number;

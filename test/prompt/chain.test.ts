@@ -10,8 +10,12 @@ import { describe, it } from 'node:test';
 import { renderPrompt, commonPrefixTokens } from '../../src/engines/prompt-cache.ts';
 import { scanJsonObject, type ScannedObject } from '../../src/http/json-scan.ts';
 import { responsesToChat } from '../../src/responses/index.ts';
-import { CHAIN_LINKS_MAX, CHAIN_WALK_MAX, GENERATION_PROMPT, prefixChain, walkPrompt } from '../../src/route/prefix-chain.ts';
-import type { PrefixChain } from '../../src/route/cache.ts';
+import { endpointFor, promptDialectOf } from '../../src/workloads/workloads.ts';
+import { CHAIN_LINKS_MAX, CHAIN_WALK_MAX, prefixChain, walkPrompt } from '../../src/prompt/chain.ts';
+import { GENERATION_PROMPT } from '../../src/prompt/canonical.ts';
+import type { PrefixChain } from '../../src/prompt/held.ts';
+
+const dialectOf = (path: string) => promptDialectOf(endpointFor(path) ?? { workload: 'chat', dialect: 'plain', action: 'infer' });
 
 function walkText(text: string, path = '/v1/chat/completions', hygiene = false) {
   return timedWalk(text, path, hygiene).walk;
@@ -21,7 +25,7 @@ function timedWalk(text: string, path = '/v1/chat/completions', hygiene = false)
   const body = Buffer.from(text);
   const s = scanJsonObject(body);
   assert.ok(s.ok, 'the test body is JSON');
-  return { walk: walkPrompt(body, s.object, path, { hygiene }) };
+  return { walk: walkPrompt(body, s.object, dialectOf(path), { hygiene }) };
 }
 const chain = (doc: unknown, path = '/v1/chat/completions', hygiene = false): PrefixChain => walkText(JSON.stringify(doc), path, hygiene).chain;
 
@@ -126,7 +130,7 @@ describe('the prefix chain', () => {
   it('is pure: the same body gives the same chain every time (on every node)', () => {
     const text = JSON.stringify({ ...turn2, tools: [tool('grep')] });
     assert.deepEqual(walkText(text), walkText(text));
-    assert.deepEqual(prefixChain(Buffer.from(text), (scanJsonObject(Buffer.from(text)) as { object: ScannedObject }).object, '/v1/chat/completions'), walkText(text).chain);
+    assert.deepEqual(prefixChain(Buffer.from(text), (scanJsonObject(Buffer.from(text)) as { object: ScannedObject }).object, 'chat'), walkText(text).chain);
   });
 
   it('gives a Responses request and its chat translation one chain', () => {

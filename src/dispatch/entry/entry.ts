@@ -1,0 +1,354 @@
+/**
+ * The entry: a client's request entering at this node (SPEC section 9).
+ * Resolve an alias, walk the prompt once (its prefix chain and prefix key),
+ * check that someone can serve it, place it (now, or after waiting in the
+ * queue, or for a warm full host while that pays), then run it here (the
+ * executor) or forward it once to the chosen member, retry what is retried,
+ * and record what happened.
+ */
+import type http from 'node:http';
+import { sendForward } from '../../forward/send.ts';
+import { ApiError, errors } from '../../http/errors.ts';
+import { RES_ALIAS, RES_MODEL } from '../../http/viiwork-headers.ts';
+import { walkPrompt } from '../../prompt/chain.ts';
+import { decide } from '../../route/decide.ts';
+import { holdStep, NO_HOLD, type HoldState } from '../../route/hold.ts';
+import type { Candidate, HostView, RouteReason } from '../../route/types.ts';
+import { warmCandidates } from '../../route/warmth.ts';
+import { sha256HexAsync } from '../../security/signing.ts';
+import { isScoredWorkload, promptDialectOf } from '../../workloads/workloads.ts';
+import type { Executor } from '../execute/execute.ts';
+import type { Hygiene } from '../execute/tool-order.ts';
+import { forwardBody } from '../execute/upstream-body.ts';
+import type { DispatchPorts } from '../ports.ts';
+import { candidatesFor, checkServable, failureError } from '../servable.ts';
+import { meshHeaders, newTrace, recordRequest, type ResponseMeta, type Trace } from '../trace.ts';
+import type { DispatchRequest, Reservation, Routed, RoutedRequest, RunOutcome } from '../types.ts';
+import { resolveModelName } from './alias.ts';
+import { prefixKeyOf } from './prefix.ts';
+import { RecentRoutes } from './recent-routes.ts';
+import { INITIAL, step, type EntryAction, type EntryEvent, type EntryState } from './steps.ts';
+
+/** One request's wait for a warm host (route/hold.ts), shared by its attempts. */
+interface HoldCell {
+  state: HoldState;
+}
+
+/** The body members get, made once per request (signing and retries reuse it), and its SHA-256. */
+interface ForwardCell {
+  body?: Buffer;
+  sha256?: string;
+}
+
+export class Entry {
+  /** What this node routed where lately: a host's cache until its next digest (SPEC 9.6). */
+  readonly #routes: RecentRoutes;
+  /** model \0 host → requests of this node waiting for that host's warm slot. */
+  readonly #holding = new Map<string, number>();
+
+  constructor(
+    private readonly p: DispatchPorts,
+    private readonly hygiene: Hygiene,
+    private readonly executor: Executor,
+  ) {
+    this.#routes = new RecentRoutes(() => p.now());
+  }
+
+  async serveClient(req: DispatchRequest, res: http.ServerResponse, signal: AbortSignal): Promise<void> {
+    const trace = newTrace(null, 'not-routed');
+    const workload = req.endpoint.workload;
+    let routed: Routed = { model: req.model, workload };
+    try {
+      // One snapshot serves alias resolution, the up-front checks and the first routing attempt.
+      let hosts = this.p.snapshot();
+      const warming = this.p.warming();
+      if (warming && !this.#known(req, hosts)) {
+        // A node that has just started may not have heard from the member that serves this yet (SPEC section 4).
+        await warming;
+        hosts = this.p.snapshot();
+      }
+      routed = this.#route(req, hosts);
+      const rr: RoutedRequest = { ...req, ...routed };
+      if (req.endpoint.action === 'count_tokens') return await this.#countTokens(rr, res, signal, trace, hosts);
+      await this.#place(rr, res, signal, trace, hosts);
+    } catch (err) {
+      trace.outcome = err instanceof ApiError ? String(err.status) : 'error';
+      throw err;
+    } finally {
+      recordRequest(this.p, routed, req.model, this.p.name, trace);
+    }
+  }
+
+  /** What routing learns of the request: its model (an alias resolved), and for scored work one bounded walk of the prompt. */
+  #route(req: DispatchRequest, hosts: readonly HostView[]): Routed {
+    const workload = req.endpoint.workload;
+    const resolved = resolveModelName(this.p.aliases, req.model, workload, hosts);
+    const named = resolved !== undefined ? { model: resolved, alias: req.model, workload } : { model: req.model, workload };
+    if (!req.scan || !isScoredWorkload(workload)) return named;
+    // One bounded walk gives the chain pricing uses and the prefix key.
+    const walk = walkPrompt(req.body, req.scan, promptDialectOf(req.endpoint), { hygiene: this.hygiene.on });
+    return {
+      ...named,
+      chain: walk.chain,
+      ...(walk.complete ? { pricedTokens: walk.chain[walk.chain.length - 1].tokens } : {}),
+      ...(req.sessionKey === undefined && this.p.rules.prefixAffinity ? { prefixKey: prefixKeyOf(walk) } : {}),
+    };
+  }
+
+  /**
+   * count_tokens, without a slot or the queue (SPEC section 4): with this
+   * node's own tokenizer for the model; else by the member nearest that
+   * serves it healthy, fresh reports first (its engine's tokenizer, one
+   * signed forward); else, or when that member does not answer, the estimate.
+   */
+  async #countTokens(rr: RoutedRequest, res: http.ServerResponse, signal: AbortSignal, trace: Trace, hosts: readonly HostView[]): Promise<void> {
+    const cands = candidatesFor(this.p, rr, hosts);
+    checkServable(rr, hosts, cands);
+    trace.known = true;
+    trace.route = 'local';
+    const extra = aliasHeaders(rr);
+    const tokenizer = this.p.tokenizer?.(rr.model);
+    // A fresh report first, else a stale one (a member polled in the background, this node not routing to it yet):
+    // a count is advice, and a member that does not answer costs only the fallback to the estimate.
+    const remote = tokenizer ? undefined : cands.filter((c) => !c.local && c.healthy).sort((a, b) => Number(b.fresh) - Number(a.fresh) || a.rttMs - b.rttMs)[0];
+    if (remote) {
+      const o = await this.#forward(rr, {}, remote.host, res, signal, { ...extra, ...meshHeaders(remote.host, this.p.name, 'local', 0) });
+      if (o.kind === 'answered' || o.kind === 'aborted') {
+        trace.executor = remote.host;
+        return;
+      }
+    }
+    await this.executor.countHere(rr, res, signal, extra);
+  }
+
+  async #place(rr: RoutedRequest, res: http.ServerResponse, signal: AbortSignal, trace: Trace, hosts: readonly HostView[]): Promise<void> {
+    const p = this.p;
+    // The candidates of the up-front checks also serve the first routing attempt.
+    let first: Candidate[] | undefined = candidatesFor(p, rr, hosts);
+    checkServable(rr, hosts, first);
+    trace.known = true;
+    const arrived = p.now();
+    // An on-demand model nobody has loaded: a host is asked to load it, and the request waits up to load_wait.
+    // (Only when nothing capable is healthy: the hot path of a loaded model never comes here.)
+    const forLoad =
+      p.loads && !first.some((c) => c.healthy) && first.some((c) => c.available || c.loading)
+        ? await p.loads.ensure(rr.model, rr.workload, 'request', `a ${rr.workload} request entering ${p.name}`, hosts, rr.pin)
+        : false;
+    const deadline = arrived + (forLoad ? Math.max(p.rules.queueTimeoutMs, p.loads!.waitMs) : p.rules.queueTimeoutMs);
+    const queue = p.queues.get(rr.model, rr.workload);
+    const rules = { queueMax: p.rules.queueMax, forwardRetry: p.rules.forwardRetry };
+    const extra = aliasHeaders(rr);
+    const fwd: ForwardCell = {};
+    let state: EntryState = INITIAL;
+    let reserved: Reservation | undefined;
+    let event: EntryEvent = { kind: 'arrived', queueDepth: queue.depth };
+    const hold: HoldCell = { state: NO_HOLD };
+    try {
+      for (;;) {
+        let action: EntryAction;
+        [state, action] = step(state, event, rules);
+        switch (action.kind) {
+          case 'try': {
+            const failed = state.failed;
+            reserved = this.#attempt(rr, failed, hold, undefined, first && { cands: first, hosts });
+            first = undefined;
+            event = { kind: 'tried', placed: reserved !== undefined, routeLeft: reserved !== undefined || this.#routeLeft(rr, failed) };
+            break;
+          }
+          case 'wait': {
+            const failed = state.failed;
+            const out = queue.enqueue((wake) => this.#attempt(rr, failed, hold, wake) ?? this.#loadFailed(rr, arrived), { signal, deadline, front: action.front });
+            p.waiting();
+            const outcome = await out;
+            if (outcome.ok) {
+              reserved = outcome.value;
+              p.metrics.queueWait.observe(outcome.queuedMs / 1000);
+            }
+            event = { kind: 'waited', how: outcome.ok ? 'placed' : outcome.reason };
+            break;
+          }
+          case 'run': {
+            const where = reserved!;
+            reserved = undefined;
+            if (where.kind === 'load-failed') throw errors.loadFailed(rr.model, where.text);
+            const queuedMs = state.queued ? Math.max(1, p.now() - arrived) : 0;
+            const route: RouteReason = state.queued ? 'queued' : where.reason;
+            trace.queuedMs = queuedMs;
+            trace.route = route;
+            const outcome = await this.#run(rr, fwd, where, res, signal, { origin: p.name, route, queuedMs, extra }, trace);
+            event = { kind: 'ran', outcome };
+            break;
+          }
+          case 'end':
+            if (trace.outcome === 'ok' && signal.aborted) trace.outcome = 'aborted';
+            return;
+          case 'fail':
+            if (action.failure === 'queue-timeout' && forLoad && !candidatesFor(p, rr).some((c) => c.healthy)) throw errors.loadTimeout(rr.model, deadline - arrived);
+            if (action.failure === 'queue-timeout' && this.#onlyLoading(rr)) throw errors.modelLoading(rr.model, p.rules.queueTimeoutMs);
+            throw failureError(action.failure, rr.model, p.rules.queueTimeoutMs, state.engineError);
+        }
+      }
+    } finally {
+      // However it ends, it waits for no host any more.
+      this.#setHold(rr.model, hold, NO_HOLD);
+    }
+  }
+
+  /** Can this request be placed on what the snapshot knows (its model or alias, for its workload, on its pinned host)? */
+  #known(req: DispatchRequest, hosts: readonly HostView[]): boolean {
+    try {
+      const workload = req.endpoint.workload;
+      const r = { model: resolveModelName(this.p.aliases, req.model, workload, hosts) ?? req.model, workload, pin: req.pin };
+      checkServable(r, hosts, candidatesFor(this.p, r, hosts));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** The load this request waited for failed: a reservation that ends it with 503 (undefined: keep waiting). */
+  #loadFailed(rr: RoutedRequest, arrived: number): Reservation | undefined {
+    const text = this.p.loads?.failure(rr.model, arrived);
+    return text === undefined ? undefined : { kind: 'load-failed', text };
+  }
+
+  /** Nothing capable is healthy, and something is still loading. */
+  #onlyLoading(rr: RoutedRequest): boolean {
+    const c = candidatesFor(this.p, rr);
+    return !c.some((x) => x.healthy) && c.some((x) => x.loading);
+  }
+
+  /** Is any capable host with a healthy backend left for this request (apart from those whose engine failed it)? */
+  #routeLeft(rr: RoutedRequest, failed: readonly string[]): boolean {
+    return candidatesFor(this.p, rr).some((c) => c.healthy && !failed.includes(c.host) && (c.fresh || c.local));
+  }
+
+  /**
+   * One routing attempt: price, decide and reserve (a local lease, or a
+   * forward counted in the book), or wait — for a warm full host while that
+   * pays (`hold`; `wake` tries again when its time is up), else for any slot.
+   */
+  #attempt(
+    rr: RoutedRequest,
+    failed: readonly string[],
+    hold: HoldCell,
+    wake?: (at: number) => void,
+    known?: { cands: Candidate[]; hosts: readonly HostView[] },
+  ): Reservation | undefined {
+    const p = this.p;
+    const hosts = known?.hosts ?? p.snapshot();
+    let cands = known?.cands ?? candidatesFor(p, rr, hosts);
+    if (failed.length) cands = cands.filter((c) => !failed.includes(c.host));
+    if (rr.chain || this.#holding.size > 0) {
+      const own = hold.state.hold?.host;
+      cands = warmCandidates(cands, {
+        hosts,
+        model: rr.model,
+        workload: rr.workload,
+        chain: rr.chain ?? [],
+        memory: this.#routes,
+        holding: (host) => (this.#holding.get(`${rr.model}\0${host}`) ?? 0) - (host === own ? 1 : 0),
+      });
+    }
+    const opts = { performance: p.rules.performance, random: p.random, roundRobin: p.nextRoundRobin() };
+    // Without a queue nothing can wait for a warm host: it runs on the best free one.
+    const never = p.rules.queueMax === 0 ? cands.map((c) => c.host) : [];
+    const step = holdStep(hold.state, (extra) => decide(cands, { ...rr, noWait: [...(extra.noWait ?? []), ...never] }, opts), p.now());
+    this.#setHold(rr.model, hold, step.state);
+    if (step.wakeAt !== undefined) wake?.(step.wakeAt);
+    const d = step.decision;
+    if (d.kind === 'wait') return undefined;
+    if (d.local) {
+      const lease = p.slots.tryLease(rr.model, rr.workload, rr.sessionKey ?? rr.prefixKey);
+      if (!lease) return undefined;
+      if (rr.chain) this.#routes.record(d.host, rr.model, rr.chain);
+      return { kind: 'local', lease, reason: d.reason, predictedCached: d.predictedCached };
+    }
+    const routed = rr.chain ? this.#routes.record(d.host, rr.model, rr.chain) : undefined;
+    const ended = p.forwards.start(d.host, rr.model, rr.workload, d.target);
+    // The record learns when the forward ended: a digest polled before that shows its slot busy, and it is free now.
+    const end = routed ? (how: 'served' | 'refused') => (routed.end(), ended(how)) : ended;
+    return { kind: 'remote', host: d.host, reason: d.reason, end, predictedCached: d.predictedCached };
+  }
+
+  /** One signed forward of the request to member `host`, its answer relayed to `res` with `responseHeaders`. */
+  async #forward(rr: RoutedRequest, fwd: ForwardCell, host: string, res: http.ServerResponse, signal: AbortSignal, responseHeaders: Record<string, string>): Promise<RunOutcome> {
+    const p = this.p;
+    const body = (fwd.body ??= await forwardBody(rr));
+    if (p.peers.signsBody) fwd.sha256 ??= await sha256HexAsync(body);
+    return sendForward(
+      p.peers,
+      {
+        host,
+        path: rr.path,
+        body,
+        bodySha256: fwd.sha256 ?? '',
+        contentType: rr.scan ? 'application/json' : rr.contentType,
+        stream: rr.stream,
+        // The executor picks the backend by the same key, so the conversation finds its warm slot there too.
+        sessionKey: rr.sessionKey ?? rr.prefixKey,
+        signal,
+        responseHeaders,
+        streamStallMs: p.rules.streamStallMs,
+        writeStallMs: p.rules.writeStallMs,
+      },
+      res,
+    );
+  }
+
+  /** Move a request's hold, keeping the count of requests waiting for each host. */
+  #setHold(model: string, cell: HoldCell, next: HoldState): void {
+    const before = cell.state.hold?.host;
+    const after = next.hold?.host;
+    cell.state = next;
+    if (before === after) return;
+    if (before !== undefined) {
+      const k = `${model}\0${before}`;
+      const n = (this.#holding.get(k) ?? 1) - 1;
+      if (n > 0) this.#holding.set(k, n);
+      else this.#holding.delete(k);
+    }
+    if (after !== undefined) {
+      const k = `${model}\0${after}`;
+      this.#holding.set(k, (this.#holding.get(k) ?? 0) + 1);
+    }
+  }
+
+  /** Run where it was reserved: here (the executor), or one forward to the member. */
+  async #run(rr: RoutedRequest, fwd: ForwardCell, where: Exclude<Reservation, { kind: 'load-failed' }>, res: http.ServerResponse, signal: AbortSignal, h: ResponseMeta, trace: Trace): Promise<RunOutcome> {
+    trace.predictedCached = where.predictedCached;
+    trace.cachedTokens = undefined;
+    if (where.kind === 'local') {
+      trace.executor = this.p.name;
+      return this.executor.run(rr, where.lease, res, signal, h, trace);
+    }
+    const p = this.p;
+    let outcome: RunOutcome = { kind: 'aborted' };
+    try {
+      outcome = await this.#forward(rr, fwd, where.host, res, signal, { ...h.extra, ...meshHeaders(where.host, h.origin, h.route, h.queuedMs) });
+    } finally {
+      // Ended either way; the end of a served forward frees its slot in this node's view at once and wakes the queues.
+      where.end(outcome.kind === 'refused' || outcome.kind === 'engine-failed' ? 'refused' : 'served');
+    }
+    if (outcome.kind === 'refused' || outcome.kind === 'engine-failed') {
+      p.forwards.refuse(where.host, rr.model, rr.workload);
+      p.metrics.forwards.inc({ outcome: outcome.kind === 'refused' ? 'refused' : 'engine-failed' });
+      p.log.debug('forward refused', { host: where.host, model: rr.model, outcome: outcome.kind, detail: outcome.kind === 'refused' ? outcome.detail : outcome.text });
+    } else {
+      trace.executor = where.host;
+      if (outcome.kind === 'answered') {
+        trace.firstContentAt = outcome.firstContentAt;
+        trace.cachedTokens = outcome.cachedTokens;
+        trace.outcome = outcome.status ? String(outcome.status) : 'broken';
+      } else trace.outcome = 'aborted';
+      p.metrics.forwards.inc({ outcome: outcome.kind === 'answered' ? (outcome.status ? 'done' : 'broken') : 'aborted' });
+    }
+    p.queues.pumpAll();
+    return outcome;
+  }
+}
+
+/** An alias answers with the name it was asked by and the model it ran as (SPEC section 4). */
+function aliasHeaders(r: Routed): Record<string, string> {
+  return r.alias !== undefined ? { [RES_ALIAS]: r.alias, [RES_MODEL]: r.model } : {};
+}

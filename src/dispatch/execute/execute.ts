@@ -1,0 +1,175 @@
+/**
+ * The executor: a request that runs on this node, whether it entered here
+ * or came as a verified forward from a member. It holds a lease on a local
+ * slot, tells the engine's cache model what the prompt reuses (and, for
+ * llama-server, which slot it goes to), builds the body the engine gets
+ * (the dialect's plan: as sent, or translated to chat completions), relays
+ * the answer, and measures it (scores, cached tokens, metrics).
+ */
+import type http from 'node:http';
+import type { CacheRun } from '../../engines/cache-book.ts';
+import type { Lease } from '../../engines/targets.ts';
+import { usageOfBody } from '../../http/engine-usage.ts';
+import { ApiError, errors, sendError, sendJson } from '../../http/errors.ts';
+import { relay, upstreamErrorText, type AnswerTranslator } from '../../http/relay.ts';
+import { RES_OMITTED_TOOLS } from '../../http/viiwork-headers.ts';
+import { prefixChain } from '../../prompt/chain.ts';
+import type { PrefixChain } from '../../prompt/held.ts';
+import { errorShapeOf, isScoredWorkload, promptDialectOf } from '../../workloads/workloads.ts';
+import type { DispatchPorts } from '../ports.ts';
+import { candidatesFor, checkServable } from '../servable.ts';
+import { meshHeaders, newTrace, recordRequest, type ResponseMeta, type Trace } from '../trace.ts';
+import type { DispatchRequest, RoutedRequest, RunOutcome } from '../types.ts';
+import { measure } from './measure.ts';
+import { countTokens, planMessages } from './messages.ts';
+import { planResponses } from './responses.ts';
+import type { Hygiene } from './tool-order.ts';
+import type { TranslatedPlan } from './translated-plan.ts';
+import { engineBody } from './upstream-body.ts';
+
+export class Executor {
+  constructor(
+    private readonly p: DispatchPorts,
+    private readonly hygiene: Hygiene,
+  ) {}
+
+  /** A verified forward from member `from`: a free local slot of a capable target now, or a marked refusal. */
+  async serveForward(req: DispatchRequest, from: string, res: http.ServerResponse, signal: AbortSignal): Promise<void> {
+    const trace = newTrace(this.p.name, 'forwarded');
+    // A forward names the model it runs as (the entry resolved any alias).
+    const rr: RoutedRequest = { ...req, workload: req.endpoint.workload };
+    try {
+      if (!this.p.slots.does(rr.model, rr.workload)) throw errors.forwardLacksModel(rr.model, rr.workload);
+      trace.known = true;
+      if (req.endpoint.action === 'count_tokens') {
+        const hosts = this.p.snapshot();
+        checkServable(rr, hosts, candidatesFor(this.p, rr, hosts));
+        trace.route = 'local';
+        return await this.countHere(rr, res, signal, {});
+      }
+      const lease = this.p.slots.tryLease(rr.model, rr.workload, rr.sessionKey);
+      if (!lease) throw errors.forwardNoSlot();
+      const o = await this.run(rr, lease, res, signal, { origin: from, route: 'local', queuedMs: 0, extra: {} }, trace);
+      if (o.kind === 'engine-failed') {
+        // Marked, so the entry node tries another host or answers 502 with this text.
+        sendError(res, errors.engineFailed(o.text, true), meshHeaders(this.p.name, from, 'local', 0), errorShapeOf(req.endpoint.dialect));
+        trace.outcome = '502';
+      }
+    } catch (err) {
+      trace.outcome = err instanceof ApiError ? String(err.status) : 'error';
+      throw err;
+    } finally {
+      recordRequest(this.p, rr, rr.model, from, trace);
+    }
+  }
+
+  /** count_tokens answered here: this node's tokenizer for the model, else the estimate. */
+  async countHere(rr: RoutedRequest, res: http.ServerResponse, signal: AbortSignal, extra: Record<string, string>): Promise<void> {
+    const counted = await countTokens(rr, this.p.tokenizer?.(rr.model), signal);
+    if (!res.destroyed) sendJson(res, 200, counted, extra);
+  }
+
+  /** The chain the engine's cache model is told of: the entry's, else (a forward) the same chain from the body received. */
+  #chainOf(rr: RoutedRequest): PrefixChain | undefined {
+    if (!isScoredWorkload(rr.workload) || !rr.scan || !this.p.cache) return undefined;
+    return rr.chain ?? prefixChain(rr.body, rr.scan, promptDialectOf(rr.endpoint), { hygiene: this.hygiene.on });
+  }
+
+  /** The dialect's plan for this target: as sent, translated to chat completions, or refused (a body too large to translate). */
+  #plan(rr: RoutedRequest, lease: Lease): TranslatedPlan {
+    switch (rr.endpoint.dialect) {
+      case 'responses':
+        return planResponses(rr, lease.target.descriptor, this.hygiene);
+      case 'messages':
+        return planMessages(rr, lease.target.descriptor, lease.backend.info.context, this.hygiene);
+      default:
+        return { kind: 'native' };
+    }
+  }
+
+  /** Run on a local backend; an engine failure before its first byte is reported back, not answered. */
+  async run(rr: RoutedRequest, lease: Lease, res: http.ServerResponse, signal: AbortSignal, h: ResponseMeta, trace: Trace): Promise<RunOutcome> {
+    const p = this.p;
+    let run: CacheRun | undefined;
+    try {
+      const base = lease.backend.url;
+      if (!base) return { kind: 'engine-failed', host: p.name, text: `backend ${lease.backend.id} has no address` };
+      // What this request asks of the engine's cache, in the executor's record (issue 17): where it runs, what it reuses.
+      const generation = isScoredWorkload(rr.workload);
+      const chain = this.#chainOf(rr);
+      run = chain && chain.length ? p.cache!.begin(lease.backend, chain) : undefined;
+      if (run && trace.predictedCached === undefined) trace.predictedCached = run.predicted;
+      let { body, stripUsage } = await engineBody(rr, run?.idSlot);
+      let path = rr.path;
+      let translate: AnswerTranslator | undefined;
+      const responseHeaders = { ...h.extra, ...meshHeaders(p.name, h.origin, h.route, h.queuedMs) };
+      const plan = this.#plan(rr, lease);
+      if (plan.kind === 'refuse') {
+        // The executor's own answer about the request itself: unmarked, so it reaches the client once.
+        sendError(res, plan.error, responseHeaders, errorShapeOf(rr.endpoint.dialect));
+        trace.outcome = String(plan.error.status);
+        return { kind: 'answered', status: plan.error.status };
+      }
+      if (plan.kind === 'translate') {
+        ({ path, body, translate } = plan);
+        if (plan.omittedTools.length) responseHeaders[RES_OMITTED_TOOLS] = plan.omittedTools.join(', ').slice(0, 1024);
+      }
+      const headers: Record<string, string> = {
+        'content-type': rr.scan ? 'application/json' : rr.contentType,
+        accept: rr.stream ? 'text/event-stream' : 'application/json',
+        ...lease.backend.authHeaders(),
+      };
+      const result = await relay({ origin: base, path, method: 'POST', headers, body, signal }, res, {
+        responseHeaders,
+        stripUsage,
+        keepBody: generation && !rr.stream ? 1 << 20 : undefined,
+        streamStallMs: p.rules.streamStallMs,
+        writeStallMs: p.rules.writeStallMs,
+        translate,
+        cachedOut: generation,
+      });
+      p.log.debug('request', { model: rr.model, workload: rr.workload, backend: lease.backend.id, route: h.route, result: result.kind });
+      switch (result.kind) {
+        case 'refused': {
+          if (result.status === undefined) lease.backend.reportFailure(result.detail);
+          const text = upstreamErrorText(result.body);
+          return { kind: 'engine-failed', host: p.name, text: `${lease.backend.id}: ${result.detail}${text ? `: ${text}` : ''}` };
+        }
+        case 'aborted':
+          trace.outcome = 'aborted';
+          return { kind: 'aborted' };
+        case 'broken':
+          trace.outcome = 'broken';
+          return { kind: 'answered', status: 0 };
+        case 'done': {
+          trace.firstContentAt = result.firstContentAt;
+          trace.outcome = String(result.status);
+          trace.cachedTokens = result.cachedTokens;
+          trace.promptTokens = result.promptTokens ?? (result.body ? usageOfBody(result.body).promptTokens : undefined);
+          run?.finish({ processed: true, promptTokens: trace.promptTokens, cachedTokens: result.cachedTokens });
+          if (generation && trace.promptTokens !== undefined) {
+            const cached = Math.min(trace.promptTokens, result.cachedTokens ?? trace.predictedCached ?? 0);
+            p.metrics.promptTokens.inc({ model: rr.model, host: p.name, cache: 'cached' }, cached);
+            p.metrics.promptTokens.inc({ model: rr.model, host: p.name, cache: 'uncached' }, trace.promptTokens - cached);
+          }
+          if (generation && result.status < 300) {
+            // Score measurement subtracts the tokens the engine served from its cache; when it gives no count, the prediction.
+            const m = measure(lease.grantedAt, result, trace.predictedCached);
+            if (m) {
+              p.recordScore(rr.model, m.promptTokens, m.ttftMs);
+              p.metrics.ttft.observe({ model: rr.model }, m.ttftMs / 1000);
+            }
+          }
+          return { kind: 'answered', status: result.status, firstContentAt: result.firstContentAt };
+        }
+      }
+      // Every kind of result returned above.
+      const none: never = result;
+      return none;
+    } finally {
+      // Not answered (refused, aborted, broken): the slot keeps at most what the prediction said it reused.
+      run?.finish({ processed: false });
+      lease.release();
+    }
+  }
+}

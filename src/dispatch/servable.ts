@@ -1,0 +1,39 @@
+/** The checks a request meets before it waits or runs anywhere (SPEC section 4), and what a failed placement answers. */
+import { errors, type ApiError } from '../http/errors.ts';
+import { candidates } from '../route/eligibility.ts';
+import type { Candidate, HostView } from '../route/types.ts';
+import type { DispatchPorts } from './ports.ts';
+import type { Failure } from './entry/steps.ts';
+
+/** The hosts that can do this request, on what the snapshot knows (forwards in flight and refusal marks deducted). */
+export function candidatesFor(p: DispatchPorts, r: { model: string; workload: string }, hosts: readonly HostView[] = p.snapshot()): Candidate[] {
+  return candidates({ hosts, forwards: p.forwards.tally, marks: p.forwards.marks }, r.model, r.workload);
+}
+
+/** 404 / 400 / 503 before any waiting, from every host that reports the model (fresh or stale). */
+export function checkServable(r: { model: string; workload: string; pin: string | undefined }, hosts: readonly HostView[], cands: Candidate[]): void {
+  const serving = hosts.filter((h) => h.models.has(r.model));
+  if (serving.length === 0) throw errors.unknownModel(r.model);
+  if (r.pin !== undefined) {
+    if (!serving.some((h) => h.name === r.pin)) throw errors.unknownHost(r.pin, r.model);
+    if (!cands.some((c) => c.host === r.pin)) throw errors.unsupportedWorkload(r.model, r.workload, `member "${r.pin}"`);
+  }
+  if (cands.length === 0) throw errors.unsupportedWorkload(r.model, r.workload);
+  // A backend still loading counts as full: the request waits for it (up to queue_timeout).
+  // An on-demand target that is not loaded can be (SPEC section 11): the request waits for its load.
+  if (!cands.some((c) => c.healthy || c.loading || c.available)) throw errors.noHealthyBackend(r.model);
+}
+
+/** The error a request that could not be placed ends with. */
+export function failureError(f: Failure, model: string, timeoutMs: number, engineError: string | undefined): ApiError {
+  switch (f) {
+    case 'queue-full':
+      return errors.queueFull(model);
+    case 'queue-timeout':
+      return errors.queueTimeout(model, timeoutMs);
+    case 'queue-timeout-refused':
+      return errors.queueTimeoutRefused(model, timeoutMs);
+    case 'engine-failed':
+      return errors.engineFailed(engineError ?? 'no detail');
+  }
+}
