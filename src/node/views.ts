@@ -6,7 +6,7 @@ import { digestKey, type CapacityPoller, type PeerReport } from '../capacity/pol
 import type { FetchProgress, ModelFile } from '../capacity/report.ts';
 import type { CacheBook } from '../engines/cache-book.ts';
 import type { SlotTable } from '../engines/targets.ts';
-import type { Lifecycle } from '../engines/lifecycle.ts';
+import type { Lifecycle } from '../lifecycle/lifecycle.ts';
 import type { MemberInfo } from '../mesh/members.ts';
 import type { PerfScores } from '../perf/scores.ts';
 import type { HostModelView, HostView } from '../route/types.ts';

@@ -15,6 +15,7 @@ export const LAYERS: string[][] = [
   ['config', 'http', 'perf'],
   ['route', 'queue', 'security', 'metrics', 'aliases', 'responses'],
   ['mesh', 'engines', 'preflight', 'messages'],
+  ['lifecycle'],
   ['forward', 'capacity'],
   ['dispatch', 'files'],
   ['api'],
