@@ -41,6 +41,7 @@ import type { Descriptor } from '../workloads/workloads.ts';
 import { Backend, type BackendInfo, type Logger } from './backend.ts';
 import { describeOutcome, fetchProps, formatMs, probe, Ticker, type EngineProps } from './health.ts';
 import { engineLoadLock, type LoadLock } from './load-lock.ts';
+import { tokenizeCount } from './tokenize.ts';
 
 export interface LlamacppConfig {
   /** llama-server executable: a name looked up in PATH or an absolute path. */
@@ -203,6 +204,12 @@ export class LlamacppBackend extends Backend {
     const r = this.#run;
     return r && !r.exited ? r.url : undefined;
   }
+  /** llama-server's /tokenize. */
+  override async countTokens(text: string, signal: AbortSignal): Promise<number | undefined> {
+    const url = this.url;
+    return url ? tokenizeCount(url, this.authHeaders(), text, signal) : undefined;
+  }
+
   /** pid of the running engine process, if any. */
   get pid(): number | undefined {
     const r = this.#run;

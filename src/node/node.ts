@@ -15,6 +15,7 @@ import { bytesText, Lifecycle, type LifecycleEvent } from '../lifecycle/lifecycl
 import { entryMemory } from '../lifecycle/memory.ts';
 import { hideFromEngines } from '../engines/llamacpp.ts';
 import { SlotTable } from '../engines/targets.ts';
+import { tokenizerFor } from '../engines/tokenize.ts';
 import { createLog, type Log } from '../log.ts';
 import { Metrics } from '../metrics/metrics.ts';
 import { PerfScores } from '../perf/scores.ts';
@@ -32,7 +33,6 @@ import type { HeldDigests } from '../capacity/digest.ts';
 import { buildReport, type CapacityReport, type FetchProgress, type ModelFile } from '../capacity/report.ts';
 import { CacheBook } from '../engines/cache-book.ts';
 import { Agent, request as undiciRequest } from 'undici';
-import { engineAgent } from '../http/relay.ts';
 import { Loads, type AskResult } from '../dispatch/load.ts';
 import type { LoadAnswer, LoadReason, UnloadAnswer } from '../lifecycle/lifecycle.ts';
 import { sha256Hex } from '../security/signing.ts';
@@ -228,7 +228,7 @@ export class ViiworkNode implements ApiNode {
       aliases: this.aliases,
       peers,
       recordScore: (model, tokens, ttft) => this.perf.record(model, tokens, ttft),
-      tokenizer: (model) => engineTokenizer(this.backends, model),
+      tokenizer: (model) => tokenizerFor(this.backends, model),
       metrics: this.metrics,
       decisions: this.decisions,
       log: this.log,
@@ -944,21 +944,4 @@ function bindProblem(err: NodeJS.ErrnoException): string {
     default:
       return err.message;
   }
-}
-
-/** count_tokens: POST /tokenize on a healthy local llama-server or embedded engine serving `model` (the token count), else undefined. */
-function engineTokenizer(backends: readonly Backend[], model: string): ((text: string, signal: AbortSignal) => Promise<number | undefined>) | undefined {
-  const b = backends.find((x) => x.info.model === model && x.state === 'healthy' && x.url && (x.info.engine === 'llamacpp' || x.info.engine === 'embedded'));
-  if (!b) return undefined;
-  return async (text, signal) => {
-    const r = await undiciRequest(`${b.url}/tokenize`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', ...b.authHeaders() },
-      body: JSON.stringify({ content: text }),
-      signal: AbortSignal.any([signal, AbortSignal.timeout(10_000)]),
-      dispatcher: engineAgent,
-    });
-    const doc = (await r.body.json().catch(() => undefined)) as { tokens?: unknown } | undefined;
-    return r.statusCode === 200 && Array.isArray(doc?.tokens) ? doc.tokens.length : undefined;
-  };
 }
