@@ -25,6 +25,8 @@ import type { Placement } from '../dispatch/types.ts';
 import { Dispatcher } from '../dispatch/dispatcher.ts';
 import type { DispatchPorts } from '../dispatch/ports.ts';
 import type { PeerLink } from '../forward/send.ts';
+import { askMemberLoad, relayLifecycleAsk } from '../forward/lifecycle-ask.ts';
+import { lifecycleReply, localLoadAsk, unknownMemberReply, type LifecycleReply } from '../lifecycle/answers.ts';
 import type { ApiNode, NodePhase } from '../api/ports.ts';
 import type { RequestLimits } from '../api/request.ts';
 import { ClientKeys } from '../api/client-keys.ts';
@@ -32,10 +34,9 @@ import { readClientKeys } from '../config/keys.ts';
 import type { HeldDigests } from '../capacity/digest.ts';
 import { buildReport, type CapacityReport, type FetchProgress, type ModelFile } from '../capacity/report.ts';
 import { CacheBook } from '../engines/cache-book.ts';
-import { Agent, request as undiciRequest } from 'undici';
-import { Loads, type AskResult } from '../dispatch/load.ts';
+import { Agent } from 'undici';
+import { Loads } from '../dispatch/load.ts';
 import type { LoadAnswer, LoadReason, UnloadAnswer } from '../lifecycle/lifecycle.ts';
-import { sha256Hex } from '../security/signing.ts';
 import { CapacityPoller, type PeerReport } from '../capacity/poller.ts';
 import { Interest, routedMember, unsettled } from '../capacity/schedule.ts';
 import { Membership } from '../mesh/membership.ts';
@@ -102,6 +103,8 @@ export class ViiworkNode implements ApiNode {
   /** GET /v1/files/{sha256} for members. */
   readonly files: FileServer;
   #server: http.Server | undefined;
+  /** Calls to members: forwards, load and unload asks. */
+  readonly #peers: PeerLink;
   /** Aborted when the node stops: fetches in flight end, keeping their partial files. */
   readonly #stopping = new AbortController();
   #fetches = 0;
@@ -155,10 +158,24 @@ export class ViiworkNode implements ApiNode {
       loadWaitMs: config.routing.load_wait,
       now: this.now,
       snapshot: () => this.hostViews(),
-      askLocal: (model, reason, detail) => askResult(this.loadModel(model, reason, detail)),
-      askRemote: (host, model, reason, detail) => this.#askLoad(host, model, reason, detail),
+      askLocal: (model, reason, detail) => localLoadAsk(this.loadModel(model, reason, detail)),
+      askRemote: (host, model, reason, detail) => askMemberLoad(this.#peers, host, model, reason, detail),
       log: (msg) => this.log.info(msg),
     });
+    const node = this;
+    this.#peers = {
+      self: this.name,
+      signsBody: this.meshMode.mode === 'secured',
+      apiOf: (host) => this.members.get(host)?.api,
+      responsive: (host) => {
+        const report = this.poller?.get(host);
+        return this.members.get(host)?.state === 'alive' && report !== undefined && this.now() - report.polledAt <= this.config.routing.stale_after;
+      },
+      sign: (method, pathWithQuery, bodySha256, to) => this.signForward(method, pathWithQuery, bodySha256, to),
+      get dispatcher() {
+        return node.peerAgent;
+      },
+    };
     this.dispatcher = new Dispatcher(this.#dispatchPorts());
     const keys = readClientKeys(config.api, opts.env ?? process.env);
     if (keys.problems.length) throw new Error(keys.problems.map((p) => `${p.key}: ${p.message}; ${p.fix}`).join('\n'));
@@ -187,20 +204,7 @@ export class ViiworkNode implements ApiNode {
 
   /** What the dispatcher may use of this node. */
   #dispatchPorts(): DispatchPorts {
-    const node = this;
-    const peers: PeerLink = {
-      self: this.name,
-      signsBody: this.meshMode.mode === 'secured',
-      apiOf: (host) => this.members.get(host)?.api,
-      responsive: (host) => {
-        const report = this.poller?.get(host);
-        return this.members.get(host)?.state === 'alive' && report !== undefined && this.now() - report.polledAt <= this.config.routing.stale_after;
-      },
-      sign: (method, pathWithQuery, bodySha256, to) => this.signForward(method, pathWithQuery, bodySha256, to),
-      get dispatcher() {
-        return node.peerAgent;
-      },
-    };
+    const peers = this.#peers;
     const r = this.config.routing;
     const api = this.config.api;
     return {
@@ -245,55 +249,15 @@ export class ViiworkNode implements ApiNode {
     return this.lifecycle.unload(model, detail);
   }
 
-  /** POST /v1/models/{id}/load to a member, signed like a forward. */
-  async #askLoad(host: string, model: string, reason: LoadReason, detail: string): Promise<AskResult> {
-    const r = await this.#postMember(host, model, 'load', { reason, detail });
-    if (r.status === 200) return { kind: 'loaded' };
-    if (r.status === 202) return { kind: 'loading' };
-    const message = String((r.body as { error?: { message?: string } } | undefined)?.error?.message ?? r.text).slice(0, 300);
-    return r.refused === 'memory' ? { kind: 'refused', detail: message } : { kind: 'failed', detail: `${r.status || 'no answer'}: ${message}` };
-  }
-
-  async askMember(host: string, model: string, action: 'load' | 'unload', detail: string): Promise<{ status: number; body: unknown }> {
-    if (host === this.name) {
-      return action === 'load' ? lifecycleAnswer(this.name, model, this.loadModel(model, 'operator', detail)) : lifecycleAnswer(this.name, model, this.unloadModel(model, detail));
-    }
-    if (!this.members.get(host)) return { status: 404, body: { error: { message: `no member named "${host.slice(0, 63)}" (viiwork status lists them)`, type: 'invalid_request_error', code: 'unknown_host' } } };
-    const r = await this.#postMember(host, model, action, { reason: 'operator', detail });
-    return { status: r.status || 502, body: r.body ?? { error: { message: r.text, type: 'server_error', code: 'member_unreachable' } } };
+  askMember(host: string, model: string, action: 'load' | 'unload', detail: string): Promise<LifecycleReply> {
+    if (host === this.name) return Promise.resolve(lifecycleReply(this.name, model, action === 'load' ? this.loadModel(model, 'operator', detail) : this.unloadModel(model, detail)));
+    if (!this.members.get(host)) return Promise.resolve(unknownMemberReply(host));
+    return relayLifecycleAsk(this.#peers, host, model, action, detail);
   }
 
   placeModel(model: string, detail: string): Promise<{ host?: string; why: string }> {
     const workload = this.hostViews().flatMap((h) => h.models.get(model)?.targets ?? []).find((t) => t.onDemand)?.descriptor.workloads[0] ?? 'chat';
     return this.loads.place(model, workload, detail);
-  }
-
-  /** One signed POST to a member's lifecycle endpoint. */
-  async #postMember(host: string, model: string, action: 'load' | 'unload', doc: unknown): Promise<{ status: number; body: unknown; text: string; refused?: string }> {
-    const api = this.members.get(host)?.api;
-    if (!api) return { status: 0, body: undefined, text: `member ${host} has no API address` };
-    const path = `/v1/models/${encodeURIComponent(model)}/${action}`;
-    const body = Buffer.from(JSON.stringify(doc));
-    try {
-      const r = await undiciRequest(api + path, {
-        method: 'POST',
-        body,
-        headers: { 'content-type': 'application/json', ...this.signForward('POST', path, sha256Hex(body), host) },
-        dispatcher: this.peerAgent,
-        headersTimeout: LOAD_ASK_MS,
-        bodyTimeout: LOAD_ASK_MS,
-      });
-      const text = await r.body.text();
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        parsed = undefined;
-      }
-      return { status: r.statusCode, body: parsed, text: text.slice(0, 300), refused: r.headers['x-viiwork-refused'] as string | undefined };
-    } catch (err) {
-      return { status: 0, body: undefined, text: (err as Error).message };
-    }
   }
 
   capacityReport(held?: HeldDigests): CapacityReport {
@@ -872,42 +836,6 @@ export class ViiworkNode implements ApiNode {
     } catch (err) {
       this.log.warn(`cannot save performance baseline in ${this.config.node.state_dir}: ${(err as Error).message}`);
     }
-  }
-}
-
-/** A local lifecycle answer as the endpoint would give it (status and JSON). */
-function lifecycleAnswer(node: string, model: string, a: LoadAnswer | UnloadAnswer): { status: number; body: unknown } {
-  const err = (status: number, code: string, message: string) => ({ status, body: { error: { message, type: status === 404 ? 'invalid_request_error' : 'server_error', code } } });
-  switch (a.kind) {
-    case 'loaded':
-    case 'unloaded':
-      return { status: 200, body: { model, node, state: a.kind } };
-    case 'loading':
-    case 'unloading':
-      return { status: a.kind === 'loading' ? 202 : 200, body: { model, node, state: a.kind } };
-    case 'refused':
-      return err(503, 'insufficient_memory', `${node} cannot fit "${model}": it needs ${bytesText(a.need)}, ${bytesText(a.free)} free and ${bytesText(a.freeable)} idle`);
-    case 'busy':
-      return err(409, 'model_busy', `"${model}" has requests running or queued on ${node}`);
-    case 'always':
-      return err(409, 'model_always', `"${model}" is load: always on ${node}`);
-    case 'unknown':
-      return err(404, 'model_not_found', `${node} has no entry for "${model}"`);
-  }
-}
-
-/** How long an ask to load may take to be answered (the load itself goes on behind it). */
-const LOAD_ASK_MS = 5000;
-
-function askResult(a: LoadAnswer): AskResult {
-  switch (a.kind) {
-    case 'loaded':
-    case 'loading':
-      return { kind: a.kind };
-    case 'refused':
-      return { kind: 'refused', detail: `needs ${a.need} bytes, ${a.free} free` };
-    default:
-      return { kind: 'failed', detail: a.kind };
   }
 }
 
