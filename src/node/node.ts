@@ -37,13 +37,12 @@ import { CacheBook } from '../engines/cache-book.ts';
 import { Agent } from 'undici';
 import { Loads } from '../dispatch/load.ts';
 import type { LoadAnswer, LoadReason, UnloadAnswer } from '../lifecycle/lifecycle.ts';
-import { CapacityPoller, type PeerReport } from '../capacity/poller.ts';
-import { Interest, routedMember, unsettled } from '../capacity/schedule.ts';
+import { CapacityPoller } from '../capacity/poller.ts';
+import { PollInterest } from '../capacity/interest.ts';
 import { Membership } from '../mesh/membership.ts';
 import { ForwardBook } from '../forward/book.ts';
 import { MemberTable } from '../mesh/members.ts';
 import type { HostView } from '../route/types.ts';
-import { candidates } from '../route/eligibility.ts';
 import { HEADER_NODE } from '../security/headers.ts';
 import { loadMeshMode, type MeshMode } from '../security/secret.ts';
 import { localView, peerViews } from './views.ts';
@@ -81,6 +80,8 @@ export class ViiworkNode implements ApiNode {
   readonly meshMode: MeshMode;
   readonly members: MemberTable;
   readonly forwards: ForwardBook;
+  /** Which members this node routes to and hurries (capacity/interest.ts). */
+  readonly #interest: PollInterest;
   readonly aliases: AliasTable;
   readonly decisions = new DecisionFeed();
   poller: CapacityPoller | undefined;
@@ -129,7 +130,6 @@ export class ViiworkNode implements ApiNode {
         void this.stop();
       });
     this.members = new MemberTable(this.name, this.now);
-    this.#interest = new Interest(config.mesh.capacity_interest, this.now);
     this.forwards = new ForwardBook(this.now);
     this.aliases = AliasTable.load(config.node.state_dir, { log: (msg) => this.log.warn(msg), now: this.now });
     this.aliases.seed(config.aliases);
@@ -176,6 +176,18 @@ export class ViiworkNode implements ApiNode {
         return node.peerAgent;
       },
     };
+    this.#interest = new PollInterest({
+      self: this.name,
+      windowMs: config.mesh.capacity_interest,
+      now: this.now,
+      localModels: () => this.slots.models(),
+      forwards: this.forwards,
+      decisions: this.decisions,
+      waiting: () => this.queues.entries(),
+      snapshot: () => this.hostViews(),
+      apiOf: (host) => this.members.get(host)?.api,
+      poller: () => this.poller,
+    });
     this.dispatcher = new Dispatcher(this.#dispatchPorts());
     const keys = readClientKeys(config.api, opts.env ?? process.env);
     if (keys.problems.length) throw new Error(keys.problems.map((p) => `${p.key}: ${p.message}; ${p.fix}`).join('\n'));
@@ -225,7 +237,7 @@ export class ViiworkNode implements ApiNode {
       nextRoundRobin: () => this.nextRoundRobin(),
       snapshot: () => this.hostViews(),
       warming: () => this.warming,
-      waiting: () => this.#hurry(),
+      waiting: () => this.#interest.hurry(),
       slots: this.slots,
       forwards: this.forwards,
       queues: this.queues,
@@ -349,59 +361,6 @@ export class ViiworkNode implements ApiNode {
     return undefined;
   }
 
-  /** Models asked for at this node lately: their hosts are polled every capacity_poll (capacity/schedule.ts). */
-  readonly #interest: Interest;
-  #seenDecision = 0;
-
-  /** Does this node route to the member, so it polls it every capacity_poll (else every capacity_background)? */
-  #routesTo(name: string, r: PeerReport | undefined): boolean {
-    // No report yet (just joined, or never answered): keep asking every capacity_poll, as for any member before.
-    if (!r) return true;
-    const models = r.report.models.map((m) => m.name);
-    const local = this.slots.models();
-    const forwarding = models.some((m) => this.forwards.inFlight(name, m));
-    return routedMember({ models, unsettled: unsettled(r.report), forwarding }, (m) => local.includes(m) || this.#interest.has(m));
-  }
-
-  /**
-   * Models asked for here since the last look (the decision feed; only
-   * requests that entered here): their hosts stay polled every
-   * capacity_poll. A model newly wanted has its hosts polled at once.
-   */
-  #noteAsked(): void {
-    let newly = false;
-    for (const d of this.decisions.since(this.#seenDecision)) if (d.entry === this.name && d.outcome !== '404') newly = this.#interest.note(d.model) || newly;
-    this.#seenDecision = this.decisions.last;
-    this.#interest.prune();
-    if (newly) this.poller?.pollDue();
-  }
-
-  /**
-   * While requests wait here, ask every member they could run on but that
-   * this node sees full (its report, its refusal) or still loading the model
-   * to answer its next report as soon as one of its slots frees or its load
-   * ends: a slot freed by another entry node's forward, or a model just
-   * loaded, is then used at once instead of at the next poll.
-   */
-  #hurry(): void {
-    const poller = this.poller;
-    if (!poller) return;
-    const waiting = this.queues.entries().filter((q) => q.depth > 0);
-    if (waiting.length === 0) return;
-    // A request waiting for a model whose hosts were polled slowly (their reports stale): poll them now, and
-    // every capacity_poll from now on, so it waits one poll for them rather than a background interval.
-    if (waiting.map((q) => this.#interest.note(q.model)).some(Boolean)) poller.pollDue();
-    const hosts = this.hostViews();
-    for (const q of waiting) {
-      for (const c of candidates({ hosts, forwards: this.forwards.tally, marks: this.forwards.marks }, q.model, q.workload)) {
-        // Full, or still loading (an on-demand load): its answer comes when a slot frees or the load ends.
-        if (c.local || !c.fresh || c.free > 0 || !(c.healthy || c.loading)) continue;
-        const api = this.members.get(c.host)?.api;
-        if (api) poller.waitForSlot({ name: c.host, api }, q.model, SLOT_WAIT_MS);
-      }
-    }
-  }
-
   /** Requests waiting here: ask again for a model nobody holds; past scale_after, one more copy (SPEC section 11). */
   #loadForWaiting(): void {
     for (const q of this.queues.entries()) {
@@ -509,8 +468,8 @@ export class ViiworkNode implements ApiNode {
     });
     this.#tick = setInterval(() => {
       this.queues.pumpAll();
-      this.#hurry();
-      this.#noteAsked();
+      this.#interest.hurry();
+      this.#interest.noteAsked();
       this.#loadForWaiting();
       this.#loadFetchedAlways();
     }, 250);
@@ -576,14 +535,14 @@ export class ViiworkNode implements ApiNode {
     this.poller = new CapacityPoller({
       intervalMs: this.config.mesh.capacity_poll,
       backgroundMs: this.config.mesh.capacity_background,
-      routed: (name, r) => this.#routesTo(name, r),
+      routed: (name, r) => this.#interest.routesTo(name, r),
       localAddress: membership.advertise,
       now: this.now,
       log: (msg) => this.log.info(msg),
       onReport: () => {
         this.forwards.prune((host) => this.poller?.get(host)?.polledAt);
         this.queues.pumpAll();
-        this.#hurry();
+        this.#interest.hurry();
       },
     });
     this.#membersChanged();
@@ -838,9 +797,6 @@ export class ViiworkNode implements ApiNode {
     }
   }
 }
-
-/** How long a member may hold a slot-waiting poll from this node. */
-const SLOT_WAIT_MS = 1000;
 
 /** Capacity polls held open at once waiting for a slot to free (GET /v1/capacity?wait=). */
 const MAX_RELEASE_WAITERS = 512;
