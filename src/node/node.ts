@@ -32,7 +32,7 @@ import type { RequestLimits } from '../api/request.ts';
 import { ClientKeys } from '../api/client-keys.ts';
 import { readClientKeys } from '../config/keys.ts';
 import type { HeldDigests } from '../capacity/digest.ts';
-import { buildReport, type CapacityReport, type FetchProgress, type ModelFile } from '../capacity/report.ts';
+import { buildReport, type CapacityReport } from '../capacity/report.ts';
 import { CacheBook } from '../engines/cache-book.ts';
 import { Agent } from 'undici';
 import { Loads } from '../dispatch/load.ts';
@@ -50,9 +50,8 @@ import { AliasTable } from '../aliases/table.ts';
 import { DecisionFeed } from '../dispatch/decisions.ts';
 import { FileIndex } from '../files/hash-index.ts';
 import { FileServer } from '../files/serve.ts';
-import { fetchedPath, modelFilePaths } from '../files/paths.ts';
-import { fetchFile } from '../files/fetch.ts';
-import { offerFor, type PeerFiles } from '../files/sources.ts';
+import { modelFilePaths } from '../files/paths.ts';
+import { ModelFilePolicy } from '../files/model-files.ts';
 import { EMPTY_BODY_SHA256 } from '../security/signing.ts';
 
 export type { NodePhase };
@@ -103,12 +102,13 @@ export class ViiworkNode implements ApiNode {
   readonly fileIndex: FileIndex;
   /** GET /v1/files/{sha256} for members. */
   readonly files: FileServer;
+  /** Which copy of a model file may be used, and fetching one (files/model-files.ts). */
+  readonly #modelFiles: ModelFilePolicy;
   #server: http.Server | undefined;
   /** Calls to members: forwards, load and unload asks. */
   readonly #peers: PeerLink;
   /** Aborted when the node stops: fetches in flight end, keeping their partial files. */
   readonly #stopping = new AbortController();
-  #fetches = 0;
   #tick: NodeJS.Timeout | undefined;
   #saveTimer: NodeJS.Timeout | undefined;
 
@@ -143,6 +143,20 @@ export class ViiworkNode implements ApiNode {
       log: (msg) => this.log.info(msg),
       onSent: (n) => this.metrics.fileTransferBytes.inc({ direction: 'sent' }, n),
     });
+    this.#modelFiles = new ModelFilePolicy({
+      modelsDir: config.node.models_dir,
+      models: () => this.config.models,
+      findsNoMembers: () => findsNoMembers(this.config),
+      index: this.fileIndex,
+      members: () => this.members.peers(),
+      reportOf: (name) => this.poller?.get(name),
+      load: (model, reason, detail) => this.lifecycle.load(model, reason, detail),
+      headers: (s, p) => this.signForward('GET', p, EMPTY_BODY_SHA256, s.name),
+      dispatcher: () => this.peerAgent,
+      stopping: this.#stopping.signal,
+      log: (msg) => this.log.info(msg),
+      metrics: this.metrics,
+    });
     this.budget = new MemoryBudget(config.node.memory_budget, () => ({ pids: this.#enginePids(), accounted: this.lifecycle.accounted() }));
     this.lifecycle = new Lifecycle({
       slots: this.slots,
@@ -151,7 +165,7 @@ export class ViiworkNode implements ApiNode {
       create: (entry, infos) => this.#wire(createBackendsFor(entry, infos, (msg, fields) => this.#engineLog(msg, fields), this.config.node.state_dir)),
       swap: (old, next) => this.#swap(old, next),
       onEvent: (e) => this.#lifecycleEvent(e),
-      prepare: (entry, fetching) => this.#prepareFile(entry, fetching),
+      prepare: (entry, fetching) => this.#modelFiles.prepare(entry, fetching),
     });
     this.loads = new Loads({
       self: this.name,
@@ -287,79 +301,14 @@ export class ViiworkNode implements ApiNode {
           return node.aliases.version;
         },
         cache: this.cacheBook,
-        fileOf: (model) => this.#fileOf(model),
-        fetchOf: (model) => this.#fetchProgress.get(model),
+        fileOf: (model) => this.#modelFiles.fileOf(model),
+        fetchOf: (model) => this.#modelFiles.fetchOf(model),
       },
       held,
     );
   }
 
   #releaseWaiters = 0;
-
-  /** Always entries whose file is fetched from a member before they load: asked to load until they are (#loadFetchedAlways). */
-  readonly #fetchAtStart = new Set<string>();
-  #fetchAskedAt = 0;
-
-  /**
-   * The entry as it loads from a file on this machine: its `path` where that
-   * exists (or it names none), else the copy a verified fetch left in
-   * models_dir (matching the entry's `sha256`); undefined: the file is not here.
-   */
-  #fileHere(m: Config['models'][number]): Config['models'][number] | undefined {
-    if (!('path' in m) || fs.existsSync(m.path)) return m;
-    const local = fetchedPath(this.config.node.models_dir, m.path);
-    const known = this.fileIndex.lookup(local);
-    return known && (!m.sha256 || known.sha256 === m.sha256) ? { ...m, path: local } : undefined;
-  }
-
-  /** An always entry's file: here (#fileHere), or to be fetched from a member before it loads. */
-  #alwaysFile(m: Config['models'][number]): { kind: 'here'; entry: Config['models'][number] } | { kind: 'fetch' } {
-    const here = this.#fileHere(m);
-    if (here) return { kind: 'here', entry: here };
-    // A node that finds no members (preflight refuses its missing file) starts the engine on the path as given.
-    return 'path' in m && m.fetch === 'mesh' && !findsNoMembers(this.config) ? { kind: 'fetch' } : { kind: 'here', entry: m };
-  }
-
-  /**
-   * Always entries waiting for their file: asked to load every 2 s once a
-   * member publishes it (the mesh is still forming at start), until loaded.
-   * A failed fetch (the member went away, a corrupt copy) is simply asked again.
-   */
-  #loadFetchedAlways(): void {
-    if (this.#fetchAtStart.size === 0 || performance.now() - this.#fetchAskedAt < 2000) return;
-    this.#fetchAskedAt = performance.now();
-    for (const model of this.#fetchAtStart) {
-      const entry = this.config.models.find((m) => m.name === model && m.load === 'always' && 'path' in m);
-      if (!entry) {
-        this.#fetchAtStart.delete(model);
-        continue;
-      }
-      if (!offerFor(model, this.#filePeers(), 'sha256' in entry ? entry.sha256 : '')) continue;
-      const a = this.lifecycle.load(model, 'start', 'load: always, its file fetched from a member first');
-      if (a.kind === 'loaded') this.#fetchAtStart.delete(model);
-    }
-  }
-
-  /** Alive members with a capacity report: whose published files a fetch may come from. */
-  #filePeers(): PeerFiles[] {
-    return this.members.peers().flatMap((m) => {
-      const r = this.poller?.get(m.name);
-      return m.state === 'alive' && r ? [{ name: m.name, api: m.api, models: r.report.models }] : [];
-    });
-  }
-
-  /** Fetches of model files in progress here, by model: bytes done of size (published in /v1/capacity). */
-  readonly #fetchProgress = new Map<string, FetchProgress>();
-
-  /** The model's file here, once hashed: at its `path`, or a copy fetched into models_dir. */
-  #fileOf(model: string): ModelFile | undefined {
-    for (const entry of this.config.models) {
-      if (entry.name !== model || !('path' in entry)) continue;
-      const f = this.fileIndex.lookup(entry.path) ?? this.fileIndex.lookup(fetchedPath(this.config.node.models_dir, entry.path));
-      if (f) return f;
-    }
-    return undefined;
-  }
 
   /** Requests waiting here: ask again for a model nobody holds; past scale_after, one more copy (SPEC section 11). */
   #loadForWaiting(): void {
@@ -404,7 +353,7 @@ export class ViiworkNode implements ApiNode {
   /** The routing snapshot: this node now, and every alive or suspect peer from its last report. */
   hostViews(): HostView[] {
     const now = this.now();
-    return [localView(this.name, this.slots, this.perf, now, this.cacheBook, this.lifecycle, (model) => this.#fileOf(model), (model) => this.#fetchProgress.get(model)), ...peerViews(this.members.peers(), this.poller, this.config.routing.stale_after, now)];
+    return [localView(this.name, this.slots, this.perf, now, this.cacheBook, this.lifecycle, (model) => this.#modelFiles.fileOf(model), (model) => this.#modelFiles.fetchOf(model)), ...peerViews(this.members.peers(), this.poller, this.config.routing.stale_after, now)];
   }
 
   nextRoundRobin(): number {
@@ -471,7 +420,7 @@ export class ViiworkNode implements ApiNode {
       this.#interest.hurry();
       this.#interest.noteAsked();
       this.#loadForWaiting();
-      this.#loadFetchedAlways();
+      this.#modelFiles.loadWaiting();
     }, 250);
     this.#tick.unref();
     this.#saveTimer = setInterval(() => this.#savePerf(), 30_000);
@@ -567,13 +516,12 @@ export class ViiworkNode implements ApiNode {
       let memory = 0;
       try {
         // A file fetched earlier is measured where it is (SPEC section 11).
-        const local = 'path' in m && !fs.existsSync(m.path) ? fetchedPath(this.config.node.models_dir, m.path) : undefined;
-        memory = await entryMemory(local && fs.existsSync(local) ? ({ ...m, path: local } as Config['models'][number]) : m);
+        memory = await entryMemory(this.#modelFiles.measured(m));
       } catch (err) {
         this.log.warn(`${(err as Error).message}; counting it as 0 bytes`);
       }
       // An always entry whose file is not here: its verified copy, else fetched from a member first (SPEC section 11).
-      const always = m.load === 'always' ? this.#alwaysFile(m) : { kind: 'here' as const, entry: m };
+      const always = m.load === 'always' ? this.#modelFiles.alwaysFile(m) : { kind: 'here' as const, entry: m };
       // An on-demand entry starts as placeholders (its target listed with 0 slots); the lifecycle loads it when asked.
       const made =
         m.load === 'on_demand' || always.kind === 'fetch'
@@ -582,7 +530,7 @@ export class ViiworkNode implements ApiNode {
       this.lifecycle.add(m, made, memory, { fetchFirst: always.kind === 'fetch' });
       if (m.load === 'on_demand') this.log.info(`${m.name}: on demand, ${bytesText(memory * made.length)} when loaded`);
       if (always.kind === 'fetch') {
-        this.#fetchAtStart.add(m.name);
+        this.#modelFiles.awaitFile(m.name);
         this.log.info(`${m.name}: ${'path' in m ? m.path : ''} is not here; it loads once it is fetched from a member that has it`);
       }
       this.#byEntry.set(key, [...(this.#byEntry.get(key) ?? []), ...made]);
@@ -739,54 +687,6 @@ export class ViiworkNode implements ApiNode {
     await files;
     this.metrics.stop();
     this.phase = 'stopped';
-  }
-
-  /**
-   * The entry as it is to be loaded (SPEC section 11): its `path` where that
-   * exists, else a verified copy in models_dir, else fetched from a member
-   * whose report publishes the model's file, verified, then used.
-   */
-  async #prepareFile(entry: Config['models'][number], fetching: () => void): Promise<Config['models'][number]> {
-    const here = this.#fileHere(entry);
-    if (here || !('path' in entry)) return here ?? entry;
-    const local = fetchedPath(this.config.node.models_dir, entry.path);
-    if (entry.fetch === 'never') throw new Error(`${entry.path} does not exist here and ${entry.name} has fetch: never; copy the file there or set fetch: mesh`);
-    const offer = offerFor(entry.name, this.#filePeers(), entry.sha256, this.#fetches++);
-    if (!offer) throw new Error(`${entry.path} does not exist here and no member publishes a file for ${entry.name}${entry.sha256 ? ` with sha256 ${entry.sha256}` : ''}; download it once to any member`);
-    fetching();
-    this.log.info(`fetching ${entry.name}: ${offer.size} bytes (sha256 ${offer.sha256}) from ${offer.sources.map((s) => s.name).join(', ')} into ${local}`);
-    let shown = 0;
-    const progress = { bytes: 0, size: offer.size };
-    this.#fetchProgress.set(entry.name, progress);
-    this.metrics.fileTransfers.inc({ direction: 'fetching' });
-    try {
-      const r = await fetchFile({
-        sha256: offer.sha256,
-        size: offer.size,
-        dest: local,
-        modelsDir: this.config.node.models_dir,
-        sources: offer.sources,
-        expect: entry.sha256 || undefined,
-        headers: (s, p) => this.signForward('GET', p, EMPTY_BODY_SHA256, s.name),
-        signal: this.#stopping.signal,
-        dispatcher: this.peerAgent,
-        log: (msg) => this.log.info(msg),
-        onBytes: (n) => this.metrics.fileTransferBytes.inc({ direction: 'received' }, n),
-        onProgress: (p) => {
-          progress.bytes = Math.min(p.bytes, p.size);
-          const tenth = Math.floor((10 * p.bytes) / Math.max(1, p.size));
-          if (tenth > shown) {
-            shown = tenth;
-            this.log.info(`fetching ${entry.name}: ${tenth * 10}% (${p.bytes} of ${p.size} bytes, from ${p.from})`);
-          }
-        },
-      });
-      this.fileIndex.record(r.path, r.sha256, r.flushed);
-      return { ...entry, path: r.path };
-    } finally {
-      if (this.#fetchProgress.get(entry.name) === progress) this.#fetchProgress.delete(entry.name);
-      this.metrics.fileTransfers.dec({ direction: 'fetching' });
-    }
   }
 
   #savePerf(): void {
