@@ -37,7 +37,7 @@ export interface ModelFilePorts {
   /** The config can find no member by itself (config/schema.ts findsNoMembers): an always entry's file could never come. */
   findsNoMembers(): boolean;
   /** The hashes of this node's files, and the records of its verified fetches. */
-  readonly index: Pick<FileIndex, 'lookup' | 'record'>;
+  readonly index: Pick<FileIndex, 'lookup' | 'fetchedCopy' | 'record'>;
   /** The member table's peers, and each one's last capacity report. */
   members(): readonly Pick<MemberInfo, 'name' | 'api' | 'state'>[];
   reportOf(name: string): PeerReport | undefined;
@@ -79,7 +79,7 @@ export class ModelFilePolicy {
   here(m: Entry): Entry | undefined {
     if (!('path' in m) || fs.existsSync(m.path)) return m;
     const local = fetchedPath(this.p.modelsDir, m.path);
-    const known = this.p.index.lookup(local);
+    const known = this.p.index.fetchedCopy(local);
     return known && (!m.sha256 || known.sha256 === m.sha256) ? { ...m, path: local } : undefined;
   }
 
@@ -130,7 +130,7 @@ export class ModelFilePolicy {
   fileOf(model: string): ModelFile | undefined {
     for (const entry of this.p.models()) {
       if (entry.name !== model || !('path' in entry)) continue;
-      const f = this.p.index.lookup(entry.path) ?? this.p.index.lookup(fetchedPath(this.p.modelsDir, entry.path));
+      const f = this.p.index.lookup(entry.path) ?? this.p.index.fetchedCopy(fetchedPath(this.p.modelsDir, entry.path));
       if (f) return f;
     }
     return undefined;
