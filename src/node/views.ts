@@ -100,3 +100,16 @@ export function peerViews(peers: readonly MemberInfo[], poller: CapacityPoller |
   }
   return out;
 }
+
+/** Alive viiwork members (this node included, at `own`) whose reports show alias_version ≥ `version`, of how many. */
+export function aliasReach(version: number, own: number, peers: readonly MemberInfo[], poller: Pick<CapacityPoller, 'get'> | undefined): { reached: number; members: number } {
+  let reached = own >= version ? 1 : 0;
+  let members = 1;
+  for (const m of peers) {
+    if (m.state !== 'alive') continue;
+    members++;
+    const v = poller?.get(m.name)?.report.alias_version;
+    if (v !== undefined && v >= version) reached++;
+  }
+  return { reached, members };
+}
