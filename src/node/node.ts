@@ -25,7 +25,7 @@ import { Loads } from '../dispatch/load.ts';
 import type { Placement } from '../dispatch/types.ts';
 import type { Backend } from '../engines/backend.ts';
 import { CacheBook } from '../engines/cache-book.ts';
-import { hideFromEngines } from '../engines/llamacpp.ts';
+import { hideFromEngines } from '../engines/llamacpp/llamacpp.ts';
 import { SlotTable } from '../engines/targets.ts';
 import { FileIndex } from '../files/hash-index.ts';
 import { ModelFilePolicy } from '../files/model-files.ts';

@@ -14,11 +14,11 @@ import http from 'node:http';
 import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import type { Llama, LlamaContext, LlamaEmbeddingContext, LlamaModel } from 'node-llama-cpp';
-import type { Descriptor } from '../workloads/workloads.ts';
-import { Backend, type BackendInfo, type Logger } from './backend.ts';
-import { engineLoadLock, type LoadLock } from './load-lock.ts';
+import type { Descriptor } from '../../workloads/workloads.ts';
+import { Backend, type BackendInfo, type Logger } from '../backend.ts';
+import { engineLoadLock, type LoadLock } from '../load-lock.ts';
 import { EmbeddedServer, SequencePool, type GenerationStats } from './embedded-server.ts';
-import { tokenizeCount } from './tokenize.ts';
+import { tokenizeCount } from '../tokenize.ts';
 
 /** Workloads the embedded engine serves. */
 export const EMBEDDED_WORKLOADS: readonly string[] = ['chat', 'completion', 'embeddings'];
