@@ -84,15 +84,8 @@ export function dispatchPorts(n: DispatchParts, peers: PeerLink, waiting: () => 
 }
 
 /** The node's parts its /v1/capacity report is made of. */
-export interface ReportParts {
-  readonly name: string;
+export interface ReportParts extends Pick<DispatchParts, 'name' | 'now' | 'slots' | 'perf' | 'queues' | 'aliases' | 'cacheBook'> {
   readonly version: string;
-  readonly now: () => number;
-  readonly slots: SlotTable;
-  readonly perf: PerfScores;
-  readonly queues: QueueSet<Placement>;
-  readonly aliases: AliasTable;
-  readonly cacheBook: CacheBook;
   readonly lifecycle: Lifecycle;
 }
 
