@@ -46,11 +46,6 @@ export function createApiHandler(node: ApiNode): http.RequestListener {
   };
 }
 
-/**
- * Answers Node's own HTTP parser gives before any handler runs (a broken
- * request line, headers too large, a header timeout) and CONNECT, in the
- * OpenAI error shape, then closes the connection.
- */
 /** The node's API server, listening on api.host:api.port (rejects naming those keys when it cannot bind). */
 export async function serveApi(node: ApiNode): Promise<http.Server> {
   const api = node.config.api;
@@ -72,6 +67,11 @@ export function closeApi(server: http.Server): Promise<void> {
   return closed;
 }
 
+/**
+ * Answers Node's own HTTP parser gives before any handler runs (a broken
+ * request line, headers too large, a header timeout) and CONNECT, in the
+ * OpenAI error shape, then closes the connection.
+ */
 export function answerRawErrors(server: http.Server): void {
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
     if (!socket.writable || (err.code === 'ECONNRESET' && !socket.readable)) return void socket.destroy();
