@@ -63,7 +63,7 @@ export class FileIndex {
       const doc = JSON.parse(fs.readFileSync(this.#file, 'utf8')) as IndexDoc;
       for (const f of doc.files ?? []) {
         if (typeof f.path !== 'string' || !Number.isFinite(f.size) || !Number.isFinite(f.mtimeMs) || !/^[0-9a-f]{64}$/.test(f.sha256)) continue;
-        // A fetched record without its pins (an older index) can no longer tell its copy from one put there by hand.
+        // A record that says fetched but lacks its pins (a damaged index) could vouch for any file at that path: dropped.
         if (f.fetched !== undefined && (f.fetched !== true || !Number.isFinite(f.ino) || !Number.isFinite(f.ctimeMs))) continue;
         this.#byPath.set(f.path, f);
       }

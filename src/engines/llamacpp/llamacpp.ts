@@ -204,6 +204,7 @@ export class LlamacppBackend extends Backend {
     const r = this.#run;
     return r && !r.exited ? r.url : undefined;
   }
+
   /** llama-server's /tokenize. */
   override async countTokens(text: string, signal: AbortSignal): Promise<number | undefined> {
     const url = this.url;
