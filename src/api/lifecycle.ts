@@ -11,8 +11,8 @@ import { judgeForward } from '../forward/verify.ts';
 import { readBody } from '../http/body.ts';
 import { errors, sendJson } from '../http/errors.ts';
 import type { ApiNode } from './ports.ts';
-import type { LoadReason } from '../engines/lifecycle.ts';
-import { bytesText } from '../engines/lifecycle.ts';
+import type { LoadReason } from '../lifecycle/lifecycle.ts';
+import { bytesText } from '../lifecycle/lifecycle.ts';
 
 const LOAD = /^\/v1\/models\/(.+)\/(load|unload)$/;
 

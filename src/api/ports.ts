@@ -11,7 +11,7 @@ import type { DecisionFeed } from '../dispatch/decisions.ts';
 import type { Dispatcher } from '../dispatch/dispatcher.ts';
 import type { Reservation } from '../dispatch/types.ts';
 import type { Backend } from '../engines/backend.ts';
-import type { LoadAnswer, LoadReason, UnloadAnswer } from '../engines/lifecycle.ts';
+import type { LoadAnswer, LoadReason, UnloadAnswer } from '../lifecycle/lifecycle.ts';
 import type { Log } from '../log.ts';
 import type { MemberTable } from '../mesh/members.ts';
 import type { Metrics } from '../metrics/metrics.ts';

@@ -2,7 +2,7 @@
  * The HTTP API on port 8086: the route table, the browser-write guard and
  * the operations endpoints. Inference lives in inference.ts.
  */
-import type http from 'node:http';
+import http from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { ApiNode } from './ports.ts';
@@ -17,6 +17,7 @@ import { createAliasRoutes } from './aliases.ts';
 import { handleLifecycle, lifecyclePath } from './lifecycle.ts';
 import { isUiPath, serveUi } from '../ui/serve.ts'; // dashboards
 import { FILES_PREFIX } from '../files/serve.ts';
+import { listen } from '../http/listen.ts';
 
 type Handler = (node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL) => Promise<void> | void;
 
@@ -54,6 +55,27 @@ function errorShapeOfRequest(req: http.IncomingMessage): ErrorShape {
   } catch {
     return 'openai';
   }
+}
+
+/** The node's API server, listening on api.host:api.port (rejects naming those keys when it cannot bind). */
+export async function serveApi(node: ApiNode): Promise<http.Server> {
+  const api = node.config.api;
+  const server = http.createServer(createApiHandler(node));
+  answerRawErrors(server);
+  server.keepAliveTimeout = 65_000;
+  // A client has api.header_timeout to send its headers; a body that stops arriving is dropped by readBody (api.body_idle_timeout).
+  server.headersTimeout = api.header_timeout;
+  server.requestTimeout = 0;
+  await listen(server, api.host, api.port, 'api.host, api.port');
+  return server;
+}
+
+/** Stop accepting and close idle connections now; busy ones get 2 s to finish. Resolves when the server has closed. */
+export function closeApi(server: http.Server): Promise<void> {
+  server.closeIdleConnections();
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  setTimeout(() => server.closeAllConnections(), 2000).unref();
+  return closed;
 }
 
 /**

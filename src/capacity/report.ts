@@ -1,7 +1,7 @@
 /** This node's own /v1/capacity document (SPEC section 7). */
 import type { CacheBook } from '../engines/cache-book.ts';
 import type { SlotTable } from '../engines/targets.ts';
-import type { LifeState, Lifecycle, MemoryFigures } from '../engines/lifecycle.ts';
+import type { LifeState, Lifecycle, MemoryFigures } from '../lifecycle/lifecycle.ts';
 import type { PerfScores } from '../perf/scores.ts';
 import { encodeDigest, type DigestWire, type HeldDigests } from './digest.ts';
 

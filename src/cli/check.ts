@@ -8,8 +8,8 @@ import type { Command } from 'commander';
 import { formatFinding, type Finding } from '../config/load.ts';
 import { checkConfigFile } from '../preflight/preflight.ts';
 import { resolveConfigPath } from '../config/load.ts';
-import { MemoryBudget } from '../engines/budget.ts';
-import { memoryFindings } from '../engines/memory.ts';
+import { MemoryBudget } from '../lifecycle/budget.ts';
+import { memoryFindings } from '../lifecycle/memory.ts';
 import { localFleet, withMeshFiles } from './check-files.ts';
 
 function plural(n: number, word: string): string {

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { gguf } from '@huggingface/gguf';
 import { request } from 'undici';
 import { findExecutable } from '../config/executable.ts';
-import { MemoryBudget } from '../engines/budget.ts';
+import { MemoryBudget } from '../lifecycle/budget.ts';
 
 /** Engines that usually listen on these loopback ports. */
 export const KNOWN_PORTS: readonly { port: number; engine: string }[] = [

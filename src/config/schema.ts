@@ -56,7 +56,7 @@ function size(min: number, max: number, maxText: string) {
     });
 }
 
-/** Bytes a model entry or a node may use: a size, or `auto` (computed; see src/engines/memory.ts). */
+/** Bytes a model entry or a node may use: a size, or `auto` (computed; see src/lifecycle/memory.ts). */
 const memorySize = z.union([z.literal('auto'), size(0, 2 ** 50, '1PiB')], { error: 'expected "auto" or a size such as "8GiB"' });
 
 /** `idle_unload`: a duration, or "0" (never unloaded for idleness). */

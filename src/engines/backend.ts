@@ -95,6 +95,14 @@ export abstract class Backend extends EventEmitter {
   abstract stop(): Promise<void>;
 
   /**
+   * The number of tokens of `text` by the engine's own tokenizer
+   * (count_tokens, engines/tokenize.ts); undefined when it gives none.
+   * Absent on engines without a tokenizer (openai, sim), so count_tokens
+   * knows to ask elsewhere or estimate.
+   */
+  countTokens?(text: string, signal: AbortSignal): Promise<number | undefined>;
+
+  /**
    * A request could not reach the engine (refused or reset connection).
    * The backend stops taking new leases at once and checks itself now, so
    * requests waiting in the queue are not sent to a dead process.

@@ -69,7 +69,7 @@ export async function createBackend(m: ModelConfig, info: BackendInfo, log: Logg
       return new OpenAIBackend(info, descriptor, { url: m.url }, log, { onProps });
     }
     case 'llamacpp': {
-      const { LlamacppBackend } = await import('./llamacpp.ts');
+      const { LlamacppBackend } = await import('./llamacpp/llamacpp.ts');
       return new LlamacppBackend(
         info,
         descriptor,
@@ -79,7 +79,7 @@ export async function createBackend(m: ModelConfig, info: BackendInfo, log: Logg
       );
     }
     case 'embedded': {
-      const { EmbeddedBackend } = await import('./embedded.ts');
+      const { EmbeddedBackend } = await import('./embedded/embedded.ts');
       return new EmbeddedBackend(info, descriptor, { path: m.path, threads: m.embedded.threads, gpu: m.embedded.gpu }, log, { workloadsExplicit: m.workloads !== undefined });
     }
   }

@@ -4,6 +4,12 @@
  * kept in `state_dir/file-hashes.json`, so a restart does not re-read 20 GB
  * and a request never waits on a hash: until a file is hashed it is simply
  * not published or served.
+ *
+ * A copy this node fetched and verified is recorded as such (`fetched`),
+ * pinned to its inode and ctime as well: size and mtime are what anyone can
+ * give another file (`cp -p`, `touch -r`), but the kernel sets the ctime of
+ * every write, rename or timestamp change and a new file has a new inode, so
+ * a file put in its place by hand matches no record and is fetched again.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -16,6 +22,11 @@ export interface IndexedFile {
   size: number;
   mtimeMs: number;
   sha256: string;
+  /** Written by a verified fetch of this node (record()), not by hashing the file: only such a copy stands in for an entry's missing path. */
+  fetched?: true;
+  /** A fetched copy's inode and ctime when it was recorded: the record vouches for that very file only. */
+  ino?: number;
+  ctimeMs?: number;
 }
 
 interface IndexDoc {
@@ -51,23 +62,33 @@ export class FileIndex {
     try {
       const doc = JSON.parse(fs.readFileSync(this.#file, 'utf8')) as IndexDoc;
       for (const f of doc.files ?? []) {
-        if (typeof f.path === 'string' && Number.isFinite(f.size) && Number.isFinite(f.mtimeMs) && /^[0-9a-f]{64}$/.test(f.sha256)) this.#byPath.set(f.path, f);
+        if (typeof f.path !== 'string' || !Number.isFinite(f.size) || !Number.isFinite(f.mtimeMs) || !/^[0-9a-f]{64}$/.test(f.sha256)) continue;
+        // A record that says fetched but lacks its pins (a damaged index) could vouch for any file at that path: dropped.
+        if (f.fetched !== undefined && (f.fetched !== true || !Number.isFinite(f.ino) || !Number.isFinite(f.ctimeMs))) continue;
+        this.#byPath.set(f.path, f);
       }
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') this.#log(`ignoring unreadable ${this.#file} (files will be hashed again): ${(err as Error).message}`);
     }
   }
 
-  /** The hash of `p` if known and the file is unchanged (size and mtime) since. Synchronous stat: cheap. */
+  /** The hash of `p` if known and the file is unchanged (size and mtime; a fetched copy: also inode and ctime) since. Synchronous stat: cheap. */
   lookup(p: string): IndexedFile | undefined {
     const known = this.#byPath.get(p);
     if (!known) return undefined;
     try {
       const st = fs.statSync(p);
-      return st.size === known.size && st.mtimeMs === known.mtimeMs ? known : undefined;
+      if (st.size !== known.size || st.mtimeMs !== known.mtimeMs) return undefined;
+      return !known.fetched || (st.ino === known.ino && st.ctimeMs === known.ctimeMs) ? known : undefined;
     } catch {
       return undefined;
     }
+  }
+
+  /** The record this node's own verified fetch wrote for `p`, while `p` is still that very file; undefined for any other file there. */
+  fetchedCopy(p: string): IndexedFile | undefined {
+    const known = this.lookup(p);
+    return known?.fetched ? known : undefined;
   }
 
   /** A served file by its hash: only paths this index was asked to track, never one from a URL. */
@@ -106,7 +127,7 @@ export class FileIndex {
    */
   record(p: string, sha256: string, flushed: Promise<void> = Promise.resolve()): void {
     const st = fs.statSync(p);
-    const f: IndexedFile = { path: p, size: st.size, mtimeMs: st.mtimeMs, sha256 };
+    const f: IndexedFile = { path: p, size: st.size, mtimeMs: st.mtimeMs, sha256, fetched: true, ino: st.ino, ctimeMs: st.ctimeMs };
     this.#byPath.set(p, f);
     this.#unflushed.add(f);
     const done = flushed.then(

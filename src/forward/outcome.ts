@@ -1,4 +1,4 @@
-/** How one run of a request ended, local or forwarded: what placement (dispatch/placement.ts) reacts to. */
+/** How one run of a request ended, local or forwarded: what the entry's steps (dispatch/entry/steps.ts) react to. */
 
 /** Why a forward did not run, before anything reached the client. */
 export type RefusedBy = 'full' | 'workload' | 'auth' | 'connection' | 'quiet';

@@ -7,26 +7,18 @@
  * status is the answer, relayed once with its body.
  */
 import type http from 'node:http';
-import type { Dispatcher } from 'undici';
 import { engineFailureDetail } from '../http/errors.ts';
 import { relay, upstreamErrorText, type RelayOptions } from '../http/relay.ts';
 import { RES_REFUSED, refusalMarker } from '../http/viiwork-headers.ts';
+import { addressMember, type MemberLink } from './member-call.ts';
 import type { RefusedBy, RunOutcome } from './outcome.ts';
 
-/** What sending a forward needs from the node. */
-export interface PeerLink {
+/** What sending a forward needs from the node: calling a member (member-call.ts), and whether it is still there. */
+export interface PeerLink extends MemberLink {
   /** This node's name (the sender). */
   readonly self: string;
-  /** `http://ip:port` of a member's API, or undefined when unknown. */
-  apiOf(host: string): string | undefined;
   /** False once the member is no longer alive or its reports went stale: it has gone quiet. */
   responsive(host: string): boolean;
-  /** Whether `sign` needs the body's SHA-256 (a secured mesh); an open mesh names the sender only. */
-  readonly signsBody: boolean;
-  /** The headers that make a request a forward from this node to `to` (the body given by its SHA-256). */
-  sign(method: string, pathWithQuery: string, bodySha256: string, to: string): Record<string, string>;
-  /** Connections to members' APIs, leaving from the advertise address. */
-  readonly dispatcher: Dispatcher;
 }
 
 export interface ForwardCall {
@@ -53,12 +45,12 @@ export function forwardVerdict(_status: number, headers: http.IncomingHttpHeader
 }
 
 export async function sendForward(link: PeerLink, call: ForwardCall, res: http.ServerResponse): Promise<RunOutcome> {
-  const api = link.apiOf(call.host);
-  if (!api) return { kind: 'refused', by: 'connection', detail: `member ${call.host} has no API address` };
+  const to = addressMember(link, call.host, 'POST', call.path, call.bodySha256);
+  if (!to) return { kind: 'refused', by: 'connection', detail: `member ${call.host} has no API address` };
   const headers: Record<string, string> = {
     'content-type': call.contentType,
     accept: call.stream ? 'text/event-stream' : 'application/json',
-    ...link.sign('POST', call.path, call.bodySha256, call.host),
+    ...to.headers,
   };
   if (call.sessionKey) headers['x-session-affinity'] = call.sessionKey;
   // A member that goes quiet (frozen, cut off) would hold the request forever: before its first byte the
@@ -79,7 +71,7 @@ export async function sendForward(link: PeerLink, call: ForwardCall, res: http.S
     cachedOut: true,
   };
   try {
-    const r = await relay({ origin: api, path: call.path, method: 'POST', headers, body: call.body, signal: call.signal, dispatcher: link.dispatcher }, res, opts);
+    const r = await relay({ origin: to.origin, path: call.path, method: 'POST', headers, body: call.body, signal: call.signal, dispatcher: link.dispatcher }, res, opts);
     switch (r.kind) {
       case 'done':
         return { kind: 'answered', status: r.status, firstContentAt: r.firstContentAt, ...(r.cachedTokens !== undefined ? { cachedTokens: r.cachedTokens } : {}) };

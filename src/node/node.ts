@@ -4,56 +4,56 @@
  * this file only wires them and owns their lifetimes.
  */
 import fs from 'node:fs';
-import http from 'node:http';
+import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { answerRawErrors, createApiHandler } from '../api/server.ts';
+import type { Agent } from 'undici';
+import { AliasTable } from '../aliases/table.ts';
+import { ClientKeys } from '../api/client-keys.ts';
+import type { ApiNode, NodePhase } from '../api/ports.ts';
+import type { RequestLimits } from '../api/request.ts';
+import { closeApi, serveApi } from '../api/server.ts';
+import type { HeldDigests } from '../capacity/digest.ts';
+import { PollInterest } from '../capacity/interest.ts';
+import type { CapacityPoller } from '../capacity/poller.ts';
+import { ReleaseWaits } from '../capacity/release-waits.ts';
+import { buildReport, type CapacityReport } from '../capacity/report.ts';
+import { readClientKeys } from '../config/keys.ts';
 import { findsNoMembers, type Config } from '../config/schema.ts';
+import { DecisionFeed } from '../dispatch/decisions.ts';
+import { Dispatcher } from '../dispatch/dispatcher.ts';
+import { Loads } from '../dispatch/entry/load.ts';
+import type { Reservation } from '../dispatch/types.ts';
 import type { Backend } from '../engines/backend.ts';
-import { createBackendsFor, createEntryBackends, entryInfos, entryKey, configDescriptor } from '../engines/factory.ts';
-import { MemoryBudget } from '../engines/budget.ts';
-import { bytesText, Lifecycle, type LifecycleEvent } from '../engines/lifecycle.ts';
-import { entryMemory } from '../engines/memory.ts';
-import { hideFromEngines } from '../engines/llamacpp.ts';
+import { CacheBook } from '../engines/cache-book.ts';
+import { hideFromEngines } from '../engines/llamacpp/llamacpp.ts';
 import { SlotTable } from '../engines/targets.ts';
+import { FileIndex } from '../files/hash-index.ts';
+import { ModelFilePolicy } from '../files/model-files.ts';
+import { modelFilePaths } from '../files/paths.ts';
+import { FileServer } from '../files/serve.ts';
+import { ForwardBook } from '../forward/book.ts';
+import { askMemberLoad, relayLifecycleAsk } from '../forward/lifecycle-ask.ts';
+import type { PeerLink } from '../forward/send.ts';
+import { bindProblem, isBindError } from '../http/listen.ts';
+import { lifecycleReply, localLoadAsk, unknownMemberReply, type LifecycleReply } from '../lifecycle/answers.ts';
+import { EntryBackends } from '../lifecycle/backends.ts';
+import { MemoryBudget } from '../lifecycle/budget.ts';
+import { reportLifecycleEvent } from '../lifecycle/events.ts';
+import { Lifecycle, type LoadAnswer, type LoadReason, type UnloadAnswer } from '../lifecycle/lifecycle.ts';
 import { createLog, type Log } from '../log.ts';
+import { MemberTable } from '../mesh/members.ts';
+import type { Membership } from '../mesh/membership.ts';
 import { Metrics } from '../metrics/metrics.ts';
 import { PerfScores } from '../perf/scores.ts';
 import { QueueSet } from '../queue/fifo.ts';
-import { VERSION } from '../version.ts';
-import type { Reservation } from '../dispatch/types.ts';
-import { Dispatcher } from '../dispatch/dispatcher.ts';
-import type { DispatchPorts } from '../dispatch/ports.ts';
-import type { PeerLink } from '../forward/send.ts';
-import type { ApiNode, NodePhase } from '../api/ports.ts';
-import type { RequestLimits } from '../api/request.ts';
-import { ClientKeys } from '../api/client-keys.ts';
-import { readClientKeys } from '../config/keys.ts';
-import type { HeldDigests } from '../capacity/digest.ts';
-import { buildReport, type CapacityReport, type FetchProgress, type ModelFile } from '../capacity/report.ts';
-import { CacheBook } from '../engines/cache-book.ts';
-import { Agent, request as undiciRequest } from 'undici';
-import { engineAgent } from '../http/relay.ts';
-import { Loads, type AskResult } from '../dispatch/entry/load.ts';
-import type { LoadAnswer, LoadReason, UnloadAnswer } from '../engines/lifecycle.ts';
-import { sha256Hex } from '../security/signing.ts';
-import { CapacityPoller, type PeerReport } from '../capacity/poller.ts';
-import { Interest, routedMember, unsettled } from '../capacity/schedule.ts';
-import { Membership } from '../mesh/membership.ts';
-import { ForwardBook } from '../forward/book.ts';
-import { MemberTable } from '../mesh/members.ts';
 import type { HostView } from '../route/types.ts';
-import { candidates } from '../route/eligibility.ts';
-import { HEADER_NODE } from '../security/headers.ts';
+import { memberHeaders } from '../security/headers.ts';
 import { loadMeshMode, type MeshMode } from '../security/secret.ts';
-import { localView, peerViews } from './views.ts';
-import { AliasTable } from '../aliases/table.ts';
-import { DecisionFeed } from '../dispatch/decisions.ts';
-import { FileIndex } from '../files/hash-index.ts';
-import { FileServer } from '../files/serve.ts';
-import { fetchedPath, modelFilePaths } from '../files/paths.ts';
-import { fetchFile } from '../files/fetch.ts';
-import { offerFor, type PeerFiles } from '../files/sources.ts';
 import { EMPTY_BODY_SHA256 } from '../security/signing.ts';
+import { VERSION } from '../version.ts';
+import { peerLink, pollMembers, startMeshSide } from './mesh-side.ts';
+import { dispatchPorts, reportSource } from './ports.ts';
+import { aliasReach, localView, peerViews } from './views.ts';
 
 export type { NodePhase };
 
@@ -65,30 +65,34 @@ export interface NodeOptions {
   onFatal?: (message: string) => void;
 }
 
+/** The longest a start waits for its first join attempt, and for its engines' first health check. */
+const WARM_JOIN_MS = 30_000;
+const WARM_ENGINE_MS = 30_000;
+
 export class ViiworkNode implements ApiNode {
   readonly name: string;
+  readonly version = VERSION;
   readonly log: Log;
+  readonly now: () => number;
+  phase: NodePhase = 'starting';
   readonly metrics = new Metrics();
+  readonly meshMode: MeshMode;
+  /** Client keys (api.keys_env, api.keys_file); read once at start. */
+  readonly clientKeys: ClientKeys;
   readonly slots = new SlotTable();
   /** What this node sent its engines and what their caches are believed to hold (issue 17). */
   readonly cacheBook = new CacheBook();
   readonly queues: QueueSet<Reservation>;
   readonly perf: PerfScores;
-  readonly now: () => number;
-  readonly version = VERSION;
-  phase: NodePhase = 'starting';
-  readonly meshMode: MeshMode;
   readonly members: MemberTable;
   readonly forwards: ForwardBook;
   readonly aliases: AliasTable;
   readonly decisions = new DecisionFeed();
+  /** Reports of the other members, polled (made once the mesh is up). */
   poller: CapacityPoller | undefined;
   membership: Membership | undefined;
-  readonly #onFatal: (message: string) => void;
   /** Connections to other nodes' APIs, leaving from the advertise address (made once it is known). */
   peerAgent!: Agent;
-  #rr = 0;
-  backends: Backend[] = [];
   /** node.memory_budget: fixed, or re-read from the GPUs every 10 s. */
   readonly budget: MemoryBudget;
   /** Loads and unloads of this node's model entries (SPEC section 11). */
@@ -101,12 +105,28 @@ export class ViiworkNode implements ApiNode {
   readonly fileIndex: FileIndex;
   /** GET /v1/files/{sha256} for members. */
   readonly files: FileServer;
-  #server: http.Server | undefined;
+  /** This node's backends by model entry (lifecycle/backends.ts). */
+  readonly #engines: EntryBackends;
+  /** Which copy of a model file may be used, and fetching one (files/model-files.ts). */
+  readonly #modelFiles: ModelFilePolicy;
+  /** Which members this node routes to and hurries (capacity/interest.ts). */
+  readonly #interest: PollInterest;
+  /** Members' capacity polls held open for a slot to free here (?wait=). */
+  readonly #releaseWaits: ReleaseWaits;
+  /** Calls to members: forwards, load and unload asks. */
+  readonly #peers: PeerLink;
+  readonly #onFatal: (message: string) => void;
+  /** api.* and routing.* need a restart to change (reload applies models and aliases only): read once. */
+  readonly #limits: RequestLimits;
   /** Aborted when the node stops: fetches in flight end, keeping their partial files. */
   readonly #stopping = new AbortController();
-  #fetches = 0;
+  #server: http.Server | undefined;
+  #rr = 0;
   #tick: NodeJS.Timeout | undefined;
   #saveTimer: NodeJS.Timeout | undefined;
+  /** Set while the node is starting (SPEC section 4): /health says `starting`, unknown models wait for it. */
+  #ready!: () => void;
+  #warmUp: Promise<void> | undefined = new Promise<void>((resolve) => (this.#ready = resolve));
 
   constructor(
     public config: Config,
@@ -115,9 +135,11 @@ export class ViiworkNode implements ApiNode {
     this.name = config.node.name;
     this.log = opts.log ?? createLog(this.name);
     this.now = opts.now ?? Date.now;
+    this.#limits = { maxModelName: config.api.max_model_name, maxJsonDepth: config.api.max_json_depth };
     this.queues = new QueueSet(config.routing.queue_max, config.routing.queue_timeout, this.now);
     this.perf = new PerfScores(config.node.state_dir, this.now);
     this.slots.onRelease(() => this.queues.pumpAll());
+    this.#releaseWaits = new ReleaseWaits(this.slots);
     this.meshMode = loadMeshMode(opts.env ?? process.env, config.mesh.open);
     this.#onFatal =
       opts.onFatal ??
@@ -126,10 +148,18 @@ export class ViiworkNode implements ApiNode {
         void this.stop();
       });
     this.members = new MemberTable(this.name, this.now);
-    this.#interest = new Interest(config.mesh.capacity_interest, this.now);
     this.forwards = new ForwardBook(this.now);
     this.aliases = AliasTable.load(config.node.state_dir, { log: (msg) => this.log.warn(msg), now: this.now });
     this.aliases.seed(config.aliases);
+    this.#peers = peerLink({
+      self: this.name,
+      mode: this.meshMode,
+      members: this.members,
+      staleAfterMs: config.routing.stale_after,
+      now: this.now,
+      poller: () => this.poller,
+      agent: () => this.peerAgent,
+    });
     this.fileIndex = new FileIndex({ stateDir: config.node.state_dir, log: (msg) => this.log.info(msg) });
     this.files = new FileServer({
       self: this.name,
@@ -140,26 +170,64 @@ export class ViiworkNode implements ApiNode {
       log: (msg) => this.log.info(msg),
       onSent: (n) => this.metrics.fileTransferBytes.inc({ direction: 'sent' }, n),
     });
-    this.budget = new MemoryBudget(config.node.memory_budget, () => ({ pids: this.#enginePids(), accounted: this.lifecycle.accounted() }));
+    this.#modelFiles = new ModelFilePolicy({
+      modelsDir: config.node.models_dir,
+      models: () => this.config.models,
+      findsNoMembers: () => findsNoMembers(this.config),
+      index: this.fileIndex,
+      members: () => this.members.peers(),
+      reportOf: (name) => this.poller?.get(name),
+      load: (model, reason, detail) => this.lifecycle.load(model, reason, detail),
+      headers: (s, p) => this.signForward('GET', p, EMPTY_BODY_SHA256, s.name),
+      dispatcher: () => this.peerAgent,
+      stopping: this.#stopping.signal,
+      log: (msg) => this.log.info(msg),
+      metrics: this.metrics,
+    });
+    this.#engines = new EntryBackends({
+      slots: this.slots,
+      pump: () => this.queues.pumpAll(),
+      lifecycle: () => this.lifecycle,
+      files: this.#modelFiles,
+      stateDir: config.node.state_dir,
+      log: this.log,
+      metrics: this.metrics,
+    });
+    this.budget = new MemoryBudget(config.node.memory_budget, () => ({ pids: this.#engines.pids(), accounted: this.lifecycle.accounted() }));
     this.lifecycle = new Lifecycle({
       slots: this.slots,
       queued: (model) => this.queues.depth(model),
       budget: () => this.budget.bytes,
-      create: (entry, infos) => this.#wire(createBackendsFor(entry, infos, (msg, fields) => this.#engineLog(msg, fields), this.config.node.state_dir)),
-      swap: (old, next) => this.#swap(old, next),
-      onEvent: (e) => this.#lifecycleEvent(e),
-      prepare: (entry, fetching) => this.#prepareFile(entry, fetching),
+      create: (entry, infos) => this.#engines.createFor(entry, infos),
+      swap: (old, next) => this.#engines.swap(old, next),
+      onEvent: (e) => {
+        reportLifecycleEvent(e, { node: this.name, log: this.log, metrics: this.metrics, feed: this.decisions });
+        this.queues.pumpAll();
+      },
+      prepare: (entry, fetching) => this.#modelFiles.prepare(entry, fetching),
     });
     this.loads = new Loads({
       self: this.name,
       loadWaitMs: config.routing.load_wait,
       now: this.now,
       snapshot: () => this.hostViews(),
-      askLocal: (model, reason, detail) => askResult(this.loadModel(model, reason, detail)),
-      askRemote: (host, model, reason, detail) => this.#askLoad(host, model, reason, detail),
+      askLocal: (model, reason, detail) => localLoadAsk(this.loadModel(model, reason, detail)),
+      askRemote: (host, model, reason, detail) => askMemberLoad(this.#peers, host, model, reason, detail),
       log: (msg) => this.log.info(msg),
     });
-    this.dispatcher = new Dispatcher(this.#dispatchPorts());
+    this.#interest = new PollInterest({
+      self: this.name,
+      windowMs: config.mesh.capacity_interest,
+      now: this.now,
+      localModels: () => this.slots.models(),
+      forwards: this.forwards,
+      decisions: this.decisions,
+      waiting: () => this.queues.entries(),
+      snapshot: () => this.hostViews(),
+      apiOf: (host) => this.members.get(host)?.api,
+      poller: () => this.poller,
+    });
+    this.dispatcher = new Dispatcher(dispatchPorts(this, this.#peers, () => this.#interest.hurry()));
     const keys = readClientKeys(config.api, opts.env ?? process.env);
     if (keys.problems.length) throw new Error(keys.problems.map((p) => `${p.key}: ${p.message}; ${p.fix}`).join('\n'));
     this.clientKeys = new ClientKeys(keys.keys);
@@ -167,8 +235,10 @@ export class ViiworkNode implements ApiNode {
     for (const m of config.models) if (m.api_key_env) hideFromEngines(m.api_key_env);
   }
 
-  /** Client keys (api.keys_env, api.keys_file); read once at start. */
-  readonly clientKeys: ClientKeys;
+  /** Every backend of this node. */
+  get backends(): readonly Backend[] {
+    return this.#engines.list;
+  }
 
   get apiPort(): number {
     return this.apiAddress.port;
@@ -178,320 +248,13 @@ export class ViiworkNode implements ApiNode {
     return this.membership?.advertise;
   }
 
-  /** api.* and routing.* need a restart to change (reload applies models and aliases only): read them once. */
   get requestLimits(): RequestLimits {
-    return (this.#limits ??= { maxModelName: this.config.api.max_model_name, maxJsonDepth: this.config.api.max_json_depth });
+    return this.#limits;
   }
 
-  #limits: RequestLimits | undefined;
-
-  /** What the dispatcher may use of this node. */
-  #dispatchPorts(): DispatchPorts {
-    const node = this;
-    const peers: PeerLink = {
-      self: this.name,
-      signsBody: this.meshMode.mode === 'secured',
-      apiOf: (host) => this.members.get(host)?.api,
-      responsive: (host) => {
-        const report = this.poller?.get(host);
-        return this.members.get(host)?.state === 'alive' && report !== undefined && this.now() - report.polledAt <= this.config.routing.stale_after;
-      },
-      sign: (method, pathWithQuery, bodySha256, to) => this.signForward(method, pathWithQuery, bodySha256, to),
-      get dispatcher() {
-        return node.peerAgent;
-      },
-    };
-    const r = this.config.routing;
-    const api = this.config.api;
-    return {
-      name: this.name,
-      // routing.* and api.* need a restart to change (reload applies models and aliases only).
-      rules: {
-        queueMax: r.queue_max,
-        queueTimeoutMs: r.queue_timeout,
-        forwardRetry: r.forward_retry,
-        performance: r.performance,
-        streamStallMs: api.stream_stall,
-        writeStallMs: api.write_stall,
-        prefixAffinity: r.prefix_affinity,
-        agentHygiene: api.agent_hygiene,
-      },
-      now: this.now,
-      random: Math.random,
-      nextRoundRobin: () => this.nextRoundRobin(),
-      snapshot: () => this.hostViews(),
-      warming: () => this.warming,
-      waiting: () => this.#hurry(),
-      slots: this.slots,
-      forwards: this.forwards,
-      queues: this.queues,
-      aliases: this.aliases,
-      peers,
-      recordScore: (model, tokens, ttft) => this.perf.record(model, tokens, ttft),
-      tokenizer: (model) => engineTokenizer(this.backends, model),
-      metrics: this.metrics,
-      decisions: this.decisions,
-      log: this.log,
-      cache: this.cacheBook,
-      loads: this.loads,
-    };
-  }
-
-  loadModel(model: string, reason: LoadReason, detail: string): LoadAnswer {
-    return this.lifecycle.load(model, reason, detail);
-  }
-
-  unloadModel(model: string, detail: string): UnloadAnswer {
-    return this.lifecycle.unload(model, detail);
-  }
-
-  /** POST /v1/models/{id}/load to a member, signed like a forward. */
-  async #askLoad(host: string, model: string, reason: LoadReason, detail: string): Promise<AskResult> {
-    const r = await this.#postMember(host, model, 'load', { reason, detail });
-    if (r.status === 200) return { kind: 'loaded' };
-    if (r.status === 202) return { kind: 'loading' };
-    const message = String((r.body as { error?: { message?: string } } | undefined)?.error?.message ?? r.text).slice(0, 300);
-    return r.refused === 'memory' ? { kind: 'refused', detail: message } : { kind: 'failed', detail: `${r.status || 'no answer'}: ${message}` };
-  }
-
-  async askMember(host: string, model: string, action: 'load' | 'unload', detail: string): Promise<{ status: number; body: unknown }> {
-    if (host === this.name) {
-      return action === 'load' ? lifecycleAnswer(this.name, model, this.loadModel(model, 'operator', detail)) : lifecycleAnswer(this.name, model, this.unloadModel(model, detail));
-    }
-    if (!this.members.get(host)) return { status: 404, body: { error: { message: `no member named "${host.slice(0, 63)}" (viiwork status lists them)`, type: 'invalid_request_error', code: 'unknown_host' } } };
-    const r = await this.#postMember(host, model, action, { reason: 'operator', detail });
-    return { status: r.status || 502, body: r.body ?? { error: { message: r.text, type: 'server_error', code: 'member_unreachable' } } };
-  }
-
-  placeModel(model: string, detail: string): Promise<{ host?: string; why: string }> {
-    const workload = this.hostViews().flatMap((h) => h.models.get(model)?.targets ?? []).find((t) => t.onDemand)?.descriptor.workloads[0] ?? 'chat';
-    return this.loads.place(model, workload, detail);
-  }
-
-  /** One signed POST to a member's lifecycle endpoint. */
-  async #postMember(host: string, model: string, action: 'load' | 'unload', doc: unknown): Promise<{ status: number; body: unknown; text: string; refused?: string }> {
-    const api = this.members.get(host)?.api;
-    if (!api) return { status: 0, body: undefined, text: `member ${host} has no API address` };
-    const path = `/v1/models/${encodeURIComponent(model)}/${action}`;
-    const body = Buffer.from(JSON.stringify(doc));
-    try {
-      const r = await undiciRequest(api + path, {
-        method: 'POST',
-        body,
-        headers: { 'content-type': 'application/json', ...this.signForward('POST', path, sha256Hex(body), host) },
-        dispatcher: this.peerAgent,
-        headersTimeout: LOAD_ASK_MS,
-        bodyTimeout: LOAD_ASK_MS,
-      });
-      const text = await r.body.text();
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        parsed = undefined;
-      }
-      return { status: r.statusCode, body: parsed, text: text.slice(0, 300), refused: r.headers['x-viiwork-refused'] as string | undefined };
-    } catch (err) {
-      return { status: 0, body: undefined, text: (err as Error).message };
-    }
-  }
-
-  capacityReport(held?: HeldDigests): CapacityReport {
-    const node = this;
-    return buildReport(
-      {
-        lifecycle: this.lifecycle,
-        name: this.name,
-        version: this.version,
-        now: this.now,
-        slots: this.slots,
-        perf: this.perf,
-        queued: (model) => this.queues.depth(model),
-        get aliasVersion() {
-          return node.aliases.version;
-        },
-        cache: this.cacheBook,
-        fileOf: (model) => this.#fileOf(model),
-        fetchOf: (model) => this.#fetchProgress.get(model),
-      },
-      held,
-    );
-  }
-
-  #releaseWaiters = 0;
-
-  /** Always entries whose file is fetched from a member before they load: asked to load until they are (#loadFetchedAlways). */
-  readonly #fetchAtStart = new Set<string>();
-  #fetchAskedAt = 0;
-
-  /**
-   * The entry as it loads from a file on this machine: its `path` where that
-   * exists (or it names none), else the copy a verified fetch left in
-   * models_dir (matching the entry's `sha256`); undefined: the file is not here.
-   */
-  #fileHere(m: Config['models'][number]): Config['models'][number] | undefined {
-    if (!('path' in m) || fs.existsSync(m.path)) return m;
-    const local = fetchedPath(this.config.node.models_dir, m.path);
-    const known = this.fileIndex.lookup(local);
-    return known && (!m.sha256 || known.sha256 === m.sha256) ? { ...m, path: local } : undefined;
-  }
-
-  /** An always entry's file: here (#fileHere), or to be fetched from a member before it loads. */
-  #alwaysFile(m: Config['models'][number]): { kind: 'here'; entry: Config['models'][number] } | { kind: 'fetch' } {
-    const here = this.#fileHere(m);
-    if (here) return { kind: 'here', entry: here };
-    // A node that finds no members (preflight refuses its missing file) starts the engine on the path as given.
-    return 'path' in m && m.fetch === 'mesh' && !findsNoMembers(this.config) ? { kind: 'fetch' } : { kind: 'here', entry: m };
-  }
-
-  /**
-   * Always entries waiting for their file: asked to load every 2 s once a
-   * member publishes it (the mesh is still forming at start), until loaded.
-   * A failed fetch (the member went away, a corrupt copy) is simply asked again.
-   */
-  #loadFetchedAlways(): void {
-    if (this.#fetchAtStart.size === 0 || performance.now() - this.#fetchAskedAt < 2000) return;
-    this.#fetchAskedAt = performance.now();
-    for (const model of this.#fetchAtStart) {
-      const entry = this.config.models.find((m) => m.name === model && m.load === 'always' && 'path' in m);
-      if (!entry) {
-        this.#fetchAtStart.delete(model);
-        continue;
-      }
-      if (!offerFor(model, this.#filePeers(), 'sha256' in entry ? entry.sha256 : '')) continue;
-      const a = this.lifecycle.load(model, 'start', 'load: always, its file fetched from a member first');
-      if (a.kind === 'loaded') this.#fetchAtStart.delete(model);
-    }
-  }
-
-  /** Alive members with a capacity report: whose published files a fetch may come from. */
-  #filePeers(): PeerFiles[] {
-    return this.members.peers().flatMap((m) => {
-      const r = this.poller?.get(m.name);
-      return m.state === 'alive' && r ? [{ name: m.name, api: m.api, models: r.report.models }] : [];
-    });
-  }
-
-  /** Fetches of model files in progress here, by model: bytes done of size (published in /v1/capacity). */
-  readonly #fetchProgress = new Map<string, FetchProgress>();
-
-  /** The model's file here, once hashed: at its `path`, or a copy fetched into models_dir. */
-  #fileOf(model: string): ModelFile | undefined {
-    for (const entry of this.config.models) {
-      if (entry.name !== model || !('path' in entry)) continue;
-      const f = this.fileIndex.lookup(entry.path) ?? this.fileIndex.lookup(fetchedPath(this.config.node.models_dir, entry.path));
-      if (f) return f;
-    }
-    return undefined;
-  }
-
-  /** Models asked for at this node lately: their hosts are polled every capacity_poll (capacity/schedule.ts). */
-  readonly #interest: Interest;
-  #seenDecision = 0;
-
-  /** Does this node route to the member, so it polls it every capacity_poll (else every capacity_background)? */
-  #routesTo(name: string, r: PeerReport | undefined): boolean {
-    // No report yet (just joined, or never answered): keep asking every capacity_poll, as for any member before.
-    if (!r) return true;
-    const models = r.report.models.map((m) => m.name);
-    const local = this.slots.models();
-    const forwarding = models.some((m) => this.forwards.inFlight(name, m));
-    return routedMember({ models, unsettled: unsettled(r.report), forwarding }, (m) => local.includes(m) || this.#interest.has(m));
-  }
-
-  /**
-   * Models asked for here since the last look (the decision feed; only
-   * requests that entered here): their hosts stay polled every
-   * capacity_poll. A model newly wanted has its hosts polled at once.
-   */
-  #noteAsked(): void {
-    let newly = false;
-    for (const d of this.decisions.since(this.#seenDecision)) if (d.entry === this.name && d.outcome !== '404') newly = this.#interest.note(d.model) || newly;
-    this.#seenDecision = this.decisions.last;
-    this.#interest.prune();
-    if (newly) this.poller?.pollDue();
-  }
-
-  /**
-   * While requests wait here, ask every member they could run on but that
-   * this node sees full (its report, its refusal) or still loading the model
-   * to answer its next report as soon as one of its slots frees or its load
-   * ends: a slot freed by another entry node's forward, or a model just
-   * loaded, is then used at once instead of at the next poll.
-   */
-  #hurry(): void {
-    const poller = this.poller;
-    if (!poller) return;
-    const waiting = this.queues.entries().filter((q) => q.depth > 0);
-    if (waiting.length === 0) return;
-    // A request waiting for a model whose hosts were polled slowly (their reports stale): poll them now, and
-    // every capacity_poll from now on, so it waits one poll for them rather than a background interval.
-    if (waiting.map((q) => this.#interest.note(q.model)).some(Boolean)) poller.pollDue();
-    const hosts = this.hostViews();
-    for (const q of waiting) {
-      for (const c of candidates({ hosts, forwards: this.forwards.tally, marks: this.forwards.marks }, q.model, q.workload)) {
-        // Full, or still loading (an on-demand load): its answer comes when a slot frees or the load ends.
-        if (c.local || !c.fresh || c.free > 0 || !(c.healthy || c.loading)) continue;
-        const api = this.members.get(c.host)?.api;
-        if (api) poller.waitForSlot({ name: c.host, api }, q.model, SLOT_WAIT_MS);
-      }
-    }
-  }
-
-  /** Requests waiting here: ask again for a model nobody holds; past scale_after, one more copy (SPEC section 11). */
-  #loadForWaiting(): void {
-    for (const q of this.queues.entries()) {
-      if (q.depth === 0) continue;
-      const since = this.queues.get(q.model, q.workload).queuedSince;
-      if (since !== undefined) this.loads.waiting(q.model, q.workload, since, q.depth, this.config.routing.scale_after);
-    }
-  }
-
-  slotReleased(model: string, ms: number): Promise<void> {
-    if (this.slots.hasFree(model) || !this.slots.models().includes(model) || this.#releaseWaiters >= MAX_RELEASE_WAITERS) return Promise.resolve();
-    this.#releaseWaiters++;
-    return new Promise((resolve) => {
-      let settled = false;
-      const done = () => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        off();
-        this.#releaseWaiters--;
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      // Any release: a released slot of another model answers too early, harmlessly (the report says what is free).
-      const off = this.slots.onRelease(() => setImmediate(done));
-    });
-  }
-
-  aliasReach(version: number): { reached: number; members: number } {
-    let reached = this.aliases.version >= version ? 1 : 0;
-    let members = 1;
-    for (const m of this.members.peers()) {
-      if (m.state !== 'alive') continue;
-      members++;
-      const v = this.poller?.get(m.name)?.report.alias_version;
-      if (v !== undefined && v >= version) reached++;
-    }
-    return { reached, members };
-  }
-
-  /** The routing snapshot: this node now, and every alive or suspect peer from its last report. */
-  hostViews(): HostView[] {
-    const now = this.now();
-    return [localView(this.name, this.slots, this.perf, now, this.cacheBook, this.lifecycle, (model) => this.#fileOf(model), (model) => this.#fetchProgress.get(model)), ...peerViews(this.members.peers(), this.poller, this.config.routing.stale_after, now)];
-  }
-
-  nextRoundRobin(): number {
-    return this.#rr++;
-  }
-
-  /** Headers that make a request a forward from this node: signed in a secured mesh, the name alone in an open one. */
-  signForward(method: string, pathWithQuery: string, bodySha256: string, to: string): Record<string, string> {
-    if (this.meshMode.mode === 'open') return { [HEADER_NODE]: this.name };
-    return { ...this.meshMode.signer.sign({ method, pathWithQuery, node: this.name, to, bodySha256 }) };
+  /** undefined once the node is ready; while it starts, resolves when it is. */
+  get warming(): Promise<void> | undefined {
+    return this.#warmUp;
   }
 
   /** The API address actually bound (port 0 in config picks a free one). */
@@ -506,20 +269,59 @@ export class ViiworkNode implements ApiNode {
     return `http://${h.includes(':') ? `[${h}]` : h}:${port}`;
   }
 
+  loadModel(model: string, reason: LoadReason, detail: string): LoadAnswer {
+    return this.lifecycle.load(model, reason, detail);
+  }
+
+  unloadModel(model: string, detail: string): UnloadAnswer {
+    return this.lifecycle.unload(model, detail);
+  }
+
+  askMember(host: string, model: string, action: 'load' | 'unload', detail: string): Promise<LifecycleReply> {
+    if (host === this.name) return Promise.resolve(lifecycleReply(this.name, model, action === 'load' ? this.loadModel(model, 'operator', detail) : this.unloadModel(model, detail)));
+    if (!this.members.get(host)) return Promise.resolve(unknownMemberReply(host));
+    return relayLifecycleAsk(this.#peers, host, model, action, detail);
+  }
+
+  placeModel(model: string, detail: string): Promise<{ host?: string; why: string }> {
+    const workload = this.hostViews().flatMap((h) => h.models.get(model)?.targets ?? []).find((t) => t.onDemand)?.descriptor.workloads[0] ?? 'chat';
+    return this.loads.place(model, workload, detail);
+  }
+
+  capacityReport(held?: HeldDigests): CapacityReport {
+    return buildReport(reportSource(this, this.#modelFiles), held);
+  }
+
+  slotReleased(model: string, ms: number): Promise<void> {
+    return this.#releaseWaits.released(model, ms);
+  }
+
+  aliasReach(version: number): { reached: number; members: number } {
+    return aliasReach(version, this.aliases.version, this.members.peers(), this.poller);
+  }
+
+  /** The routing snapshot: this node now, and every alive or suspect peer from its last report. */
+  hostViews(): HostView[] {
+    const now = this.now();
+    const files = this.#modelFiles;
+    return [
+      localView(this.name, this.slots, this.perf, now, this.cacheBook, this.lifecycle, (model) => files.fileOf(model), (model) => files.fetchOf(model)),
+      ...peerViews(this.members.peers(), this.poller, this.config.routing.stale_after, now),
+    ];
+  }
+
+  nextRoundRobin(): number {
+    return this.#rr++;
+  }
+
+  /** Headers that make a request a forward from this node: signed in a secured mesh, the name alone in an open one. */
+  signForward(method: string, pathWithQuery: string, bodySha256: string, to: string): Record<string, string> {
+    return memberHeaders(this.meshMode, this.name, method, pathWithQuery, bodySha256, to);
+  }
+
   async start(): Promise<void> {
     fs.mkdirSync(this.config.node.state_dir, { recursive: true });
-    const server = http.createServer(createApiHandler(this));
-    answerRawErrors(server);
-    server.keepAliveTimeout = 65_000;
-    // A client has api.header_timeout to send its headers; a body that stops arriving is dropped by readBody (api.body_idle_timeout).
-    server.headersTimeout = this.config.api.header_timeout;
-    server.requestTimeout = 0;
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', (err: NodeJS.ErrnoException) =>
-        reject(new Error(`cannot listen on ${this.config.api.host}:${this.config.api.port} (api.host, api.port): ${bindProblem(err)}`)),
-      );
-      server.listen(this.config.api.port, this.config.api.host, () => resolve());
-    });
+    const server = await serveApi(this);
     this.#server = server;
     this.log.info(`api listening on ${this.apiUrl}`);
     try {
@@ -527,15 +329,11 @@ export class ViiworkNode implements ApiNode {
     } catch (err) {
       server.close();
       const e = err as NodeJS.ErrnoException;
-      if (e.code === 'EADDRINUSE' || e.code === 'EADDRNOTAVAIL' || e.code === 'EACCES') {
-        throw new Error(`cannot bind gossip to ${this.config.mesh.advertise || 'the advertise address'}:${this.config.mesh.port} (mesh.advertise, mesh.port): ${bindProblem(e)}`);
-      }
+      if (isBindError(e)) throw new Error(`cannot bind gossip to ${this.config.mesh.advertise || 'the advertise address'}:${this.config.mesh.port} (mesh.advertise, mesh.port): ${bindProblem(e)}`);
       throw err;
     }
 
-    const fresh = await this.#createBackends(this.config.models);
-    this.backends = fresh;
-    this.slots.setBackends(this.backends);
+    const fresh = await this.#engines.startWith(this.config.models);
     this.phase = 'running';
     void this.#warm(fresh).finally(() => {
       this.#warmUp = undefined;
@@ -545,10 +343,10 @@ export class ViiworkNode implements ApiNode {
     });
     this.#tick = setInterval(() => {
       this.queues.pumpAll();
-      this.#hurry();
-      this.#noteAsked();
+      this.#interest.hurry();
+      this.#interest.noteAsked();
       this.#loadForWaiting();
-      this.#loadFetchedAlways();
+      this.#modelFiles.loadWaiting();
     }, 250);
     this.#tick.unref();
     this.#saveTimer = setInterval(() => this.#savePerf(), 30_000);
@@ -564,13 +362,13 @@ export class ViiworkNode implements ApiNode {
     await Promise.all(fresh.map((b) => b.start()));
   }
 
-  /** Set while the node is starting (SPEC section 4): /health says `starting`, unknown models wait for it. */
-  #ready!: () => void;
-  #warmUp: Promise<void> | undefined = new Promise<void>((resolve) => (this.#ready = resolve));
-
-  /** undefined once the node is ready; while it starts, resolves when it is. */
-  get warming(): Promise<void> | undefined {
-    return this.#warmUp;
+  /** Requests waiting here: ask again for a model nobody holds; past scale_after, one more copy (SPEC section 11). */
+  #loadForWaiting(): void {
+    for (const q of this.queues.entries()) {
+      if (q.depth === 0) continue;
+      const since = this.queues.get(q.model, q.workload).queuedSince;
+      if (since !== undefined) this.loads.waiting(q.model, q.workload, since, q.depth, this.config.routing.scale_after);
+    }
   }
 
   /**
@@ -588,169 +386,43 @@ export class ViiworkNode implements ApiNode {
   }
 
   async #startMesh(): Promise<void> {
-    const membership = await Membership.start({
-      config: this.config,
-      name: this.name,
-      version: this.version,
-      apiPort: () => this.apiAddress.port,
-      role: () => (this.config.models.length ? 'node' : 'gateway'),
-      mode: this.meshMode,
-      members: this.members,
-      aliases: this.aliases,
-      log: this.log,
-      onMembers: () => this.#membersChanged(),
-      onFatal: (message) => this.#onFatal(message),
-    });
-    this.membership = membership;
-    this.peerAgent = new Agent({
-      keepAliveTimeout: 30_000,
-      headersTimeout: 15 * 60_000,
-      bodyTimeout: 15 * 60_000,
-      connect: { timeout: 2000 },
-      localAddress: membership.advertise,
-    });
-    this.poller = new CapacityPoller({
-      intervalMs: this.config.mesh.capacity_poll,
-      backgroundMs: this.config.mesh.capacity_background,
-      routed: (name, r) => this.#routesTo(name, r),
-      localAddress: membership.advertise,
-      now: this.now,
-      log: (msg) => this.log.info(msg),
-      onReport: () => {
-        this.forwards.prune((host) => this.poller?.get(host)?.polledAt);
-        this.queues.pumpAll();
-        this.#hurry();
+    const side = await startMeshSide(
+      {
+        config: this.config,
+        name: this.name,
+        version: this.version,
+        apiPort: () => this.apiAddress.port,
+        role: () => (this.config.models.length ? 'node' : 'gateway'),
+        mode: this.meshMode,
+        members: this.members,
+        aliases: this.aliases,
+        log: this.log,
+        onMembers: () => this.#membersChanged(),
+        onFatal: (message) => this.#onFatal(message),
       },
-    });
+      {
+        intervalMs: this.config.mesh.capacity_poll,
+        backgroundMs: this.config.mesh.capacity_background,
+        routed: (name, r) => this.#interest.routesTo(name, r),
+        now: this.now,
+        log: (msg) => this.log.info(msg),
+        onReport: () => {
+          this.forwards.prune((host) => this.poller?.get(host)?.polledAt);
+          this.queues.pumpAll();
+          this.#interest.hurry();
+        },
+      },
+    );
+    this.membership = side.membership;
+    this.peerAgent = side.peerAgent;
+    this.poller = side.poller;
     this.#membersChanged();
     this.poller.start();
   }
 
   #membersChanged(): void {
-    const peers = this.members.peers();
-    this.poller?.setTargets(peers.filter((m) => m.state === 'alive' && m.api).map((m) => ({ name: m.name, api: m.api! })));
-    for (const m of this.members.list()) if ((m.state === 'dead' || m.state === 'left') && !m.self) this.poller?.forget(m.name);
+    pollMembers(this.members, this.poller);
     this.queues.pumpAll();
-  }
-
-  /** Backends by model entry, so a reload replaces only what changed. */
-  readonly #byEntry = new Map<string, Backend[]>();
-
-  async #createBackends(entries: Config['models']): Promise<Backend[]> {
-    const taken = new Set(this.backends.map((b) => b.id));
-    const out: Backend[] = [];
-    for (const m of entries) {
-      const key = entryKey(m);
-      let memory = 0;
-      try {
-        // A file fetched earlier is measured where it is (SPEC section 11).
-        const local = 'path' in m && !fs.existsSync(m.path) ? fetchedPath(this.config.node.models_dir, m.path) : undefined;
-        memory = await entryMemory(local && fs.existsSync(local) ? ({ ...m, path: local } as Config['models'][number]) : m);
-      } catch (err) {
-        this.log.warn(`${(err as Error).message}; counting it as 0 bytes`);
-      }
-      // An always entry whose file is not here: its verified copy, else fetched from a member first (SPEC section 11).
-      const always = m.load === 'always' ? this.#alwaysFile(m) : { kind: 'here' as const, entry: m };
-      // An on-demand entry starts as placeholders (its target listed with 0 slots); the lifecycle loads it when asked.
-      const made =
-        m.load === 'on_demand' || always.kind === 'fetch'
-          ? Lifecycle.placeholders(entryInfos(m, taken), configDescriptor(m))
-          : await this.#wire(createEntryBackends(always.entry, taken, (msg, fields) => this.#engineLog(msg, fields), this.config.node.state_dir));
-      this.lifecycle.add(m, made, memory, { fetchFirst: always.kind === 'fetch' });
-      if (m.load === 'on_demand') this.log.info(`${m.name}: on demand, ${bytesText(memory * made.length)} when loaded`);
-      if (always.kind === 'fetch') {
-        this.#fetchAtStart.add(m.name);
-        this.log.info(`${m.name}: ${'path' in m ? m.path : ''} is not here; it loads once it is fetched from a member that has it`);
-      }
-      this.#byEntry.set(key, [...(this.#byEntry.get(key) ?? []), ...made]);
-      out.push(...made);
-    }
-    return out;
-  }
-
-  /** The node's events on real backends: queues wake on state changes, descriptors regroup targets, restarts count. */
-  async #wire(made: Promise<Backend[]>): Promise<Backend[]> {
-    const list = await made;
-    for (const b of list) {
-      b.on('state', () => {
-        this.queues.pumpAll();
-        // A poll held open for a free slot (?wait=) answers when a backend comes up too: an on-demand load's end
-        // reaches the entry that waits for it at once, not at its next poll.
-        this.slots.changed();
-      });
-      b.on('descriptor', () => this.slots.setBackends(this.backends));
-      b.on('restart', () => this.metrics.engineRestarts.inc({ model: b.info.model }));
-    }
-    return list;
-  }
-
-  /** The lifecycle replaced an entry's backends (loaded, unloaded): the node's lists and slot table follow. */
-  #swap(old: readonly Backend[], next: readonly Backend[]): void {
-    const swapIn = (list: Backend[]) => {
-      const out = list.filter((b) => !old.includes(b));
-      const at = list.findIndex((b) => old.includes(b));
-      out.splice(at < 0 ? out.length : at, 0, ...next);
-      return out;
-    };
-    this.backends = swapIn(this.backends);
-    for (const [key, list] of this.#byEntry) if (list.some((b) => old.includes(b))) this.#byEntry.set(key, swapIn(list));
-    this.slots.setBackends(this.backends);
-    this.queues.pumpAll();
-    this.slots.changed();
-  }
-
-  /** Pids of this node's engine processes (memory_budget: auto does not count their GPU use as others'). */
-  #enginePids(): Set<number> {
-    const pids = new Set<number>();
-    for (const b of this.backends) {
-      const pid = (b as { pid?: number }).pid;
-      if (typeof pid === 'number') pids.add(pid);
-    }
-    return pids;
-  }
-
-  /** One log line, one feed entry and the metrics for each load and unload, saying why. */
-  #lifecycleEvent(e: LifecycleEvent): void {
-    const line = {
-      loading: `loading ${e.model} (${e.reason}): ${e.detail}`,
-      loaded: `loaded ${e.model} (${e.reason}): ${e.detail}`,
-      'load-failed': `load of ${e.model} failed: ${e.detail}`,
-      refused: `refused to load ${e.model}: ${e.detail}`,
-      unloading: `unloading ${e.model} (${e.reason}): ${e.detail}`,
-      unloaded: `unloaded ${e.model} (${e.reason})`,
-    }[e.kind];
-    if (e.kind === 'load-failed' || e.kind === 'refused') this.log.warn(line);
-    else this.log.info(line);
-    if (e.kind === 'loaded') this.metrics.modelLoads.inc({ model: e.model, reason: e.reason });
-    if (e.kind === 'unloaded') this.metrics.modelUnloads.inc({ model: e.model, reason: e.reason });
-    if (e.kind === 'load-failed') this.metrics.modelUnloads.inc({ model: e.model, reason: 'failed' });
-    if (e.kind === 'loading' || e.kind === 'unloading' || e.kind === 'load-failed' || e.kind === 'refused' || e.kind === 'loaded') {
-      this.decisions.add({
-        at: Date.now(),
-        entry: this.name,
-        executor: this.name,
-        model: e.model,
-        workload: '-',
-        route: e.kind === 'unloading' ? 'unload' : 'load',
-        queued_ms: 0,
-        ttft_ms: null,
-        outcome: e.kind,
-        lifecycle: { event: e.kind, reason: e.reason, detail: e.detail.slice(0, 512) },
-      });
-    }
-    this.queues.pumpAll();
-  }
-
-  /**
-   * Engine output (`[model/idx] …`) is shown while the engine loads or fails,
-   * where it explains what is going on; once it serves, llama-server prints
-   * a line per request, so those lines are debug (VIIWORK_DEBUG=1).
-   */
-  #engineLog(msg: string, fields?: Record<string, unknown>): void {
-    if (!fields?.engine_output) return this.log.info(msg);
-    const b = this.backends.find((x) => x.id === fields.backend);
-    if (b && b.state === 'healthy') this.log.debug(msg);
-    else this.log.info(msg);
   }
 
   /**
@@ -760,23 +432,7 @@ export class ViiworkNode implements ApiNode {
    */
   async reload(next: Config): Promise<{ added: number; removed: number; restartNeeded: string[] }> {
     const restartNeeded = (['node', 'api', 'mesh', 'routing'] as const).filter((k) => JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
-    const wanted = new Map<string, number>();
-    for (const m of next.models) wanted.set(entryKey(m), (wanted.get(entryKey(m)) ?? 0) + 1);
-    const removed: Backend[] = [];
-    for (const [key, list] of this.#byEntry) {
-      if (!wanted.has(key)) {
-        removed.push(...list);
-        this.#byEntry.delete(key);
-      }
-    }
-    const have = new Set(this.#byEntry.keys());
-    const addedEntries = next.models.filter((m) => !have.has(entryKey(m)));
-    this.backends = this.backends.filter((b) => !removed.includes(b));
-    this.lifecycle.remove(removed);
-    for (const m of addedEntries) if (m.api_key_env) hideFromEngines(m.api_key_env);
-    const added = await this.#createBackends(addedEntries);
-    this.backends = [...this.backends, ...added];
-    this.slots.setBackends(this.backends);
+    const { removed, added } = await this.#engines.replace(next.models);
     const wasGateway = this.config.models.length === 0;
     this.config = { ...this.config, models: next.models, aliases: next.aliases };
     this.aliases.seed(next.aliases); // only names the table has never seen: a mesh change always wins
@@ -803,10 +459,7 @@ export class ViiworkNode implements ApiNode {
     this.#savePerf();
     const server = this.#server;
     if (server) {
-      server.closeIdleConnections();
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      setTimeout(() => server.closeAllConnections(), 2000).unref();
-      await Promise.all([closed, ...this.backends.map((b) => b.stop()), this.lifecycle.settled()]);
+      await Promise.all([closeApi(server), ...this.backends.map((b) => b.stop()), this.lifecycle.settled()]);
       // A load that finished while stopping swapped its backends in: stop those too.
       await Promise.all(this.backends.map((b) => b.stop()));
       await this.peerAgent?.close().catch(() => {});
@@ -818,54 +471,6 @@ export class ViiworkNode implements ApiNode {
     this.phase = 'stopped';
   }
 
-  /**
-   * The entry as it is to be loaded (SPEC section 11): its `path` where that
-   * exists, else a verified copy in models_dir, else fetched from a member
-   * whose report publishes the model's file, verified, then used.
-   */
-  async #prepareFile(entry: Config['models'][number], fetching: () => void): Promise<Config['models'][number]> {
-    const here = this.#fileHere(entry);
-    if (here || !('path' in entry)) return here ?? entry;
-    const local = fetchedPath(this.config.node.models_dir, entry.path);
-    if (entry.fetch === 'never') throw new Error(`${entry.path} does not exist here and ${entry.name} has fetch: never; copy the file there or set fetch: mesh`);
-    const offer = offerFor(entry.name, this.#filePeers(), entry.sha256, this.#fetches++);
-    if (!offer) throw new Error(`${entry.path} does not exist here and no member publishes a file for ${entry.name}${entry.sha256 ? ` with sha256 ${entry.sha256}` : ''}; download it once to any member`);
-    fetching();
-    this.log.info(`fetching ${entry.name}: ${offer.size} bytes (sha256 ${offer.sha256}) from ${offer.sources.map((s) => s.name).join(', ')} into ${local}`);
-    let shown = 0;
-    const progress = { bytes: 0, size: offer.size };
-    this.#fetchProgress.set(entry.name, progress);
-    this.metrics.fileTransfers.inc({ direction: 'fetching' });
-    try {
-      const r = await fetchFile({
-        sha256: offer.sha256,
-        size: offer.size,
-        dest: local,
-        modelsDir: this.config.node.models_dir,
-        sources: offer.sources,
-        expect: entry.sha256 || undefined,
-        headers: (s, p) => this.signForward('GET', p, EMPTY_BODY_SHA256, s.name),
-        signal: this.#stopping.signal,
-        dispatcher: this.peerAgent,
-        log: (msg) => this.log.info(msg),
-        onBytes: (n) => this.metrics.fileTransferBytes.inc({ direction: 'received' }, n),
-        onProgress: (p) => {
-          progress.bytes = Math.min(p.bytes, p.size);
-          const tenth = Math.floor((10 * p.bytes) / Math.max(1, p.size));
-          if (tenth > shown) {
-            shown = tenth;
-            this.log.info(`fetching ${entry.name}: ${tenth * 10}% (${p.bytes} of ${p.size} bytes, from ${p.from})`);
-          }
-        },
-      });
-      this.fileIndex.record(r.path, r.sha256, r.flushed);
-      return { ...entry, path: r.path };
-    } finally {
-      if (this.#fetchProgress.get(entry.name) === progress) this.#fetchProgress.delete(entry.name);
-      this.metrics.fileTransfers.dec({ direction: 'fetching' });
-    }
-  }
-
   #savePerf(): void {
     try {
       this.perf.save();
@@ -875,52 +480,7 @@ export class ViiworkNode implements ApiNode {
   }
 }
 
-/** A local lifecycle answer as the endpoint would give it (status and JSON). */
-function lifecycleAnswer(node: string, model: string, a: LoadAnswer | UnloadAnswer): { status: number; body: unknown } {
-  const err = (status: number, code: string, message: string) => ({ status, body: { error: { message, type: status === 404 ? 'invalid_request_error' : 'server_error', code } } });
-  switch (a.kind) {
-    case 'loaded':
-    case 'unloaded':
-      return { status: 200, body: { model, node, state: a.kind } };
-    case 'loading':
-    case 'unloading':
-      return { status: a.kind === 'loading' ? 202 : 200, body: { model, node, state: a.kind } };
-    case 'refused':
-      return err(503, 'insufficient_memory', `${node} cannot fit "${model}": it needs ${bytesText(a.need)}, ${bytesText(a.free)} free and ${bytesText(a.freeable)} idle`);
-    case 'busy':
-      return err(409, 'model_busy', `"${model}" has requests running or queued on ${node}`);
-    case 'always':
-      return err(409, 'model_always', `"${model}" is load: always on ${node}`);
-    case 'unknown':
-      return err(404, 'model_not_found', `${node} has no entry for "${model}"`);
-  }
-}
-
-/** How long an ask to load may take to be answered (the load itself goes on behind it). */
-const LOAD_ASK_MS = 5000;
-
-function askResult(a: LoadAnswer): AskResult {
-  switch (a.kind) {
-    case 'loaded':
-    case 'loading':
-      return { kind: a.kind };
-    case 'refused':
-      return { kind: 'refused', detail: `needs ${a.need} bytes, ${a.free} free` };
-    default:
-      return { kind: 'failed', detail: a.kind };
-  }
-}
-
-/** How long a member may hold a slot-waiting poll from this node. */
-const SLOT_WAIT_MS = 1000;
-
-/** Capacity polls held open at once waiting for a slot to free (GET /v1/capacity?wait=). */
-const MAX_RELEASE_WAITERS = 512;
-
-/** The longest a start waits for its first join attempt, and for its engines' first health check. */
-const WARM_JOIN_MS = 30_000;
-const WARM_ENGINE_MS = 30_000;
-
+/** Resolves when `p` settles or after `ms`, whichever comes first (a start never waits longer for one step). */
 function bounded(p: Promise<unknown>, ms: number): Promise<void> {
   return new Promise((resolve) => {
     const t = setTimeout(resolve, ms);
@@ -930,35 +490,4 @@ function bounded(p: Promise<unknown>, ms: number): Promise<void> {
       () => (clearTimeout(t), resolve()),
     );
   });
-}
-
-/** What a failed bind means, in words an operator can act on. */
-function bindProblem(err: NodeJS.ErrnoException): string {
-  switch (err.code) {
-    case 'EADDRINUSE':
-      return 'the address is already in use (is another viiwork or another program running there?)';
-    case 'EADDRNOTAVAIL':
-      return 'this machine has no such address';
-    case 'EACCES':
-      return 'permission denied (ports below 1024 need privileges)';
-    default:
-      return err.message;
-  }
-}
-
-/** count_tokens: POST /tokenize on a healthy local llama-server or embedded engine serving `model` (the token count), else undefined. */
-function engineTokenizer(backends: readonly Backend[], model: string): ((text: string, signal: AbortSignal) => Promise<number | undefined>) | undefined {
-  const b = backends.find((x) => x.info.model === model && x.state === 'healthy' && x.url && (x.info.engine === 'llamacpp' || x.info.engine === 'embedded'));
-  if (!b) return undefined;
-  return async (text, signal) => {
-    const r = await undiciRequest(`${b.url}/tokenize`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', ...b.authHeaders() },
-      body: JSON.stringify({ content: text }),
-      signal: AbortSignal.any([signal, AbortSignal.timeout(10_000)]),
-      dispatcher: engineAgent,
-    });
-    const doc = (await r.body.json().catch(() => undefined)) as { tokens?: unknown } | undefined;
-    return r.statusCode === 200 && Array.isArray(doc?.tokens) ? doc.tokens.length : undefined;
-  };
 }

@@ -6,7 +6,7 @@ import { digestKey, type CapacityPoller, type PeerReport } from '../capacity/pol
 import type { FetchProgress, ModelFile } from '../capacity/report.ts';
 import type { CacheBook } from '../engines/cache-book.ts';
 import type { SlotTable } from '../engines/targets.ts';
-import type { Lifecycle } from '../engines/lifecycle.ts';
+import type { Lifecycle } from '../lifecycle/lifecycle.ts';
 import type { MemberInfo } from '../mesh/members.ts';
 import type { PerfScores } from '../perf/scores.ts';
 import type { HostModelView, HostView } from '../route/types.ts';
@@ -99,4 +99,17 @@ export function peerViews(peers: readonly MemberInfo[], poller: CapacityPoller |
     });
   }
   return out;
+}
+
+/** Alive viiwork members (this node included, at `own`) whose reports show alias_version ≥ `version`, of how many. */
+export function aliasReach(version: number, own: number, peers: readonly MemberInfo[], poller: Pick<CapacityPoller, 'get'> | undefined): { reached: number; members: number } {
+  let reached = own >= version ? 1 : 0;
+  let members = 1;
+  for (const m of peers) {
+    if (m.state !== 'alive') continue;
+    members++;
+    const v = poller?.get(m.name)?.report.alias_version;
+    if (v !== undefined && v >= version) reached++;
+  }
+  return { reached, members };
 }

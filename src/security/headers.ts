@@ -4,6 +4,7 @@
  * the API has judged them.
  */
 import type { IncomingHttpHeaders } from 'node:http';
+import type { MeshMode } from './secret.ts';
 
 /** The sender's node name. Alone, it is an open-mesh forward claim. */
 export const HEADER_NODE = 'x-viiwork-node';
@@ -60,4 +61,10 @@ export function stripMeshHeaders<T extends HeaderBag>(headers: T): T {
     out[k] = v;
   }
   return out as T;
+}
+
+/** Headers that make a request one from member `self` to member `to`: signed in a secured mesh, the name alone in an open one. */
+export function memberHeaders(mode: MeshMode, self: string, method: string, pathWithQuery: string, bodySha256: string, to: string): Record<string, string> {
+  if (mode.mode === 'open') return { [HEADER_NODE]: self };
+  return { ...mode.signer.sign({ method, pathWithQuery, node: self, to, bodySha256 }) };
 }

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { BackendInfo } from '../../src/engines/backend.ts';
-import { EmbeddedBackend, embeddedDescriptor } from '../../src/engines/embedded.ts';
+import { EmbeddedBackend, embeddedDescriptor } from '../../src/engines/embedded/embedded.ts';
 import { LoadLock } from '../../src/engines/load-lock.ts';
 import { writeTinyGguf } from '../fakes/tiny-gguf.ts';
 import { waitFor } from '../fakes/wait.ts';

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { after, afterEach, describe, test } from 'node:test';
 import { request } from 'undici';
 import type { BackendInfo } from '../../src/engines/backend.ts';
-import { engineEnv, hideFromEngines, LlamacppBackend, llamaServerArgs, type LlamacppOptions } from '../../src/engines/llamacpp.ts';
+import { engineEnv, hideFromEngines, LlamacppBackend, llamaServerArgs, type LlamacppOptions } from '../../src/engines/llamacpp/llamacpp.ts';
 import { LoadLock } from '../../src/engines/load-lock.ts';
 import { FAKE_LLAMA_SERVER } from '../fakes/fake-engine.ts';
 import { waitFor } from '../fakes/wait.ts';

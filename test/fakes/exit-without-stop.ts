@@ -4,7 +4,7 @@
  * once healthy, then exits without stopping the backend. The engines module's
  * exit hook must kill the engine all the same.
  */
-import { LlamacppBackend } from '../../src/engines/llamacpp.ts';
+import { LlamacppBackend } from '../../src/engines/llamacpp/llamacpp.ts';
 import { FAKE_LLAMA_SERVER } from './fake-engine.ts';
 
 const b = new LlamacppBackend(

@@ -5,7 +5,7 @@ import { after, describe, it } from 'node:test';
 import { startNode, tempDir, type TestNode } from '../helpers/node.ts';
 import { waitFor } from '../fakes/wait.ts';
 import { writeTinyGguf } from '../fakes/tiny-gguf.ts';
-import { ggufMemory } from '../../src/engines/memory.ts';
+import { ggufMemory } from '../../src/lifecycle/memory.ts';
 
 const hasLib = await import('node-llama-cpp').then(
   () => true,

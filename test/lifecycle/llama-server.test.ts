@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { ggufMemory } from '../../src/engines/memory.ts';
+import { ggufMemory } from '../../src/lifecycle/memory.ts';
 import { startNode, tempDir, type TestNode } from '../helpers/node.ts';
 import { waitFor } from '../fakes/wait.ts';
 import { writeTinyGguf } from '../fakes/tiny-gguf.ts';

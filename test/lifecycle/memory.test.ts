@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { budgetFromGpu, MemoryBudget, parseNvidiaApps, parseNvidiaGpus, parseRocmSmi, queryGpus, ramBudget } from '../../src/engines/budget.ts';
-import { estimateMemory, ggufMemory, MEMORY_MARGIN_FIXED, shapeFromMetadata } from '../../src/engines/memory.ts';
+import { budgetFromGpu, MemoryBudget, parseNvidiaApps, parseNvidiaGpus, parseRocmSmi, queryGpus, ramBudget } from '../../src/lifecycle/budget.ts';
+import { estimateMemory, ggufMemory, MEMORY_MARGIN_FIXED, shapeFromMetadata } from '../../src/lifecycle/memory.ts';
 import { writeTinyGguf } from '../fakes/tiny-gguf.ts';
 import { tempDir } from '../helpers/node.ts';
 

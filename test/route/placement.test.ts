@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { chooseLoadHost, loadHosts, placementKey, rankLoadHosts, type LoadHost } from '../../src/route/placement.ts';
 import { rendezvousRank } from '../../src/hashing/rendezvous.ts';
-import { planRoom } from '../../src/engines/lifecycle.ts';
+import { planRoom } from '../../src/lifecycle/lifecycle.ts';
 import type { HostModelView, HostView, TargetView } from '../../src/route/types.ts';
 
 const G = 1024 ** 3;

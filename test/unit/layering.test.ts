@@ -18,6 +18,7 @@ export const LAYERS: string[][] = [
   ['prompt'],
   ['route', 'queue', 'security', 'metrics', 'aliases', 'responses'],
   ['mesh', 'engines', 'preflight', 'messages'],
+  ['lifecycle'],
   ['forward', 'capacity'],
   ['dispatch', 'files'],
   ['api'],

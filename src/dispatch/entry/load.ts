@@ -8,7 +8,7 @@
  * A load that fails ends the requests that waited for it with 503 and the
  * engine's own text; the next request asks again, another host first.
  */
-import type { LoadReason } from '../../engines/lifecycle.ts';
+import type { LoadReason } from '../../lifecycle/lifecycle.ts';
 import { loadHosts, rankLoadHosts } from '../../route/placement.ts';
 import type { HostView } from '../../route/types.ts';
 

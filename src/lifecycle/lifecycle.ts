@@ -13,9 +13,9 @@
  * swap of backends in its slot table (`LifecyclePorts`).
  */
 import type { ModelConfig } from '../config/schema.ts';
-import { UnloadedBackend, type Backend, type BackendInfo } from './backend.ts';
-import { LoadLock } from './load-lock.ts';
-import type { SlotTable } from './targets.ts';
+import { UnloadedBackend, type Backend, type BackendInfo } from '../engines/backend.ts';
+import { LoadLock } from '../engines/load-lock.ts';
+import type { SlotTable } from '../engines/targets.ts';
 
 /** `fetching`: the entry's file is being fetched from a member before it loads (issue 20, `prepare` below). */
 export type LifeState = 'unloaded' | 'fetching' | 'loading' | 'loaded' | 'unloading';

@@ -14,10 +14,11 @@ import http from 'node:http';
 import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import type { Llama, LlamaContext, LlamaEmbeddingContext, LlamaModel } from 'node-llama-cpp';
-import type { Descriptor } from '../workloads/workloads.ts';
-import { Backend, type BackendInfo, type Logger } from './backend.ts';
-import { engineLoadLock, type LoadLock } from './load-lock.ts';
+import type { Descriptor } from '../../workloads/workloads.ts';
+import { Backend, type BackendInfo, type Logger } from '../backend.ts';
+import { engineLoadLock, type LoadLock } from '../load-lock.ts';
 import { EmbeddedServer, SequencePool, type GenerationStats } from './embedded-server.ts';
+import { tokenizeCount } from '../tokenize.ts';
 
 /** Workloads the embedded engine serves. */
 export const EMBEDDED_WORKLOADS: readonly string[] = ['chat', 'completion', 'embeddings'];
@@ -116,6 +117,12 @@ export class EmbeddedBackend extends Backend {
 
   get url(): string | undefined {
     return this.#url;
+  }
+
+  /** The embedded server's /tokenize (llama-server's, with the model's own tokenizer). */
+  override async countTokens(text: string, signal: AbortSignal): Promise<number | undefined> {
+    const url = this.#url;
+    return url ? tokenizeCount(url, this.authHeaders(), text, signal) : undefined;
   }
 
   /** Sequences free now (undefined until loaded, or when no generation is served). */

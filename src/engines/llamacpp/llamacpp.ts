@@ -31,16 +31,17 @@
  *    without stopping its backends, an exit hook SIGKILLs every engine it
  *    started, so none is left behind.
  */
-import { API_KEY_ENV, SECRET_ENV_VARS } from '../security/secret.ts';
+import { API_KEY_ENV, SECRET_ENV_VARS } from '../../security/secret.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { findExecutable } from '../config/executable.ts';
+import { findExecutable } from '../../config/executable.ts';
 import { forgetEngine, parentDeathPrefix, reapLeftover, recordEngine } from './leftovers.ts';
 import net from 'node:net';
 import readline from 'node:readline';
-import type { Descriptor } from '../workloads/workloads.ts';
-import { Backend, type BackendInfo, type Logger } from './backend.ts';
-import { describeOutcome, fetchProps, formatMs, probe, Ticker, type EngineProps } from './health.ts';
-import { engineLoadLock, type LoadLock } from './load-lock.ts';
+import type { Descriptor } from '../../workloads/workloads.ts';
+import { Backend, type BackendInfo, type Logger } from '../backend.ts';
+import { describeOutcome, fetchProps, formatMs, probe, Ticker, type EngineProps } from '../health.ts';
+import { engineLoadLock, type LoadLock } from '../load-lock.ts';
+import { tokenizeCount } from '../tokenize.ts';
 
 export interface LlamacppConfig {
   /** llama-server executable: a name looked up in PATH or an absolute path. */
@@ -80,7 +81,7 @@ export interface LlamacppOptions {
   env?: Record<string, string | undefined>;
   /** See OpenAIBackendOptions.onProps: a version gate applied before the backend turns healthy. */
   onProps?: (props: EngineProps, backend: LlamacppBackend) => Descriptor | undefined | void;
-  /** node.state_dir: engines started are recorded here, and one left running by an earlier run is killed (engines/leftovers.ts). */
+  /** node.state_dir: engines started are recorded here, and one left running by an earlier run is killed (engines/llamacpp/leftovers.ts). */
   stateDir?: string;
 }
 
@@ -203,6 +204,13 @@ export class LlamacppBackend extends Backend {
     const r = this.#run;
     return r && !r.exited ? r.url : undefined;
   }
+
+  /** llama-server's /tokenize. */
+  override async countTokens(text: string, signal: AbortSignal): Promise<number | undefined> {
+    const url = this.url;
+    return url ? tokenizeCount(url, this.authHeaders(), text, signal) : undefined;
+  }
+
   /** pid of the running engine process, if any. */
   get pid(): number | undefined {
     const r = this.#run;

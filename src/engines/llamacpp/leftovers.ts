@@ -12,7 +12,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { findExecutable } from '../config/executable.ts';
+import { findExecutable } from '../../config/executable.ts';
 
 export interface EngineRecord {
   pid: number;
