@@ -4,7 +4,7 @@
  * one string for an engine's tokenizer, and the estimate when no engine
  * tokenizer is at hand (bytes ÷ 4, the node's estimate everywhere else).
  */
-import type { ChatRequest } from '../responses/index.ts';
+import type { ChatRequest } from '../chat/index.ts';
 
 /** The request's text for a tokenizer: tools first, then each message's role and content, as chat templates lay them out. */
 export function countText(chat: ChatRequest): string {

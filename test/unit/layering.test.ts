@@ -11,10 +11,10 @@ import { describe, it } from 'node:test';
 
 /** Lowest first. A room not listed here fails the test until it is placed. */
 export const LAYERS: string[][] = [
-  ['version', 'log', 'workloads', 'ui'],
+  ['version', 'log', 'workloads', 'ui', 'chat'],
   ['config', 'http', 'perf'],
-  ['route', 'queue', 'security', 'metrics', 'aliases', 'responses'],
-  ['mesh', 'engines', 'preflight', 'messages'],
+  ['route', 'queue', 'security', 'metrics', 'aliases', 'responses', 'messages'],
+  ['mesh', 'engines', 'preflight'],
   ['forward', 'capacity'],
   ['dispatch', 'files'],
   ['api'],
