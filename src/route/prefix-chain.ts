@@ -27,6 +27,7 @@
  * held. Pure: the same body gives the same chain on every node.
  */
 import crypto from 'node:crypto';
+import { isObj, type Obj } from '../chat/index.ts';
 import { arrayElements, lastSpan, type ScannedObject, type Span } from '../http/json-scan.ts';
 import type { ChainLink, PrefixChain } from './cache.ts';
 
@@ -138,9 +139,6 @@ function formatOf(path: string): Format | undefined {
   }
 }
 
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
-
 function walk(format: Format, src: Source, sink: Sink, opts: ChainOptions): void {
   if (format === 'completions') {
     const p = completionPrompt(src);
@@ -174,7 +172,7 @@ function chatBody(src: Source, b: SegmentBuilder): void {
       leading = false;
       b.endOfHead();
     }
-    b.push({ role, text: joinLines([contentText(msg.content), ...chatCalls(msg.tool_calls)]) });
+    b.push({ role, text: joinLines([canonicalContentText(msg.content), ...chatCalls(msg.tool_calls)]) });
   }
 }
 
@@ -208,9 +206,9 @@ function responsesBody(src: Source, b: SegmentBuilder): void {
       b.endOfHead();
     }
     // An assistant turn is held back: a function_call after it joins it.
-    if (type === 'message') b.push({ role, text: contentText(item.content) }, role === 'assistant');
+    if (type === 'message') b.push({ role, text: canonicalContentText(item.content) }, role === 'assistant');
     else if (type === 'function_call') b.call(callText(item.name, typeof item.arguments === 'string' ? item.arguments : '{}'));
-    else if (type === 'function_call_output') b.push({ role: 'tool', text: contentText(item.output) });
+    else if (type === 'function_call_output') b.push({ role: 'tool', text: canonicalContentText(item.output) });
     else if (type !== 'reasoning') b.push({ role: String(type), text: canonicalJson(item) });
   }
 }
@@ -242,14 +240,14 @@ function messagesBody(src: Source, b: SegmentBuilder, opts: ChainOptions): void 
     const msg = isObj(m) ? m : {};
     const role = typeof msg.role === 'string' ? msg.role : 'user';
     if (!Array.isArray(msg.content)) {
-      b.push({ role, text: contentText(msg.content) });
+      b.push({ role, text: canonicalContentText(msg.content) });
       continue;
     }
     const texts: string[] = [];
     const calls: string[] = [];
     for (const blk of msg.content) {
-      if (!isObj(blk)) texts.push(contentText(blk));
-      else if (blk.type === 'tool_result') b.push({ role: 'tool', text: contentText(blk.content) });
+      if (!isObj(blk)) texts.push(canonicalContentText(blk));
+      else if (blk.type === 'tool_result') b.push({ role: 'tool', text: canonicalContentText(blk.content) });
       else if (blk.type === 'tool_use') calls.push(callText(blk.name, canonicalJson(blk.input ?? {})));
       else if (blk.type === 'thinking' || blk.type === 'redacted_thinking') continue;
       else texts.push(partText(blk));
@@ -286,8 +284,8 @@ function partText(part: unknown): string {
   return part === undefined || part === null ? '' : String(part);
 }
 
-/** A content value's text: a string as it is, parts joined by newlines (as the Responses translation joins them). */
-function contentText(content: unknown): string {
+/** A content value's canonical text: a string as it is, parts joined by newlines (as the Responses translation joins them), a part that is not text as canonical JSON. */
+function canonicalContentText(content: unknown): string {
   if (Array.isArray(content)) return content.map(partText).join('\n');
   return partText(content);
 }
