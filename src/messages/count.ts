@@ -4,7 +4,8 @@
  * one string for an engine's tokenizer, and the estimate when no engine
  * tokenizer is at hand (bytes ÷ 4, the node's estimate everywhere else).
  */
-import type { ChatRequest } from '../responses/index.ts';
+import type { ChatRequest } from '../chat/index.ts';
+import { estimateTokens as estimateFromBytes } from '../prompt/tokens.ts';
 
 /** The request's text for a tokenizer: tools first, then each message's role and content, as chat templates lay them out. */
 export function countText(chat: ChatRequest): string {
@@ -21,5 +22,5 @@ export function countText(chat: ChatRequest): string {
 
 /** The estimate: one token per 4 bytes of that text (at least 1). */
 export function estimateTokens(text: string): number {
-  return Math.max(1, Math.ceil(Buffer.byteLength(text) / 4));
+  return estimateFromBytes(Buffer.byteLength(text));
 }

@@ -3,7 +3,7 @@
  * for chat-only engines: the request becomes a chat completion, the answer
  * (whole or streamed) becomes a message or Anthropic's event stream. Pure
  * translation; the node does the I/O. The chat side (types, SSE decoding,
- * chunk reading) is the Responses translation's (src/responses/).
+ * chunk reading) is src/chat/, shared with the Responses translation.
  * What is supported: docs/api.md.
  */
 export { BILLING_HEADER_PREFIX, messagesToChat, newMessageId, type MessagesToChatOptions, type MessagesToChatResult } from './request.ts';

@@ -6,24 +6,21 @@
  * accepted and left out, never refused; only a body that cannot mean a
  * conversation is a 400 naming the field. docs/api.md lists the mapping.
  */
-import { randomBytes } from 'node:crypto';
-import { guardTranslation, isObj, num, present, refuse, str, type Obj } from '../responses/fields.ts';
-import { DEFAULT_LIMITS, type ChatContentPart, type ChatMessage, type ChatRequest, type ChatTool, type ChatToolCall, type TranslationError, type TranslationLimits } from '../responses/index.ts';
+import { guardTranslation, isObj, num, present, randomId, refuse, str, type ChatContentPart, type ChatMessage, type ChatRequest, type ChatTool, type ChatToolCall, type Obj, type TranslationLimits, type TranslationOptions, type TranslationResult } from '../chat/index.ts';
 import type { MessageMeta } from './types.ts';
 
-export interface MessagesToChatOptions {
+export interface MessagesToChatOptions extends TranslationOptions {
   /** The new message's id (`msg_…`); a random one when absent. */
   messageId?: string;
   /** Prompt-cache hygiene (api.agent_hygiene): drop Claude Code's per-session billing block from `system`. */
   hygiene?: boolean;
-  limits?: Partial<TranslationLimits>;
 }
 
-export type MessagesToChatResult = { ok: true; chat: ChatRequest; meta: MessageMeta } | { ok: false; error: TranslationError };
+export type MessagesToChatResult = TranslationResult<MessageMeta>;
 
 /** A fresh message id: `msg_` and 48 hex digits. */
-export function newMessageId(random: (n: number) => Buffer = randomBytes): string {
-  return `msg_${random(24).toString('hex')}`;
+export function newMessageId(random?: (n: number) => Buffer): string {
+  return randomId('msg', random);
 }
 
 /**
@@ -35,12 +32,8 @@ export const BILLING_HEADER_PREFIX = 'x-anthropic-billing-header:';
 
 const HANDLED = new Set(['model', 'messages', 'system', 'tools', 'tool_choice', 'max_tokens', 'stop_sequences', 'temperature', 'top_p', 'top_k', 'stream']);
 
-
-
-
 export function messagesToChat(req: unknown, opts: MessagesToChatOptions = {}): MessagesToChatResult {
-  const limits = { ...DEFAULT_LIMITS, ...opts.limits };
-  return guardTranslation(req, (body) => translate(body, limits, opts));
+  return guardTranslation(req, opts.limits, (body, limits) => translate(body, limits, opts));
 }
 
 /** Consecutive user turns become one (chat templates that want turns to alternate accept the result). */

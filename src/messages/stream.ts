@@ -12,13 +12,13 @@
  * Reasoning deltas are left out (a thinking block needs a signature the
  * engine cannot give). Pure: feed it, write what it returns.
  */
-import { ChatSseDecoder, readChatChunk, type ToolCallPiece } from '../responses/index.ts';
+import { ChatStreamTranslator, sseEvent, type ChatChunk, type ToolCallPiece } from '../chat/index.ts';
 import { chatUsageToAnthropic, stopReasonFor, toolUseId } from './response.ts';
 import type { AnthropicUsage, MessageMeta } from './types.ts';
 
 /** An Anthropic server-sent event, as text. */
 export function anthropicEvent(type: string, data: Record<string, unknown>): string {
-  return `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+  return sseEvent(type, { type, ...data });
 }
 
 /** The keep-alive event of a Messages stream. */
@@ -26,68 +26,36 @@ export const PING = anthropicEvent('ping', {});
 
 type Open = { kind: 'text'; index: number } | { kind: 'tool'; index: number; key: number };
 
-export class MessagesStreamTranslator {
-  #started = false;
-  #finished = false;
+export class MessagesStreamTranslator extends ChatStreamTranslator {
   #blocks = 0;
   #open?: Open;
   /** Tool calls seen (chat key → its block index), and those whose block has closed. */
   #calls = new Map<number, number>();
   #closedCalls = new Set<number>();
-  #finishReason: unknown;
   #usage?: AnthropicUsage;
-  #decoder?: ChatSseDecoder;
 
-  constructor(private readonly meta: MessageMeta) {}
-
-  get finished(): boolean {
-    return this.#finished;
+  constructor(private readonly meta: MessageMeta) {
+    super('message');
   }
 
-  start(): string {
-    if (this.#started) return '';
-    this.#started = true;
+  /** message_start, then a ping. */
+  protected override opening(): string {
     const message = { id: this.meta.id, type: 'message', role: 'assistant', model: this.meta.model, content: [], stop_reason: null, stop_sequence: null, usage: { input_tokens: 0, output_tokens: 0 } };
     return anthropicEvent('message_start', { message }) + PING;
   }
 
-  /** One parsed `data:` payload of the chat stream, or '[DONE]'. */
-  push(chunk: unknown): string {
-    if (this.#finished) return '';
-    if (chunk === '[DONE]') return this.#finish();
-    let out = this.start();
-    const c = readChatChunk(chunk);
-    if (c.error !== undefined) return out + this.error(c.error);
+  protected override translate(c: ChatChunk): string {
+    let out = '';
     if (c.usage) this.#usage = chatUsageToAnthropic(c.usage);
     const text = c.text + c.refusal;
     if (text !== '') out += this.#text(text);
     for (const tc of c.toolCalls) out += this.#tool(tc);
-    if (c.finishReason !== undefined) this.#finishReason = c.finishReason;
     return out;
   }
 
-  pushBytes(bytes: Buffer | string): string {
-    this.#decoder ??= new ChatSseDecoder();
-    let out = '';
-    for (const d of this.#decoder.push(bytes)) out += d.kind === 'data' ? this.push(d.value) : d.kind === 'done' ? this.push('[DONE]') : this.error(d.reason);
-    return out;
-  }
-
-  /** The engine's stream ended: the message completes when the engine said it finished, else a failure. */
-  end(): string {
-    let out = '';
-    if (this.#decoder) for (const d of this.#decoder.end()) out += d.kind === 'data' ? this.push(d.value) : d.kind === 'done' ? this.push('[DONE]') : this.error(d.reason);
-    if (this.#finished) return out;
-    if (this.#finishReason !== undefined) return out + this.#finish();
-    return out + this.error("the engine's stream ended before the message was complete");
-  }
-
-  /** A failure mid-stream: an `error` event in Anthropic's shape. Terminal. */
-  error(message: string): string {
-    if (this.#finished) return '';
-    const out = this.start();
-    this.#finished = true;
-    return out + anthropicEvent('error', { error: { type: 'api_error', message } });
+  /** An `error` event in Anthropic's shape (which has no code). */
+  protected override failure(message: string): string {
+    return anthropicEvent('error', { error: { type: 'api_error', message } });
   }
 
   #close(): string {
@@ -126,14 +94,14 @@ export class MessagesStreamTranslator {
     return out;
   }
 
-  #finish(): string {
-    let out = this.start();
+  /** The open block closed, then message_delta (stop_reason, usage) and message_stop. */
+  protected override completion(finishReason: unknown): string {
+    let out = '';
     // A message always has a block: Claude Code prints nothing without a content_block_stop.
     if (this.#blocks === 0) out += this.#text('');
     out += this.#close();
-    this.#finished = true;
     const usage = this.#usage ?? { input_tokens: 0, output_tokens: 0, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };
-    out += anthropicEvent('message_delta', { delta: { stop_reason: stopReasonFor(this.#finishReason, this.#calls.size > 0), stop_sequence: null }, usage });
+    out += anthropicEvent('message_delta', { delta: { stop_reason: stopReasonFor(finishReason, this.#calls.size > 0), stop_sequence: null }, usage });
     return out + anthropicEvent('message_stop', {});
   }
 }

@@ -1,7 +1,8 @@
 /**
  * What the Messages ⇄ Chat Completions translation carries between the
- * request and its answer. The chat side (ChatRequest and its parts) is the
- * Responses translation's, shared: both end at the same chat engine.
+ * request and its answer, and the Anthropic shapes it writes. The chat side
+ * (ChatRequest and its parts) is src/chat/, shared with the Responses
+ * translation: both end at the same chat engine.
  */
 
 /** What the answer translators need of the request: ids, echoes, and what was left out. */

@@ -6,7 +6,7 @@
  * written with sorted keys, so whitespace, key order and escapes never change
  * it. Pure.
  */
-import { isObj } from './guards.ts';
+import { isObj } from '../chat/index.ts';
 
 /** One piece of canonical prompt: a tool definition (role `tools`) or a message. */
 export interface Segment {
@@ -43,7 +43,7 @@ export function partText(part: unknown): string {
 }
 
 /** A content value's text: a string as it is, parts joined by newlines (as the Responses translation joins them). */
-export function contentText(content: unknown): string {
+export function canonicalContentText(content: unknown): string {
   if (Array.isArray(content)) return content.map(partText).join('\n');
   return partText(content);
 }

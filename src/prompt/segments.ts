@@ -8,8 +8,8 @@
  * (sources.ts).
  */
 import type { PromptDialect } from '../workloads/workloads.ts';
-import { callText, canonicalJson, chatCalls, contentText, joinLines, partText, toolText, type Segment } from './canonical.ts';
-import { isObj } from './guards.ts';
+import { callText, canonicalJson, chatCalls, canonicalContentText, joinLines, partText, toolText, type Segment } from './canonical.ts';
+import { isObj } from '../chat/index.ts';
 import { ObjectSource, type Source } from './sources.ts';
 
 /** Completions: a boundary every this many characters of prompt. */
@@ -143,7 +143,7 @@ function chatBody(src: Source, b: SegmentBuilder): void {
       leading = false;
       b.endOfHead();
     }
-    b.push({ role, text: joinLines([contentText(msg.content), ...chatCalls(msg.tool_calls)]) });
+    b.push({ role, text: joinLines([canonicalContentText(msg.content), ...chatCalls(msg.tool_calls)]) });
   }
 }
 
@@ -177,9 +177,9 @@ function responsesBody(src: Source, b: SegmentBuilder): void {
       b.endOfHead();
     }
     // An assistant turn is held back: a function_call after it joins it.
-    if (type === 'message') b.push({ role, text: contentText(item.content) }, role === 'assistant');
+    if (type === 'message') b.push({ role, text: canonicalContentText(item.content) }, role === 'assistant');
     else if (type === 'function_call') b.call(callText(item.name, typeof item.arguments === 'string' ? item.arguments : '{}'));
-    else if (type === 'function_call_output') b.push({ role: 'tool', text: contentText(item.output) });
+    else if (type === 'function_call_output') b.push({ role: 'tool', text: canonicalContentText(item.output) });
     else if (type !== 'reasoning') b.push({ role: String(type), text: canonicalJson(item) });
   }
 }
@@ -211,14 +211,14 @@ function messagesBody(src: Source, b: SegmentBuilder, opts: ChainOptions): void 
     const msg = isObj(m) ? m : {};
     const role = typeof msg.role === 'string' ? msg.role : 'user';
     if (!Array.isArray(msg.content)) {
-      b.push({ role, text: contentText(msg.content) });
+      b.push({ role, text: canonicalContentText(msg.content) });
       continue;
     }
     const texts: string[] = [];
     const calls: string[] = [];
     for (const blk of msg.content) {
-      if (!isObj(blk)) texts.push(contentText(blk));
-      else if (blk.type === 'tool_result') b.push({ role: 'tool', text: contentText(blk.content) });
+      if (!isObj(blk)) texts.push(canonicalContentText(blk));
+      else if (blk.type === 'tool_result') b.push({ role: 'tool', text: canonicalContentText(blk.content) });
       else if (blk.type === 'tool_use') calls.push(callText(blk.name, canonicalJson(blk.input ?? {})));
       else if (blk.type === 'thinking' || blk.type === 'redacted_thinking') continue;
       else texts.push(partText(blk));

@@ -5,9 +5,7 @@
  * already parsed (the sim engine). Pure.
  */
 import { arrayElements, lastSpan, type ScannedObject, type Span } from '../http/json-scan.ts';
-import { isObj } from './guards.ts';
-
-type Obj = Record<string, unknown>;
+import type { Obj } from '../chat/index.ts';
 
 
 export interface Source {

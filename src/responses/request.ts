@@ -4,33 +4,21 @@
  * throws; whatever cannot be translated is a 400 that names the field.
  * docs/api.md lists what is supported; this file is its implementation.
  */
-import { randomBytes } from 'node:crypto';
-import { guardTranslation, isObj, num, present, refuse, str, type Obj } from './fields.ts';
-import {
-  DEFAULT_LIMITS,
-  type ChatContentPart,
-  type ChatMessage,
-  type ChatRequest,
-  type ChatTool,
-  type ChatToolCall,
-  type ResponseMeta,
-  type TranslationError,
-  type TranslationLimits,
-} from './types.ts';
+import { guardTranslation, isObj, num, present, randomId, refuse, str, type ChatContentPart, type ChatMessage, type ChatRequest, type ChatTool, type ChatToolCall, type Obj, type TranslationLimits, type TranslationOptions, type TranslationResult } from '../chat/index.ts';
+import type { ResponseMeta } from './types.ts';
 
-export interface ResponsesToChatOptions {
+export interface ResponsesToChatOptions extends TranslationOptions {
   /** The new response's id (`resp_…`); a random one when absent. */
   responseId?: string;
   /** Unix seconds; now when absent. */
   createdAt?: number;
-  limits?: Partial<TranslationLimits>;
 }
 
-export type ResponsesToChatResult = { ok: true; chat: ChatRequest; meta: ResponseMeta } | { ok: false; error: TranslationError };
+export type ResponsesToChatResult = TranslationResult<ResponseMeta>;
 
 /** A fresh response id: `resp_` and 48 hex digits. */
-export function newResponseId(random: (n: number) => Buffer = randomBytes): string {
-  return `resp_${random(24).toString('hex')}`;
+export function newResponseId(random?: (n: number) => Buffer): string {
+  return randomId('resp', random);
 }
 
 /** Request keys that need state kept by the server; this node keeps none. */
@@ -77,8 +65,6 @@ const HANDLED = new Set([
 
 const show = (v: unknown) => JSON.stringify(typeof v === 'string' ? v.slice(0, 60) : v === null ? null : typeof v);
 
-
-
 function bool(v: unknown, param: string): boolean {
   if (typeof v !== 'boolean') refuse('invalid_request', param, `${param} must be true or false`);
   return v as boolean;
@@ -97,8 +83,7 @@ function deeperThan(root: unknown, max: number): boolean {
 }
 
 export function responsesToChat(req: unknown, opts: ResponsesToChatOptions = {}): ResponsesToChatResult {
-  const limits = { ...DEFAULT_LIMITS, ...opts.limits };
-  return guardTranslation(req, (body) => translate(body, limits, opts));
+  return guardTranslation(req, opts.limits, (body, limits) => translate(body, limits, opts));
 }
 
 function translate(req: Obj, limits: TranslationLimits, opts: ResponsesToChatOptions): ResponsesToChatResult {

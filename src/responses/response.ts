@@ -4,10 +4,8 @@
  * envelope). Pure; never throws on a malformed completion (the result is a
  * `failed` response that says why).
  */
+import { readChatCompletion, readChatUsage } from '../chat/index.ts';
 import type { ItemStatus, OutputItem, ResponseMeta, ResponseObject, ResponseStatus, ResponseUsage } from './types.ts';
-
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** The id of the `index`-th output item of a response: `msg_…`, `fc_…`, `rs_…` (unique within the response, derived from its id). */
 export function itemId(meta: Pick<ResponseMeta, 'id'>, prefix: 'msg' | 'fc' | 'rs', index: number): string {
@@ -16,18 +14,14 @@ export function itemId(meta: Pick<ResponseMeta, 'id'>, prefix: 'msg' | 'fc' | 'r
 
 /** Chat usage → Responses usage; undefined when the engine reported none. */
 export function chatUsageToResponses(usage: unknown): ResponseUsage | undefined {
-  if (!isObj(usage)) return undefined;
-  const n = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : 0);
-  const input = n(usage.prompt_tokens);
-  const output = n(usage.completion_tokens);
-  const pd = isObj(usage.prompt_tokens_details) ? usage.prompt_tokens_details : {};
-  const cd = isObj(usage.completion_tokens_details) ? usage.completion_tokens_details : {};
+  const u = readChatUsage(usage);
+  if (!u) return undefined;
   return {
-    input_tokens: input,
-    input_tokens_details: { cached_tokens: n(pd.cached_tokens), cache_write_tokens: 0 },
-    output_tokens: output,
-    output_tokens_details: { reasoning_tokens: n(cd.reasoning_tokens) },
-    total_tokens: typeof usage.total_tokens === 'number' ? n(usage.total_tokens) : input + output,
+    input_tokens: u.promptTokens,
+    input_tokens_details: { cached_tokens: u.cachedTokens, cache_write_tokens: 0 },
+    output_tokens: u.completionTokens,
+    output_tokens_details: { reasoning_tokens: u.reasoningTokens },
+    total_tokens: u.totalTokens ?? u.promptTokens + u.completionTokens,
   };
 }
 
@@ -85,13 +79,6 @@ export function baseResponse(meta: ResponseMeta, model = meta.model): ResponseOb
   return r;
 }
 
-/** Text out of a chat message's `content` (a string, or a list of text parts from some engines). */
-export function contentText(content: unknown): string {
-  if (typeof content === 'string') return content;
-  if (Array.isArray(content)) return content.map((p) => (isObj(p) && typeof p.text === 'string' ? p.text : '')).join('');
-  return '';
-}
-
 export interface ChatToResponseOptions {
   /** Unix seconds for `completed_at`; `meta.createdAt` when absent. */
   completedAt?: number;
@@ -104,40 +91,33 @@ export interface ChatToResponseOptions {
  * engine returned `reasoning_content`), the message, then function calls.
  */
 export function chatToResponse(chatResponse: unknown, meta: ResponseMeta, opts: ChatToResponseOptions = {}): ResponseObject {
-  const model = isObj(chatResponse) && typeof chatResponse.model === 'string' && chatResponse.model !== '' ? chatResponse.model : meta.model;
-  const r = baseResponse(meta, model);
-  const choice = isObj(chatResponse) && Array.isArray(chatResponse.choices) ? chatResponse.choices.find((c) => isObj(c) && (c.index ?? 0) === 0) ?? chatResponse.choices[0] : undefined;
-  const message = isObj(choice) && isObj(choice.message) ? choice.message : undefined;
-  if (!message) {
-    const engineError = isObj(chatResponse) && isObj(chatResponse.error) && typeof chatResponse.error.message === 'string' ? `: ${chatResponse.error.message.slice(0, 500)}` : '';
+  const c = readChatCompletion(chatResponse);
+  const r = baseResponse(meta, c.model ?? meta.model);
+  if (!c.ok) {
     r.status = 'failed';
-    r.error = { code: 'server_error', message: `the engine's answer is not a chat completion${engineError}` };
+    r.error = { code: 'server_error', message: c.failure };
     return r;
   }
-  const end = statusFor((choice as Obj).finish_reason, meta);
+  const end = statusFor(c.finishReason, meta);
   const output: OutputItem[] = [];
 
-  const reasoning = typeof message.reasoning_content === 'string' ? message.reasoning_content : typeof message.reasoning === 'string' ? message.reasoning : '';
-  if (reasoning !== '') output.push({ type: 'reasoning', id: itemId(meta, 'rs', output.length), summary: [], content: [{ type: 'reasoning_text', text: reasoning }], status: end.itemStatus });
+  if (c.reasoning !== '') output.push({ type: 'reasoning', id: itemId(meta, 'rs', output.length), summary: [], content: [{ type: 'reasoning_text', text: c.reasoning }], status: end.itemStatus });
 
-  const text = contentText(message.content);
-  const refusal = typeof message.refusal === 'string' && message.refusal !== '' ? message.refusal : '';
-  const calls = Array.isArray(message.tool_calls) ? message.tool_calls.filter(isObj) : [];
-  if (text !== '' || refusal !== '' || calls.length === 0) {
+  const { text, refusal } = c;
+  if (text !== '' || refusal !== '' || c.toolCalls.length === 0) {
     const content: Extract<OutputItem, { type: 'message' }> = { type: 'message', id: itemId(meta, 'msg', output.length), role: 'assistant', status: end.itemStatus, content: [] };
     if (text !== '' || refusal === '') content.content.push({ type: 'output_text', text, annotations: [], logprobs: [] });
     if (refusal !== '') content.content.push({ type: 'refusal', refusal });
     output.push(content);
   }
-  for (const call of calls) {
-    const fn = isObj(call.function) ? call.function : {};
+  for (const call of c.toolCalls) {
     const index = output.length;
     const item: Extract<OutputItem, { type: 'function_call' }> = {
       type: 'function_call',
       id: itemId(meta, 'fc', index),
-      call_id: typeof call.id === 'string' && call.id !== '' ? call.id : `call_${itemId(meta, 'fc', index).slice(3)}`,
-      name: typeof fn.name === 'string' ? fn.name : '',
-      arguments: typeof fn.arguments === 'string' ? fn.arguments : isObj(fn.arguments) ? JSON.stringify(fn.arguments) : '',
+      call_id: call.id ?? `call_${itemId(meta, 'fc', index).slice(3)}`,
+      name: call.name,
+      arguments: call.args,
       status: 'completed',
     };
     restoreNamespace(item, meta);
@@ -148,7 +128,7 @@ export function chatToResponse(chatResponse: unknown, meta: ResponseMeta, opts: 
   r.status = end.status;
   r.incomplete_details = end.incomplete;
   r.completed_at = end.status === 'completed' ? opts.completedAt ?? meta.createdAt : null;
-  const usage = chatUsageToResponses(isObj(chatResponse) ? chatResponse.usage : undefined);
+  const usage = chatUsageToResponses(c.usage);
   if (usage) r.usage = usage;
   return r;
 }

@@ -14,12 +14,9 @@
  * carries OpenAI's error shape (the SDKs raise it as an APIError). Every
  * event has a `sequence_number` from 0 up. Pure: feed it, write what it returns.
  */
+import { ChatStreamTranslator, joinName, sseEvent, type ChatChunk, type Obj, type ToolCallPiece } from '../chat/index.ts';
 import { baseResponse, chatUsageToResponses, itemId, restoreNamespace, statusFor } from './response.ts';
-import { ChatSseDecoder, sseEvent } from './sse.ts';
-import { joinName, readChatChunk, type ToolCallPiece } from './chunk.ts';
 import type { ItemStatus, OutputItem, OutputRefusal, OutputText, ReasoningText, ResponseMeta, ResponseObject, ResponseUsage } from './types.ts';
-
-type Obj = Record<string, unknown>;
 
 type MessageItem = Extract<OutputItem, { type: 'message' }>;
 type CallItem = Extract<OutputItem, { type: 'function_call' }>;
@@ -30,10 +27,8 @@ export interface StreamTranslatorOptions {
   now?: () => number;
 }
 
-export class ResponsesStreamTranslator {
+export class ResponsesStreamTranslator extends ChatStreamTranslator {
   #seq = 0;
-  #started = false;
-  #finished = false;
   #model: string;
   #output: OutputItem[] = [];
   #open = new Set<number>();
@@ -42,22 +37,16 @@ export class ResponsesStreamTranslator {
   #textPart?: number;
   #refusalPart?: number;
   #calls = new Map<number, number>();
-  #finishReason: unknown;
   #usage?: ResponseUsage;
-  #decoder?: ChatSseDecoder;
   readonly #now: () => number;
 
   constructor(
     private readonly meta: ResponseMeta,
     opts: StreamTranslatorOptions = {},
   ) {
+    super('response');
     this.#model = meta.model;
     this.#now = opts.now ?? (() => Math.floor(Date.now() / 1000));
-  }
-
-  /** True once a terminal event (completed, incomplete, failed) was produced; later calls return ''. */
-  get finished(): boolean {
-    return this.#finished;
   }
 
   /** The usage the engine reported, in Responses form (for the node's own accounting). */
@@ -65,21 +54,14 @@ export class ResponsesStreamTranslator {
     return this.#usage;
   }
 
-  /** response.created and response.in_progress; produced at most once (push does it on its own). */
-  start(): string {
-    if (this.#started) return '';
-    this.#started = true;
+  /** response.created and response.in_progress. */
+  protected override opening(): string {
     const r = this.#response('in_progress');
     return this.#emit('response.created', { response: r }) + this.#emit('response.in_progress', { response: r });
   }
 
-  /** One parsed `data:` payload of the chat stream, or '[DONE]'. */
-  push(chunk: unknown): string {
-    if (this.#finished) return '';
-    if (chunk === '[DONE]') return this.#finish();
-    let out = this.start();
-    const c = readChatChunk(chunk);
-    if (c.error !== undefined) return out + this.error(c.error);
+  protected override translate(c: ChatChunk): string {
+    let out = '';
     if (c.model) this.#model = c.model;
     const usage = chatUsageToResponses(c.usage);
     if (usage) this.#usage = usage;
@@ -87,45 +69,12 @@ export class ResponsesStreamTranslator {
     if (c.text !== '') out += this.#textDelta(c.text);
     if (c.refusal !== '') out += this.#refusalDelta(c.refusal);
     for (const tc of c.toolCalls) out += this.#toolCallDelta(tc);
-    if (c.finishReason !== undefined) this.#finishReason = c.finishReason;
     return out;
   }
 
-  /**
-   * Raw bytes of the chat stream, as they arrive from the engine: decoded
-   * into events and pushed. Call `end()` when the engine's body ends.
-   */
-  pushBytes(bytes: Buffer | string): string {
-    this.#decoder ??= new ChatSseDecoder();
+  /** response.failed, then an `error` event in OpenAI's error shape (the SDKs raise it as an APIError). */
+  protected override failure(message: string, code = 'server_error'): string {
     let out = '';
-    for (const d of this.#decoder.push(bytes)) {
-      if (d.kind === 'data') out += this.push(d.value);
-      else if (d.kind === 'done') out += this.push('[DONE]');
-      else out += this.error(d.reason);
-    }
-    return out;
-  }
-
-  /**
-   * The engine's stream ended. Completes the response when the engine said
-   * it finished (a finish_reason or [DONE]); otherwise a failure.
-   */
-  end(): string {
-    let out = '';
-    if (this.#decoder) for (const d of this.#decoder.end()) out += d.kind === 'data' ? this.push(d.value) : d.kind === 'done' ? this.push('[DONE]') : this.error(d.reason);
-    if (this.#finished) return out;
-    if (this.#finishReason !== undefined) return out + this.#finish();
-    return out + this.error("the engine's stream ended before the response was complete");
-  }
-
-  /**
-   * A failure mid-stream (engine gone, stall, a bad event): response.failed,
-   * then an `error` event in OpenAI's error shape. Terminal.
-   */
-  error(message: string, code = 'server_error'): string {
-    if (this.#finished) return '';
-    let out = this.start();
-    this.#finished = true;
     for (const i of this.#open) this.#output[i].status = 'incomplete';
     this.#open.clear();
     const r = this.#response('failed');
@@ -257,11 +206,11 @@ export class ResponsesStreamTranslator {
     return out + this.#emit('response.output_item.done', { output_index: index, item: structuredClone(item) });
   }
 
-  #finish(): string {
-    let out = this.start();
-    const end = statusFor(this.#finishReason, this.meta);
+  /** Open items closed, then response.completed (or response.incomplete) with usage. */
+  protected override completion(finishReason: unknown): string {
+    let out = '';
+    const end = statusFor(finishReason, this.meta);
     for (const index of [...this.#open].sort((a, b) => a - b)) out += this.#close(index, end.itemStatus);
-    this.#finished = true;
     const r = this.#response(end.status);
     r.incomplete_details = end.incomplete;
     if (end.status === 'completed') r.completed_at = this.#now();

@@ -1,83 +1,10 @@
 /**
- * The shapes the Responses ↔ Chat Completions translation reads and writes.
- * Only the fields the translation touches are typed; everything else is
- * unknown. Wire names are OpenAI's (snake_case), so a value of these types
- * is what goes on the wire as JSON.
+ * The Responses side of the Responses ↔ Chat Completions translation: what
+ * it carries from the request to the answer, and the Responses objects it
+ * writes (the chat side is src/chat/). Only the fields the translation
+ * touches are typed. Wire names are OpenAI's (snake_case), so a value of
+ * these types is what goes on the wire as JSON.
  */
-
-/** A 400 the API layer sends in OpenAI's error shape (`invalid_request_error`). */
-export interface TranslationError {
-  status: 400;
-  message: string;
-  /** Machine-readable: `invalid_request`, `unsupported_parameter`, `unsupported_tool`, `unsupported_input`, `stateful_request`, `input_too_large`. */
-  code: TranslationErrorCode;
-  /** The request field at fault, as a path (`input[3].content[0].type`), or null. */
-  param: string | null;
-}
-
-export type TranslationErrorCode =
-  | 'invalid_request'
-  | 'unsupported_parameter'
-  | 'unsupported_tool'
-  | 'unsupported_input'
-  | 'stateful_request'
-  | 'input_too_large';
-
-/** Bounds on a Responses request; past one, a 400 `input_too_large`. */
-export interface TranslationLimits {
-  /** Nesting depth of the whole request body (objects and arrays). */
-  maxDepth: number;
-  /** Items in `input`. */
-  maxInputItems: number;
-  /** Content parts in one message. */
-  maxContentParts: number;
-  /** Entries in `tools`. */
-  maxTools: number;
-}
-
-export const DEFAULT_LIMITS: TranslationLimits = { maxDepth: 64, maxInputItems: 4096, maxContentParts: 1024, maxTools: 512 };
-
-/** A Chat Completions request body, as far as the translation builds it. */
-export interface ChatRequest {
-  model: string;
-  messages: ChatMessage[];
-  tools?: ChatTool[];
-  tool_choice?: 'none' | 'auto' | 'required' | { type: 'function'; function: { name: string } };
-  parallel_tool_calls?: boolean;
-  response_format?: { type: 'json_object' } | { type: 'json_schema'; json_schema: { name: string; schema: Record<string, unknown>; strict?: boolean; description?: string } };
-  temperature?: number;
-  top_p?: number;
-  max_tokens?: number;
-  /** Stop sequences (the Messages API's stop_sequences). */
-  stop?: string[];
-  top_k?: number;
-  reasoning_effort?: string;
-  stream?: boolean;
-  stream_options?: { include_usage: true };
-}
-
-export type ChatContentPart =
-  | { type: 'text'; text: string }
-  | { type: 'image_url'; image_url: { url: string; detail?: 'auto' | 'low' | 'high' } }
-  | { type: 'input_audio'; input_audio: { data: string; format: string } }
-  | { type: 'file'; file: { file_data: string; filename?: string } };
-
-export interface ChatToolCall {
-  id: string;
-  type: 'function';
-  function: { name: string; arguments: string };
-}
-
-export type ChatMessage =
-  | { role: 'system'; content: string }
-  | { role: 'user'; content: string | ChatContentPart[] }
-  | { role: 'assistant'; content: string | null; tool_calls?: ChatToolCall[] }
-  | { role: 'tool'; tool_call_id: string; content: string };
-
-export interface ChatTool {
-  type: 'function';
-  function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean };
-}
 
 /**
  * What `chatToResponse` and the stream translator need to build the

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { chatToMessage, messagesToChat, MessagesStreamTranslator, type MessageMeta } from '../../src/messages/index.ts';
-import type { ChatRequest } from '../../src/responses/index.ts';
+import type { ChatRequest } from '../../src/chat/index.ts';
 
 function chatOf(req: Record<string, unknown>, hygiene = true): ChatRequest {
   const r = messagesToChat(req, { messageId: 'msg_00', hygiene });

@@ -1,7 +1,8 @@
 /** responsesToChat, field by field: what each Responses field becomes in the chat body, and every refusal. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { newResponseId, responsesToChat, type ChatRequest, type ResponseMeta, type TranslationError } from '../../src/responses/index.ts';
+import type { ChatRequest, TranslationError } from '../../src/chat/index.ts';
+import { newResponseId, responsesToChat, type ResponseMeta } from '../../src/responses/index.ts';
 import { seeded } from '../helpers/random.ts';
 
 const base = { model: 'm1', input: 'hi' };

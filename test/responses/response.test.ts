@@ -1,7 +1,8 @@
 /** chatToResponse, the stream translator and the chat SSE decoder, without the SDK: exact shapes and event orders. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ChatSseDecoder, chatToResponse, chatUsageToResponses, ResponsesStreamTranslator, responsesToChat, type ResponseMeta } from '../../src/responses/index.ts';
+import { ChatSseDecoder } from '../../src/chat/index.ts';
+import { chatToResponse, chatUsageToResponses, ResponsesStreamTranslator, responsesToChat, type ResponseMeta } from '../../src/responses/index.ts';
 import { TEXT_STREAM_EVENTS } from './events.ts';
 
 function meta(req: Record<string, unknown> = {}): ResponseMeta {

@@ -13,7 +13,8 @@ import { after, before, beforeEach, describe, it } from 'node:test';
 import OpenAI from 'openai';
 import { zodTextFormat } from 'openai/helpers/zod';
 import { z } from 'zod';
-import { chatToResponse, ResponsesStreamTranslator, responsesToChat, type ChatRequest } from '../../src/responses/index.ts';
+import type { ChatRequest } from '../../src/chat/index.ts';
+import { chatToResponse, ResponsesStreamTranslator, responsesToChat } from '../../src/responses/index.ts';
 import { TEXT_STREAM_EVENTS } from './events.ts';
 
 /** What the fake engine answers: a whole completion, or stream chunks (optionally failing after them). */

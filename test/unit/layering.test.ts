@@ -11,13 +11,13 @@ import { describe, it } from 'node:test';
 
 /** Lowest first. A room not listed here fails the test until it is placed. */
 export const LAYERS: string[][] = [
-  ['version', 'log', 'workloads', 'ui', 'hashing'],
+  ['version', 'log', 'workloads', 'ui', 'hashing', 'chat'],
   ['config', 'http', 'perf'],
   // The prompt's vocabulary (prefix chain, canonical segments, token estimates, what a target holds): read by
   // route/, engines/, capacity/ and dispatch/ alike, so none of them reaches into another for it.
   ['prompt'],
-  ['route', 'queue', 'security', 'metrics', 'aliases', 'responses'],
-  ['mesh', 'engines', 'preflight', 'messages'],
+  ['route', 'queue', 'security', 'metrics', 'aliases', 'responses', 'messages'],
+  ['mesh', 'engines', 'preflight'],
   ['lifecycle'],
   ['forward', 'capacity'],
   ['dispatch', 'files'],

@@ -9,13 +9,13 @@
  * POST /v1/messages/count_tokens is answered by the node the client called,
  * without a slot or the queue: `countTokens`.
  */
+import { parseTranslatedBody } from '../../chat/index.ts';
 import { anthropicErrorBody, ApiError } from '../../http/errors.ts';
 import { upstreamErrorText } from '../../http/relay.ts';
 import { chatToMessage, countText, estimateTokens, messagesToChat, MessagesStreamTranslator, PING } from '../../messages/index.ts';
 import type { Descriptor } from '../../workloads/workloads.ts';
 import type { Hygiene } from './tool-order.ts';
 import { chatPlan, type TranslatedPlan } from './translated-plan.ts';
-import { TRANSLATE_MAX } from './responses.ts';
 import type { RoutedRequest } from '../types.ts';
 
 export const MESSAGES_PATH = '/v1/messages';
@@ -27,15 +27,8 @@ export const PING_EVERY_MS = 5_000;
 export type MessagesPlan = TranslatedPlan;
 
 function parse(req: RoutedRequest): { ok: true; doc: unknown } | { ok: false; error: ApiError } {
-  if (req.body.length > TRANSLATE_MAX) {
-    return { ok: false, error: new ApiError(413, `a Messages API request to a chat-only engine is translated, and translation takes at most ${TRANSLATE_MAX} bytes; send a shorter conversation`, 'invalid_request_error', 'request_too_large') };
-  }
-  try {
-    // Bounded: api.max_body and the scanner's depth check have already passed.
-    return { ok: true, doc: JSON.parse(req.body.toString('utf8')) };
-  } catch {
-    return { ok: false, error: new ApiError(400, 'the request body is not valid JSON', 'invalid_request_error', 'invalid_json') };
-  }
+  const p = parseTranslatedBody(req.body, 'Messages', 'send a shorter conversation');
+  return p.ok ? p : { ok: false, error: new ApiError(p.refusal.status, p.refusal.message, 'invalid_request_error', p.refusal.code) };
 }
 
 /** The engine's error answer to a translated request, in Anthropic's shape with the engine's own words. */

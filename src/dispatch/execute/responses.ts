@@ -5,6 +5,7 @@
  * back (src/responses/ does the translation). The entry node never
  * translates: only the executor knows what its engine speaks.
  */
+import { parseTranslatedBody } from '../../chat/index.ts';
 import { ApiError } from '../../http/errors.ts';
 import { chatToResponse, ResponsesStreamTranslator, responsesToChat } from '../../responses/index.ts';
 import type { Descriptor } from '../../workloads/workloads.ts';
@@ -16,22 +17,11 @@ export const RESPONSES_PATH = '/v1/responses';
 
 export type ResponsesPlan = TranslatedPlan;
 
-/** A Responses request larger than this is not translated (it would be parsed whole on the event loop). */
-export const TRANSLATE_MAX = 8 * 1024 * 1024;
-
 export function planResponses(req: RoutedRequest, descriptor: Descriptor, hygiene?: Hygiene): ResponsesPlan {
   if (descriptor.workloads.includes('responses')) return { kind: 'native' };
-  if (req.body.length > TRANSLATE_MAX) {
-    return { kind: 'refuse', error: new ApiError(413, `a Responses API request to a chat-only engine is translated, and translation takes at most ${TRANSLATE_MAX} bytes; send a shorter input or use /v1/chat/completions`, 'invalid_request_error', 'request_too_large') };
-  }
-  let doc: unknown;
-  try {
-    // Bounded: api.max_body and the scanner's depth check have already passed.
-    doc = JSON.parse(req.body.toString('utf8'));
-  } catch {
-    return { kind: 'refuse', error: new ApiError(400, 'the request body is not valid JSON', 'invalid_request_error', 'invalid_json') };
-  }
-  const t = responsesToChat(doc);
+  const p = parseTranslatedBody(req.body, 'Responses', 'send a shorter input or use /v1/chat/completions');
+  if (!p.ok) return { kind: 'refuse', error: new ApiError(p.refusal.status, p.refusal.message, 'invalid_request_error', p.refusal.code) };
+  const t = responsesToChat(p.doc);
   if (!t.ok) return { kind: 'refuse', error: new ApiError(t.error.status, t.error.message, 'invalid_request_error', t.error.code) };
   const chat = { ...t.chat, model: req.model };
   const meta = { ...t.meta, model: req.alias ?? t.meta.model };

@@ -12,7 +12,7 @@
  * each forgotten after `ttlMs` without a request. Time is injected.
  */
 
-import type { ChatRequest } from '../../responses/index.ts';
+import type { ChatRequest } from '../../chat/index.ts';
 
 /** Bounds of the per-session memory (docs/api.md). */
 export const TOOL_ORDER_SESSIONS = 4096;

@@ -7,7 +7,7 @@
  */
 import type { ApiError } from '../../http/errors.ts';
 import type { AnswerTranslator } from '../../http/relay.ts';
-import type { ChatRequest } from '../../responses/index.ts';
+import type { ChatRequest } from '../../chat/index.ts';
 import { orderTools, type Hygiene } from './tool-order.ts';
 
 export type TranslatedPlan =

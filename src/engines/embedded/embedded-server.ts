@@ -94,8 +94,8 @@ function isAbort(err: unknown): boolean {
   return (err as { name?: string })?.name === 'AbortError' || /abort/i.test(String((err as Error)?.message));
 }
 
-/** OpenAI message content (a string or text parts) as plain text. */
-function contentText(content: unknown): string {
+/** OpenAI message content (a string or text parts) as plain text; any other part is the client's 400 (this engine reads text only). */
+function textOnlyContent(content: unknown): string {
   if (content == null) return '';
   if (typeof content === 'string') return content;
   if (Array.isArray(content)) {
@@ -113,7 +113,7 @@ function contentText(content: unknown): string {
 export function toChatHistory(messages: unknown): ChatHistoryItem[] {
   if (!Array.isArray(messages) || messages.length === 0) throw new HttpError(400, "'messages' must be a non-empty array");
   return messages.map((m: { role?: unknown; content?: unknown }): ChatHistoryItem => {
-    const text = contentText(m?.content);
+    const text = textOnlyContent(m?.content);
     switch (m?.role) {
       case 'system':
       case 'developer':

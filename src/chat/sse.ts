@@ -1,7 +1,9 @@
 /**
- * Chat-completion SSE bytes → the `data:` payloads, one per event: parsed
- * JSON, or `'[DONE]'`. Pure (a UTF-8 decoder and a buffer), bounded: an
- * event longer than `maxEventBytes` without its blank line is an error.
+ * Server-sent events on the translated path: the one decoder of a chat
+ * engine's stream (bytes → its `data:` payloads: parsed JSON, or `'[DONE]'`),
+ * and the writer of one event for the client (Responses and Messages events
+ * alike). Pure (a UTF-8 decoder and a buffer), bounded: an event longer than
+ * `maxEventBytes` without its blank line is an error.
  */
 import { StringDecoder } from 'node:string_decoder';
 
@@ -62,7 +64,7 @@ function decodeEvent(event: string): ChatSseData | undefined {
   }
 }
 
-/** One Responses API server-sent event, as text. */
+/** One server-sent event for the client, as text. */
 export function sseEvent(type: string, data: unknown): string {
   return `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`;
 }

@@ -6,10 +6,8 @@
  * arguments as an object, `reasoning` or `reasoning_content`); this is the
  * one place that knows them.
  */
-import { contentText } from './response.ts';
-
-type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+import { answerText, callArguments, reasoningText } from './content.ts';
+import { isObj } from './fields.ts';
 
 /** A piece of one tool call: `key` tells calls apart (the engine's index, else the position in the chunk). */
 export interface ToolCallPiece {
@@ -46,8 +44,8 @@ export function readChatChunk(chunk: unknown): ChatChunk {
   for (const choice of choices) {
     if ((choice.index ?? 0) !== 0) continue;
     const delta = isObj(choice.delta) ? choice.delta : {};
-    out.reasoning += typeof delta.reasoning_content === 'string' ? delta.reasoning_content : typeof delta.reasoning === 'string' ? delta.reasoning : '';
-    out.text += contentText(delta.content);
+    out.reasoning += reasoningText(delta);
+    out.text += answerText(delta.content);
     if (typeof delta.refusal === 'string') out.refusal += delta.refusal;
     if (Array.isArray(delta.tool_calls))
       delta.tool_calls.forEach((tc, i) => {
@@ -57,7 +55,7 @@ export function readChatChunk(chunk: unknown): ChatChunk {
           key: typeof tc.index === 'number' ? tc.index : i,
           id: typeof tc.id === 'string' && tc.id !== '' ? tc.id : undefined,
           name: typeof fn.name === 'string' && fn.name !== '' ? fn.name : undefined,
-          args: typeof fn.arguments === 'string' ? fn.arguments : isObj(fn.arguments) ? JSON.stringify(fn.arguments) : '',
+          args: callArguments(fn),
         });
       });
     if (choice.finish_reason !== undefined && choice.finish_reason !== null) out.finishReason = choice.finish_reason;
