@@ -13,6 +13,7 @@ import { request } from 'undici';
 import { validateConfig } from '../config/load.ts';
 import { createLog } from '../log.ts';
 import { ViiworkNode } from '../node/node.ts';
+import { endChildren } from './children.ts';
 import { formatTable, out } from './node-client.ts';
 
 /** The node whose engine is 4× slower than the others'. */
@@ -25,6 +26,13 @@ const SPEED_TABLE = [
   { name: 'demo-c', sim: { ttft_ms: 45, prefill_ms_per_1k: 25, tokens_per_s: 180, output_tokens: 8 } },
 ];
 
+/** How long the nodes get to stop gracefully after Ctrl-C (leaving the mesh waits up to 2 s otherwise). */
+const STOP_GRACE_MS = 300;
+/** How long children (tsx's esbuild services) get after the signal is passed on to them, before SIGKILL. */
+const CHILD_GRACE_MS = 150;
+/** How long SIGKILLed children get to be reaped. */
+const CHILD_REAP_MS = 300;
+
 export async function demo(opts: { port: string; requests: string; net: string; once?: boolean; quiet?: boolean }): Promise<void> {
   const port = Number(opts.port);
   const SPEEDS = SPEED_TABLE.map((s, i) => ({ ...s, ip: `${opts.net}.${i + 1}` }));
@@ -32,12 +40,21 @@ export async function demo(opts: { port: string; requests: string; net: string; 
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'viiwork-demo-'));
   const nodes: ViiworkNode[] = [];
   const sink = opts.quiet ? fs.createWriteStream('/dev/null') : undefined;
-  const stopAll = async () => {
-    await Promise.all(nodes.map((n) => n.stop()));
-    fs.rmSync(dir, { recursive: true, force: true });
-  };
-  try {
+  // Ctrl-C (or SIGTERM) ends the demo from here on, during the run too, not only once it waits for it:
+  // a signal's default action would end the process before its children are reaped.
+  let signalled: NodeJS.Signals | undefined;
+  let onSignal: (sig: NodeJS.Signals) => void = () => {};
+  const interrupted = new Promise<void>((resolve) => {
+    onSignal = (sig) => {
+      signalled ??= sig;
+      resolve();
+    };
+  });
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  const run = async () => {
     for (const [i, s] of SPEEDS.entries()) {
+      if (signalled) return;
       const config = validateConfig({
         node: { name: s.name, state_dir: path.join(dir, s.name) },
         api: { host: s.ip, port },
@@ -87,17 +104,31 @@ export async function demo(opts: { port: string; requests: string; net: string; 
     out('\ncold requests (prompts nobody has seen), entry → executor:\n');
     out(formatTable([['ENTRY', 'EXECUTOR', 'ROUTE', 'CACHED', 'TIME'], ...cold.map((t) => [t.entry, t.node, t.route, cachedCell(t), `${t.ms} ms`])]));
     out(`\n${narrate(conversation, cold, SLOW_NODE).join('\n')}\n`);
-    if (opts.once) return await stopAll();
+    if (opts.once) return;
     out(`\ndashboards: http://${SPEEDS[0].ip}:${port}/ (mesh) and /node; Ctrl-C stops the demo\n`);
-    await new Promise<void>((resolve) => {
-      process.once('SIGINT', resolve);
-      process.once('SIGTERM', resolve);
-    });
-  } catch (err) {
-    await stopAll();
-    throw err;
-  }
-  await stopAll();
+    await interrupted;
+  };
+  let failure: { err: unknown } | undefined;
+  const running = run().catch((err) => {
+    // A request or wait cut short by the interrupt is no failure.
+    if (!signalled) failure = { err };
+  });
+  await Promise.race([running, interrupted]);
+  // Children first, while every thread that started one still runs: tsx's esbuild services (one in this thread,
+  // one in each node's gossip worker) get the signal, then SIGKILL, and are reaped by the thread that spawned them.
+  // Once a gossip worker has ended (a node's stop ends it) nobody reaps its child, and a process that exits first
+  // leaves its children to pid 1, in the demo's process group, for as long as that takes.
+  await endChildren(signalled ?? 'SIGTERM', CHILD_GRACE_MS, CHILD_REAP_MS);
+  // The nodes get STOP_GRACE_MS to stop (leaving the mesh, closing servers); past it the process exits regardless.
+  const stopped = Promise.all(nodes.map((n) => n.stop().catch(() => {})));
+  await Promise.race([stopped, new Promise((r) => setTimeout(r, STOP_GRACE_MS))]);
+  fs.rmSync(dir, { recursive: true, force: true });
+  // Any child started meanwhile.
+  await endChildren('SIGKILL', 0, CHILD_REAP_MS);
+  if (failure) throw failure.err;
+  // A node still leaving the mesh would hold the process up to 2 s more: exit now, once stdout is written.
+  await new Promise<void>((resolve) => process.stdout.write('', () => resolve()));
+  process.exit(0);
 }
 
 /** One request of the demo and what its answer said: where it ran, why, and how much of its prompt was cached there. */
