@@ -6,7 +6,7 @@
 import crypto from 'node:crypto';
 
 export function rendezvousWeight(key: string, name: string): bigint {
-  return crypto.createHash('sha256').update(key).update('\0').update(name).digest().readBigUInt64BE(0);
+  return crypto.hash('sha256', `${key}\0${name}`, 'buffer').readBigUInt64BE(0);
 }
 
 /** Names ranked best first for this key; ties (practically impossible) by name. */

@@ -13,7 +13,7 @@
 import type http from 'node:http';
 import type { Readable } from 'node:stream';
 import { Agent, type Dispatcher } from 'undici';
-import { engineCachedTokens, usageOfBody } from './engine-usage.ts';
+import { engineCachedTokens, usageOfBody, type EngineUsage } from './engine-usage.ts';
 import { SseScanner, type SseObservation } from './sse.ts';
 import { cachedTokensValue, RES_CACHED_TOKENS, RES_PASSED_ON } from './viiwork-headers.ts';
 
@@ -94,7 +94,8 @@ export const REFUSAL_BODY_MAX = 16 * 1024;
 export type RelayResult =
   | { kind: 'refused'; status?: number; detail: string; headers?: http.IncomingHttpHeaders; body?: Buffer }
   /** cachedTokens: the engine's own count (its usage, timings, or the executor's header or trailer), when it said. */
-  | { kind: 'done'; status: number; firstContentAt?: number; promptTokens?: number; cachedTokens?: number; body?: Buffer }
+  /** `usage`: a whole answer's, when the relay parsed it (so nobody parses the body again). */
+  | { kind: 'done'; status: number; firstContentAt?: number; promptTokens?: number; cachedTokens?: number; body?: Buffer; usage?: EngineUsage }
   | { kind: 'broken'; detail: string }
   | { kind: 'aborted' };
 
@@ -251,21 +252,21 @@ async function relayInner(
   if (scanner) {
     const done = doneOf(status, scanner.seen, cachedTokensValue(upstream.trailers?.[RES_CACHED_TOKENS]));
     const rest = scanner.flush();
-    if (trailers && done.cachedTokens !== undefined) {
-      if (rest) res.write(rest);
-      res.addTrailers({ [RES_CACHED_TOKENS]: String(done.cachedTokens) });
-      res.end();
-    } else res.end(rest);
+    // The trailer goes with the stream's last bytes and its end, in one write.
+    if (trailers && done.cachedTokens !== undefined) res.addTrailers({ [RES_CACHED_TOKENS]: String(done.cachedTokens) });
+    res.end(rest);
     return done;
   }
   const body = kept.length ? Buffer.concat(kept) : undefined;
-  const cached = upstreamCached ?? (opts.cachedOut || opts.keepBody ? engineCachedTokens(usageOfBody(body)) : undefined);
+  // Parsed once, here: the executor's bookkeeping and score measurement read the same usage.
+  const usage = upstreamCached === undefined && (opts.cachedOut || opts.keepBody) ? usageOfBody(body) : undefined;
+  const cached = upstreamCached ?? (usage ? engineCachedTokens(usage) : undefined);
   if (deferred) {
     if (cached !== undefined) headers[RES_CACHED_TOKENS] = String(cached);
     res.writeHead(status, headers);
     res.end(body);
   } else res.end(held);
-  return { kind: 'done', status, body, ...(cached !== undefined ? { cachedTokens: cached } : {}) };
+  return { kind: 'done', status, body, ...(usage ? { usage } : {}), ...(cached !== undefined ? { cachedTokens: cached } : {}) };
 }
 
 /** Can this response carry trailers (chunked: HTTP/1.1 and no fixed length)? */

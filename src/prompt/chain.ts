@@ -90,7 +90,7 @@ class ChainSink implements Sink {
     if (this.links.length >= CHAIN_LINKS_MAX) return;
     this.#chars += text.length;
     // The previous hash is 16 hex digits (or nothing, first), so hash input never runs ambiguously into the text.
-    this.#prev = crypto.createHash('sha256').update(this.#prev).update(text, 'utf8').digest('hex').slice(0, 16);
+    this.#prev = crypto.hash('sha256', this.#prev + text, 'hex').slice(0, 16);
     this.links.push({ hash: this.#prev, tokens: tokensIn(this.#chars) });
     if (this.#headNext) {
       this.head = this.links.length - 1;

@@ -145,7 +145,7 @@ export class Executor {
           trace.firstContentAt = result.firstContentAt;
           trace.outcome = String(result.status);
           trace.cachedTokens = result.cachedTokens;
-          trace.promptTokens = result.promptTokens ?? (result.body ? usageOfBody(result.body).promptTokens : undefined);
+          trace.promptTokens = result.promptTokens ?? (result.usage ?? (result.body ? usageOfBody(result.body) : undefined))?.promptTokens;
           run?.finish({ processed: true, promptTokens: trace.promptTokens, cachedTokens: result.cachedTokens });
           if (generation && trace.promptTokens !== undefined) {
             const cached = Math.min(trace.promptTokens, result.cachedTokens ?? trace.predictedCached ?? 0);

@@ -5,7 +5,7 @@
  * when it gives none, the node's prediction); for a whole answer, the
  * engine's own prompt time (llama-server's `timings`) when it reports one.
  */
-import { engineCachedTokens, usageOfBody } from '../../http/engine-usage.ts';
+import { engineCachedTokens, usageOfBody, type EngineUsage } from '../../http/engine-usage.ts';
 
 export interface Measured {
   ttftMs: number;
@@ -15,13 +15,13 @@ export interface Measured {
 /** Whole answers larger than this are not parsed for usage. */
 const MEASURE_BODY_MAX = 1 << 20;
 
-export function measure(grantedAt: number, result: { firstContentAt?: number; promptTokens?: number; cachedTokens?: number; body?: Buffer }, predictedCached?: number): Measured | undefined {
+export function measure(grantedAt: number, result: { firstContentAt?: number; promptTokens?: number; cachedTokens?: number; body?: Buffer; usage?: EngineUsage }, predictedCached?: number): Measured | undefined {
   let ttft: number | undefined;
   let tokens = result.promptTokens;
   let cached = result.cachedTokens;
   if (result.firstContentAt !== undefined) ttft = result.firstContentAt - grantedAt;
   else if (result.body && result.body.length <= MEASURE_BODY_MAX) {
-    const u = usageOfBody(result.body);
+    const u = result.usage ?? usageOfBody(result.body);
     tokens = u.promptTokens;
     cached = cached ?? engineCachedTokens(u);
     ttft = u.promptMs;
