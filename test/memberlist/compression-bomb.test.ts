@@ -7,16 +7,16 @@
  */
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { labelHeader } from '../../src/mesh/memberlist/label.ts';
-import { lzwCompress, lzwDecompress, DecompressLimitError } from '../../src/mesh/memberlist/lzw.ts';
+import { labelHeader } from '../../src/mesh/memberlist/codec/label.ts';
+import { lzwCompress, lzwDecompress, DecompressLimitError } from '../../src/mesh/memberlist/codec/lzw.ts';
 import {
   MAX_PACKET_DECOMPRESSED_BYTES,
   MAX_STREAM_DECOMPRESSED_BYTES,
   MessageType,
   writePushPullHeader,
-} from '../../src/mesh/memberlist/messages.ts';
+} from '../../src/mesh/memberlist/codec/messages.ts';
 import { Memberlist } from '../../src/mesh/memberlist/memberlist.ts';
-import { Writer } from '../../src/mesh/memberlist/msgpack.ts';
+import { Writer } from '../../src/mesh/memberlist/codec/msgpack.ts';
 import { waitFor } from './helpers.ts';
 import { ChildNode, assertCheap, closedByPeer, compressMessage, lzwBomb, rawTcp, rawUdp, sendUdp } from './hostile.ts';
 

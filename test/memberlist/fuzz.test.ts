@@ -36,11 +36,11 @@ import {
   readDead,
   readPing,
   readSuspect,
-} from '../../src/mesh/memberlist/messages.ts';
-import { labelHeader } from '../../src/mesh/memberlist/label.ts';
-import { addressPolicy, entryProblem, nameProblem } from '../../src/mesh/memberlist/validate.ts';
+} from '../../src/mesh/memberlist/codec/messages.ts';
+import { labelHeader } from '../../src/mesh/memberlist/codec/label.ts';
+import { addressPolicy, entryProblem, nameProblem } from '../../src/mesh/memberlist/codec/validate.ts';
 import { ConnReader, StreamConn } from '../../src/mesh/memberlist/transport.ts';
-import { StreamFramer, decodePacket, encodePacket, encodeStream } from '../../src/mesh/memberlist/wire.ts';
+import { StreamFramer, decodePacket, encodePacket, encodeStream } from '../../src/mesh/memberlist/codec/wire.ts';
 import { realClock } from '../../src/mesh/memberlist/clock.ts';
 import { waitFor } from './helpers.ts';
 import { lzwBomb, rawTcp, rawUdp, sendUdp, compressMessage } from './hostile.ts';

@@ -13,8 +13,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Memberlist, MemberlistConfig } from '../../src/mesh/memberlist/memberlist.ts';
-import { encodeAlive } from '../../src/mesh/memberlist/messages.ts';
-import { encodePacket } from '../../src/mesh/memberlist/wire.ts';
+import { encodeAlive } from '../../src/mesh/memberlist/codec/messages.ts';
+import { encodePacket } from '../../src/mesh/memberlist/codec/wire.ts';
 import { waitFor, followChild } from './helpers.ts';
 import { rawUdp, sendUdp } from './hostile.ts';
 

@@ -7,12 +7,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import * as msg from '../../src/mesh/memberlist/messages.ts';
-import { MessageType, NodeStateType } from '../../src/mesh/memberlist/messages.ts';
-import { lzwCompress, lzwDecompress } from '../../src/mesh/memberlist/lzw.ts';
+import * as msg from '../../src/mesh/memberlist/codec/messages.ts';
+import { MessageType, NodeStateType } from '../../src/mesh/memberlist/codec/messages.ts';
+import { lzwCompress, lzwDecompress } from '../../src/mesh/memberlist/codec/lzw.ts';
 import { decryptPayload, encryptPayload } from '../../src/mesh/memberlist/security.ts';
-import { Reader } from '../../src/mesh/memberlist/msgpack.ts';
-import { decodeStream, encodePacket, decodePacket, encodeStream } from '../../src/mesh/memberlist/wire.ts';
+import { Reader } from '../../src/mesh/memberlist/codec/msgpack.ts';
+import { decodeStream, encodePacket, decodePacket, encodeStream } from '../../src/mesh/memberlist/codec/wire.ts';
 import { Keyring } from '../../src/mesh/memberlist/keyring.ts';
 
 const fixtures = JSON.parse(

@@ -6,8 +6,8 @@ import { spawn, ChildProcess } from 'node:child_process';
 import dgram from 'node:dgram';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { Writer } from '../../src/mesh/memberlist/msgpack.ts';
-import { MessageType, writeCompress } from '../../src/mesh/memberlist/messages.ts';
+import { Writer } from '../../src/mesh/memberlist/codec/msgpack.ts';
+import { MessageType, writeCompress } from '../../src/mesh/memberlist/codec/messages.ts';
 import { waitFor, followChild } from './helpers.ts';
 
 export interface ChildStats {

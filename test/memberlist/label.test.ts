@@ -5,10 +5,10 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { addLabelHeaderToPacket, peekStreamLabel, removeLabelHeaderFromPacket, labelHeader } from '../../src/mesh/memberlist/label.ts';
-import { decodePacket, encodePacket, encodeStream, decodeStream } from '../../src/mesh/memberlist/wire.ts';
+import { addLabelHeaderToPacket, peekStreamLabel, removeLabelHeaderFromPacket, labelHeader } from '../../src/mesh/memberlist/codec/label.ts';
+import { decodePacket, encodePacket, encodeStream, decodeStream } from '../../src/mesh/memberlist/codec/wire.ts';
 import { Keyring } from '../../src/mesh/memberlist/keyring.ts';
-import { encodePing } from '../../src/mesh/memberlist/messages.ts';
+import { encodePing } from '../../src/mesh/memberlist/codec/messages.ts';
 import { decryptPayload } from '../../src/mesh/memberlist/security.ts';
 
 test('label header is [244][len][label] and absent for the empty label', () => {

@@ -8,8 +8,8 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { Memberlist, MemberlistConfig } from '../../src/mesh/memberlist/memberlist.ts';
-import { encodePing } from '../../src/mesh/memberlist/messages.ts';
-import { encodePacket } from '../../src/mesh/memberlist/wire.ts';
+import { encodePing } from '../../src/mesh/memberlist/codec/messages.ts';
+import { encodePacket } from '../../src/mesh/memberlist/codec/wire.ts';
 import { waitFor } from './helpers.ts';
 import { rawUdp, sendUdp } from './hostile.ts';
 

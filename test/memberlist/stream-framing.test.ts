@@ -8,11 +8,11 @@ import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
-import { labelHeader } from '../../src/mesh/memberlist/label.ts';
+import { labelHeader } from '../../src/mesh/memberlist/codec/label.ts';
 import { Keyring } from '../../src/mesh/memberlist/keyring.ts';
-import { MessageType, NodeStateType, encodePushPull, encodeUserStreamMsg, writePushPullHeader, writePushNodeState } from '../../src/mesh/memberlist/messages.ts';
-import { MsgpackSkipper, Reader, Writer } from '../../src/mesh/memberlist/msgpack.ts';
-import { DecodeOptions, StreamFramer, encodeStream } from '../../src/mesh/memberlist/wire.ts';
+import { MessageType, NodeStateType, encodePushPull, encodeUserStreamMsg, writePushPullHeader, writePushNodeState } from '../../src/mesh/memberlist/codec/messages.ts';
+import { MsgpackSkipper, Reader, Writer } from '../../src/mesh/memberlist/codec/msgpack.ts';
+import { DecodeOptions, StreamFramer, encodeStream } from '../../src/mesh/memberlist/codec/wire.ts';
 import { waitFor } from './helpers.ts';
 import { ChildNode, assertCheap, closedByPeer, rawTcp } from './hostile.ts';
 

@@ -9,10 +9,10 @@ import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import net from 'node:net';
 import { Memberlist } from '../../src/mesh/memberlist/memberlist.ts';
-import { Alive, NodeStateType, encodeAlive, encodePushPull, PushNodeState } from '../../src/mesh/memberlist/messages.ts';
-import { addressPolicy, entryProblem, pushEntryProblem, MAX_NODE_NAME_BYTES } from '../../src/mesh/memberlist/validate.ts';
-import { encodePacket, encodeStream } from '../../src/mesh/memberlist/wire.ts';
-import { labelHeader } from '../../src/mesh/memberlist/label.ts';
+import { Alive, NodeStateType, encodeAlive, encodePushPull, PushNodeState } from '../../src/mesh/memberlist/codec/messages.ts';
+import { addressPolicy, entryProblem, pushEntryProblem, MAX_NODE_NAME_BYTES } from '../../src/mesh/memberlist/codec/validate.ts';
+import { encodePacket, encodeStream } from '../../src/mesh/memberlist/codec/wire.ts';
+import { labelHeader } from '../../src/mesh/memberlist/codec/label.ts';
 import { waitFor } from './helpers.ts';
 import { rawTcp, rawUdp, sendUdp } from './hostile.ts';
 

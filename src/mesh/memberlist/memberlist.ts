@@ -23,8 +23,8 @@
 import { EventEmitter } from 'node:events';
 import { Clock, realClock } from './clock.ts';
 import { Keyring } from './keyring.ts';
-import { validateLabel } from './label.ts';
-import { NodeStateType } from './messages.ts';
+import { validateLabel } from './codec/label.ts';
+import { NodeStateType } from './codec/messages.ts';
 import { Delegate, Logger, MemberlistState, MemberlistStats, NodeState, StateConfig, VSN, ipToString } from './state.ts';
 import { NetTransport, Transport } from './transport.ts';
 

@@ -12,8 +12,8 @@ import { Awareness } from './awareness.ts';
 import { Broadcast, TransmitLimitedQueue } from './broadcast-queue.ts';
 import { Clock, TimerHandle, sleep } from './clock.ts';
 import { Keyring } from './keyring.ts';
-import { labelHeader, peekStreamLabel, removeLabelHeaderFromPacket } from './label.ts';
-import { Reader } from './msgpack.ts';
+import { labelHeader, peekStreamLabel, removeLabelHeaderFromPacket } from './codec/label.ts';
+import { Reader } from './codec/msgpack.ts';
 import {
   Alive,
   COMPOUND_HEADER_OVERHEAD,
@@ -46,14 +46,14 @@ import {
   readNack,
   readPing,
   readSuspect,
-} from './messages.ts';
+} from './codec/messages.ts';
 import { encryptOverhead } from './security.ts';
 import { suspicionTimeout, Suspicion } from './suspicion.ts';
 import { ConnReader, StreamConn, Transport, joinHostPort, splitHostPort } from './transport.ts';
-import { StreamFramer, StreamMessage, decodePacket, encodePacket, encodeStream } from './wire.ts';
-import { DecompressLimitError } from './lzw.ts';
+import { StreamFramer, StreamMessage, decodePacket, encodePacket, encodeStream } from './codec/wire.ts';
+import { DecompressLimitError } from './codec/lzw.ts';
 import { WarnLimiter, WarningKind, hostOf } from './warnings.ts';
-import { AddressPolicy, addressPolicy, addressProblem, entryProblem, nameProblem, pushEntryProblem } from './validate.ts';
+import { AddressPolicy, addressPolicy, addressProblem, entryProblem, nameProblem, pushEntryProblem } from './codec/validate.ts';
 
 /**
  * Protocol min/max/cur and delegate min/max/cur that we advertise by

@@ -10,7 +10,7 @@
  * in: the reverse; compound and compress messages are unpacked
  * recursively (a CRC wrapper is only honoured at the outermost layer).
  */
-import { Keyring } from './keyring.ts';
+import { Keyring } from '../keyring.ts';
 import { addLabelHeaderToPacket, removeLabelHeaderFromPacket } from './label.ts';
 import {
   AckResp,
@@ -36,7 +36,7 @@ import {
   stripCrc,
 } from './messages.ts';
 import { IncompleteError, MsgpackSkipper, Reader } from './msgpack.ts';
-import { decryptPayload, encryptPayload, encryptedLength } from './security.ts';
+import { decryptPayload, encryptPayload, encryptedLength } from '../security.ts';
 
 export interface PacketEncodeOptions {
   compress: boolean;
