@@ -6,7 +6,7 @@
 import type http from 'node:http';
 import { errors } from '../http/errors.ts';
 import type { MemberTable } from '../mesh/members.ts';
-import { classifyForwardHeaders, headerValue, HEADER_NODE, stripMeshHeaders } from '../security/headers.ts';
+import { classifyForwardHeaders, headerValue, HEADER_NODE, removeMeshHeaders } from '../security/headers.ts';
 import type { MeshMode } from '../security/secret.ts';
 import { sha256HexAsync, SIGNING_V2_SINCE, versionBefore } from '../security/signing.ts';
 
@@ -47,8 +47,7 @@ export async function judgeForward(req: http.IncomingMessage, body: Buffer, mode
     }
     return { kind: 'forward', from: name };
   } finally {
-    const stripped = stripMeshHeaders(headers);
-    for (const k of Object.keys(headers)) if (!(k in stripped)) delete headers[k];
+    removeMeshHeaders(headers);
   }
 
   function reject(reason: string) {

@@ -12,41 +12,66 @@ export function readBody(req: http.IncomingMessage, limit: number, idleMs = 0): 
     req.resume();
     return Promise.reject(errors.tooLarge(limit));
   }
-  return new Promise((resolve, reject) => {
-    const body = new Accumulator(Number.isFinite(declared) ? declared : 0);
-    const timer = idleMs > 0 ? setTimeout(() => fail(errors.bodyIdle(idleMs), true), idleMs) : undefined;
-    const onData = (chunk: Buffer) => {
-      timer?.refresh();
-      if (body.size + chunk.length > limit) return fail(errors.tooLarge(limit), false);
-      body.add(chunk);
+  return new Promise((resolve, reject) => new BodyRead(req, limit, idleMs, Number.isFinite(declared) ? declared : 0, resolve, reject));
+}
+
+/**
+ * One body being read. Its listeners are made once per read as plain
+ * member assignments: named closures would each cost a defineProperty under
+ * the loader's keep-names transform, on every request.
+ */
+class BodyRead {
+  readonly #body: Accumulator;
+  readonly #timer: NodeJS.Timeout | undefined;
+  readonly onData: (chunk: Buffer) => void;
+  readonly onEnd: () => void;
+  readonly onError: (err: Error) => void;
+  readonly onAborted: () => void;
+
+  constructor(
+    private readonly req: http.IncomingMessage,
+    private readonly limit: number,
+    idleMs: number,
+    expected: number,
+    private readonly resolve: (body: Buffer) => void,
+    private readonly reject: (err: Error) => void,
+  ) {
+    this.#body = new Accumulator(expected);
+    this.#timer = idleMs > 0 ? setTimeout(() => this.fail(errors.bodyIdle(idleMs), true), idleMs) : undefined;
+    this.onData = (chunk) => {
+      this.#timer?.refresh();
+      if (this.#body.size + chunk.length > this.limit) return this.fail(errors.tooLarge(this.limit), false);
+      this.#body.add(chunk);
     };
-    const onEnd = () => {
-      cleanup();
-      resolve(body.bytes());
+    this.onEnd = () => {
+      this.cleanup();
+      this.resolve(this.#body.bytes());
     };
-    const onError = (err: Error) => {
-      cleanup();
-      reject(err);
+    this.onError = (err) => {
+      this.cleanup();
+      this.reject(err);
     };
-    const onAborted = () => onError(Object.assign(new Error('the client aborted its upload'), { code: 'ECONNRESET' }));
-    function cleanup() {
-      clearTimeout(timer);
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onError);
-      req.off('aborted', onAborted);
-    }
-    function fail(err: Error, close: boolean) {
-      cleanup();
-      // A stalled upload is answered with Connection: close (see errors.bodyIdle), so what is left of it is never read.
-      if (!close) req.resume();
-      reject(err);
-    }
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onError);
-    req.on('aborted', onAborted);
-  });
+    this.onAborted = () => this.onError(Object.assign(new Error('the client aborted its upload'), { code: 'ECONNRESET' }));
+    req.on('data', this.onData);
+    req.on('end', this.onEnd);
+    req.on('error', this.onError);
+    req.on('aborted', this.onAborted);
+  }
+
+  cleanup(): void {
+    clearTimeout(this.#timer);
+    this.req.off('data', this.onData);
+    this.req.off('end', this.onEnd);
+    this.req.off('error', this.onError);
+    this.req.off('aborted', this.onAborted);
+  }
+
+  fail(err: Error, close: boolean): void {
+    this.cleanup();
+    // A stalled upload is answered with Connection: close (see errors.bodyIdle), so what is left of it is never read.
+    if (!close) this.req.resume();
+    this.reject(err);
+  }
 }
 
 /**

@@ -42,10 +42,32 @@ export function headerValue(headers: HeaderBag, name: string): string | string[]
 export type ForwardHeaderSet = 'none' | 'partial' | 'complete';
 
 export function classifyForwardHeaders(headers: HeaderBag): ForwardHeaderSet {
+  // A client request carries no x-viiwork-* header: one pass over the names, allocating nothing, says so.
+  if (!hasMeshHeader(headers)) return 'none';
   let present = 0;
   for (const name of FORWARD_HEADERS) if (headerValue(headers, name) !== undefined) present++;
   if (present === 0) return 'none';
   return present === FORWARD_HEADERS.length ? 'complete' : 'partial';
+}
+
+/** Does any header name start with `x-viiwork-` (any case)? */
+function hasMeshHeader(headers: HeaderBag): boolean {
+  for (const k in headers) if (k.length > MESH_PREFIX.length && k.slice(0, MESH_PREFIX.length).toLowerCase() === MESH_PREFIX) return true;
+  return false;
+}
+
+const MESH_PREFIX = 'x-viiwork-';
+
+/**
+ * Remove every `x-viiwork-*` header except `x-viiwork-prefer` from `headers`
+ * itself (what stripMeshHeaders leaves, without a copy).
+ */
+export function removeMeshHeaders(headers: HeaderBag): void {
+  for (const k in headers) {
+    if (k.length <= MESH_PREFIX.length) continue;
+    const lower = k.toLowerCase();
+    if (lower.startsWith(MESH_PREFIX) && lower !== HEADER_PREFER) delete (headers as Record<string, unknown>)[k];
+  }
 }
 
 /**
