@@ -8,7 +8,7 @@ import { heldTokens, type PrefixChain } from '../prompt/held.ts';
 import { eligibleTargets } from './eligibility.ts';
 import type { Candidate, HostView } from './types.ts';
 
-/** This node's record of what it routed where (dispatch/recent-routes.ts). */
+/** This node's record of what it routed where (dispatch/entry/recent-routes.ts). */
 export interface RouteMemory {
   /**
    * Tokens of `chain` held by the prompts this node routed to `host` for

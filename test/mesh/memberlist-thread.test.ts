@@ -89,9 +89,17 @@ describe('MemberlistThread', () => {
     const b = await start('fb', '127.0.44.22');
     assert.equal((await b.t.join(['127.0.44.21:7946'])).joined, 1);
     await waitFor(() => view(a.t).fb === 'alive', { timeoutMs: 10_000, what: 'fa sees fb' });
+    // The mirror is updated before each event, so the leave event shows the state fb left in: read there, not by
+    // polling the mirror, where 'left' lasts only until memberlist forgets fb (gossipToTheDeadMs) and a loaded
+    // machine can poll past it.
+    let leftAs: string | undefined;
+    a.t.on('leave', (m: Member) => {
+      if (m.name === 'fb') leftAs = view(a.t).fb;
+    });
     await b.t.leave(2000);
     await b.t.shutdown();
-    await waitFor(() => view(a.t).fb === 'left', { timeoutMs: 10_000, what: 'fa sees fb left' });
+    await waitFor(() => leftAs !== undefined, { timeoutMs: 10_000, what: 'fa sees fb leave' });
+    assert.equal(leftAs, 'left');
     await waitFor(() => !('fb' in view(a.t)), { timeoutMs: 10_000, what: 'fb gone from the mirror' });
     assert.equal(a.t.numAlive(), 1);
   });
