@@ -284,24 +284,32 @@ class BlockCache implements CacheModel {
     else this.#store(prefixUpTo(chain, o.cachedTokens ?? t.predicted), now);
   }
 
+  /**
+   * The blocks Map is kept in least-recently-used order, oldest first: a
+   * chain is (re)inserted deepest link first, so within one use the deeper
+   * links sit older (they go first, being useless without their parents).
+   * Eviction pops from the front and the digest reads from the back, with
+   * no sort: a node with thousands of blocks rebuilt its digest in
+   * milliseconds per request when both sorted.
+   */
   #store(chain: PrefixChain, now: number): void {
-    let prev = 0;
-    chain.forEach((l, depth) => {
+    for (let depth = chain.length - 1; depth >= 0; depth--) {
+      const l = chain[depth];
       const old = this.#blocks.get(l.hash);
-      if (old) this.#total -= old.cost;
-      const cost = Math.max(0, l.tokens - prev);
-      prev = l.tokens;
+      if (old) {
+        this.#total -= old.cost;
+        this.#blocks.delete(l.hash);
+      }
+      const cost = Math.max(0, l.tokens - (depth > 0 ? chain[depth - 1].tokens : 0));
       this.#blocks.set(l.hash, { tokens: l.tokens, cost, used: now, depth });
       this.#total += cost;
-    });
+    }
     if (chain.length) this.changes++;
     this.#evict();
   }
 
   #evict(): void {
-    if (this.#total <= this.budget) return;
-    const order = [...this.#blocks.entries()].sort((a, b) => a[1].used - b[1].used || b[1].depth - a[1].depth);
-    for (const [hash, b] of order) {
+    for (const [hash, b] of this.#blocks) {
       if (this.#total <= this.budget) break;
       this.#blocks.delete(hash);
       this.#total -= b.cost;
@@ -309,6 +317,8 @@ class BlockCache implements CacheModel {
   }
 
   held(): HeldLink[] {
-    return [...this.#blocks.entries()].sort((a, b) => b[1].used - a[1].used || a[1].depth - b[1].depth).map(([hash, b]) => ({ hash, tokens: b.tokens, used: b.used }));
+    const out: HeldLink[] = [];
+    for (const [hash, b] of this.#blocks) out.push({ hash, tokens: b.tokens, used: b.used });
+    return out.reverse();
   }
 }
