@@ -4,7 +4,10 @@
  * live in exactly one place.
  */
 import type http from 'node:http';
+import type { ErrorShape } from '../workloads/workloads.ts';
 import { RES_REFUSED } from './viiwork-headers.ts';
+
+export type { ErrorShape };
 
 export class ApiError extends Error {
   constructor(
@@ -107,9 +110,6 @@ export const errors = {
   tooDeep: (limit: number) => invalid(400, `the request body nests deeper than ${limit} levels (api.max_json_depth)`, 'invalid_json'),
   starting: () => new ApiError(503, 'the node is starting or stopping', 'server_error', 'unavailable', 1),
 };
-
-/** How an error body is written: OpenAI's `{"error":{…}}`, or Anthropic's `{"type":"error",…}` (the Messages API, SPEC section 4). */
-export type ErrorShape = 'openai' | 'anthropic';
 
 /** Anthropic's error type for a status (the SDKs pick their error class by status; the type says the same in words). */
 export function anthropicErrorType(status: number): string {

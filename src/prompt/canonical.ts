@@ -29,7 +29,6 @@ export function renderSegment(s: Segment): string {
 /** What a chat prompt ends with: the assistant's turn opening (not part of any link). */
 export const GENERATION_PROMPT = '<|assistant|>\n';
 
-
 const TEXT_PARTS = new Set(['text', 'input_text', 'output_text']);
 
 export function partText(part: unknown): string {

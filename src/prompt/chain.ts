@@ -35,9 +35,7 @@ import { BodySource } from './sources.ts';
 import { tokensIn } from './tokens.ts';
 import type { ChainLink, PrefixChain } from './held.ts';
 
-export type { ChainLink, PrefixChain };
-
-export type { ChainOptions };
+export type { ChainLink, PrefixChain, ChainOptions };
 
 /** Bytes of the body walked in all, for one chain. */
 export const CHAIN_WALK_MAX = 1024 * 1024;
@@ -47,6 +45,7 @@ export const CHAIN_WALK_MAX = 1024 * 1024;
  * (and a digest holds at most 1,024 entries per target anyway).
  */
 export const CHAIN_LINKS_MAX = 2048;
+
 /** A chain with what routing also needs from the walk. */
 export interface PromptWalk {
   readonly chain: PrefixChain;

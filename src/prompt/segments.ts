@@ -25,7 +25,6 @@ export interface ChainOptions {
   hygiene?: boolean;
 }
 
-
 /** Where segments go: hashed into links (the router, digests) or collected (the sim's rendering). */
 export interface Sink {
   /** A whole segment, as it ends a boundary. */

@@ -52,7 +52,7 @@ export function classifyForwardHeaders(headers: HeaderBag): ForwardHeaderSet {
 
 /** Does any header name start with `x-viiwork-` (any case)? */
 function hasMeshHeader(headers: HeaderBag): boolean {
-  for (const k in headers) if (k.length > MESH_PREFIX.length && k.slice(0, MESH_PREFIX.length).toLowerCase() === MESH_PREFIX) return true;
+  for (const k in headers) if (k.length >= MESH_PREFIX.length && k.slice(0, MESH_PREFIX.length).toLowerCase() === MESH_PREFIX) return true;
   return false;
 }
 
@@ -64,7 +64,7 @@ const MESH_PREFIX = 'x-viiwork-';
  */
 export function removeMeshHeaders(headers: HeaderBag): void {
   for (const k in headers) {
-    if (k.length <= MESH_PREFIX.length) continue;
+    if (k.length < MESH_PREFIX.length) continue;
     const lower = k.toLowerCase();
     if (lower.startsWith(MESH_PREFIX) && lower !== HEADER_PREFER) delete (headers as Record<string, unknown>)[k];
   }

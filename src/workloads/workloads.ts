@@ -81,8 +81,11 @@ export function dialectOfPath(path: string): Dialect | undefined {
   return ENDPOINTS.get(path)?.dialect ?? (path.startsWith('/v1/messages/') ? 'messages' : undefined);
 }
 
+/** How an error body is written: OpenAI's `{"error":{…}}`, or Anthropic's `{"type":"error",…}` (the Messages API, SPEC section 4). */
+export type ErrorShape = 'openai' | 'anthropic';
+
 /** The shape of errors on an endpoint (SPEC section 4): Anthropic's on the Messages API, else OpenAI's. */
-export function errorShapeOf(d: Dialect | undefined): 'anthropic' | 'openai' {
+export function errorShapeOf(d: Dialect | undefined): ErrorShape {
   return d === 'messages' ? 'anthropic' : 'openai';
 }
 

@@ -10,12 +10,12 @@
  * without a slot or the queue: `countTokens`.
  */
 import { parseTranslatedBody } from '../../chat/index.ts';
-import { anthropicErrorBody, ApiError } from '../../http/errors.ts';
+import { anthropicErrorBody } from '../../http/errors.ts';
 import { upstreamErrorText } from '../../http/relay.ts';
 import { chatToMessage, countText, estimateTokens, messagesToChat, MessagesStreamTranslator, PING } from '../../messages/index.ts';
 import type { Descriptor } from '../../workloads/workloads.ts';
 import type { Hygiene } from './tool-order.ts';
-import { chatPlan, type TranslatedPlan } from './translated-plan.ts';
+import { chatPlan, refusalError, refusePlan, type TranslatedPlan } from './translated-plan.ts';
 import type { RoutedRequest } from '../types.ts';
 
 export const MESSAGES_PATH = '/v1/messages';
@@ -26,9 +26,9 @@ export const PING_EVERY_MS = 5_000;
 
 export type MessagesPlan = TranslatedPlan;
 
-function parse(req: RoutedRequest): { ok: true; doc: unknown } | { ok: false; error: ApiError } {
-  const p = parseTranslatedBody(req.body, 'Messages', 'send a shorter conversation');
-  return p.ok ? p : { ok: false, error: new ApiError(p.refusal.status, p.refusal.message, 'invalid_request_error', p.refusal.code) };
+/** The Messages body parsed for translation, or why it cannot be (too large, not JSON). */
+function readBody(req: RoutedRequest): ReturnType<typeof parseTranslatedBody> {
+  return parseTranslatedBody(req.body, 'Messages', 'send a shorter conversation');
 }
 
 /** The engine's error answer to a translated request, in Anthropic's shape with the engine's own words. */
@@ -39,10 +39,10 @@ function failure(status: number, body: Buffer | undefined): Buffer {
 
 export function planMessages(req: RoutedRequest, descriptor: Descriptor, context: number, hygiene?: Hygiene): MessagesPlan {
   if (descriptor.workloads.includes('messages')) return { kind: 'native' };
-  const parsed = parse(req);
-  if (!parsed.ok) return { kind: 'refuse', error: parsed.error };
+  const parsed = readBody(req);
+  if (!parsed.ok) return refusePlan(parsed.refusal);
   const t = messagesToChat(parsed.doc, { hygiene: hygiene?.on ?? true });
-  if (!t.ok) return { kind: 'refuse', error: new ApiError(t.error.status, t.error.message, 'invalid_request_error', t.error.code) };
+  if (!t.ok) return refusePlan(t.error);
   const chat = { ...t.chat, model: req.model };
   // Agent clients ask for more than a local context holds (Claude Code: 32000); the engine gets what fits.
   if (context > 0 && chat.max_tokens !== undefined && chat.max_tokens > context) chat.max_tokens = context;
@@ -76,11 +76,11 @@ export type Tokenizer = (text: string, signal: AbortSignal) => Promise<number | 
  * node has one for the model, else the estimate. Never takes a slot.
  */
 export async function countTokens(req: RoutedRequest, tokenizer: Tokenizer | undefined, signal: AbortSignal): Promise<{ input_tokens: number }> {
-  const parsed = parse(req);
-  if (!parsed.ok) throw parsed.error;
+  const parsed = readBody(req);
+  if (!parsed.ok) throw refusalError(parsed.refusal);
   // count_tokens has no max_tokens; the translation does not need one.
   const t = messagesToChat(parsed.doc, { hygiene: false });
-  if (!t.ok) throw new ApiError(t.error.status, t.error.message, 'invalid_request_error', t.error.code);
+  if (!t.ok) throw refusalError(t.error);
   const text = countText(t.chat);
   const counted = tokenizer ? await tokenizer(text, signal).catch(() => undefined) : undefined;
   return { input_tokens: counted ?? estimateTokens(text) };

@@ -11,7 +11,7 @@ import { chatToResponse, ResponsesStreamTranslator, responsesToChat } from '../.
 import type { Descriptor } from '../../workloads/workloads.ts';
 import type { RoutedRequest } from '../types.ts';
 import type { Hygiene } from './tool-order.ts';
-import { chatPlan, type TranslatedPlan } from './translated-plan.ts';
+import { chatPlan, refusePlan, type TranslatedPlan } from './translated-plan.ts';
 
 export const RESPONSES_PATH = '/v1/responses';
 
@@ -20,9 +20,9 @@ export type ResponsesPlan = TranslatedPlan;
 export function planResponses(req: RoutedRequest, descriptor: Descriptor, hygiene?: Hygiene): ResponsesPlan {
   if (descriptor.workloads.includes('responses')) return { kind: 'native' };
   const p = parseTranslatedBody(req.body, 'Responses', 'send a shorter input or use /v1/chat/completions');
-  if (!p.ok) return { kind: 'refuse', error: new ApiError(p.refusal.status, p.refusal.message, 'invalid_request_error', p.refusal.code) };
+  if (!p.ok) return refusePlan(p.refusal);
   const t = responsesToChat(p.doc);
-  if (!t.ok) return { kind: 'refuse', error: new ApiError(t.error.status, t.error.message, 'invalid_request_error', t.error.code) };
+  if (!t.ok) return refusePlan(t.error);
   const chat = { ...t.chat, model: req.model };
   const meta = { ...t.meta, model: req.alias ?? t.meta.model };
   return chatPlan(chat, {

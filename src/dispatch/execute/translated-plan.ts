@@ -5,7 +5,7 @@
  * translated event by event and its whole answer at once, both by the API's
  * own translator.
  */
-import type { ApiError } from '../../http/errors.ts';
+import { ApiError } from '../../http/errors.ts';
 import type { AnswerTranslator } from '../../http/relay.ts';
 import type { ChatRequest } from '../../chat/index.ts';
 import { orderTools, type Hygiene } from './tool-order.ts';
@@ -14,6 +14,20 @@ export type TranslatedPlan =
   | { kind: 'native' }
   | { kind: 'translate'; path: string; body: Buffer; translate: AnswerTranslator; omittedTools: string[] }
   | { kind: 'refuse'; error: ApiError };
+
+/**
+ * A translated request refused before it reaches the engine (its body too
+ * large or not JSON, a field the translation cannot carry): the executor's
+ * own 4xx, with the refusal's status, words and code.
+ */
+export function refusalError(r: { status: number; message: string; code: string }): ApiError {
+  return new ApiError(r.status, r.message, 'invalid_request_error', r.code);
+}
+
+/** The plan of a refused translation (refusalError). */
+export function refusePlan(r: { status: number; message: string; code: string }): TranslatedPlan {
+  return { kind: 'refuse', error: refusalError(r) };
+}
 
 /** What an API's stream translator does with the engine's chat completion stream (its events as text). */
 export interface StreamTranslator {
