@@ -16,6 +16,9 @@ import { waitFor } from '../fakes/wait.ts';
 import { writeTinyGguf } from '../fakes/tiny-gguf.ts';
 import { startNode, tempDir, type TestNode } from '../helpers/node.ts';
 
+/** Greedy sampling, so the tiny model's output is the same every run (this SDK's types have no `temperature`; the API and our translation take it). */
+const GREEDY = { temperature: 0 } as {};
+
 const BINARY = process.env.VIIWORK_LLAMA_SERVER ?? path.resolve('../shared/engines/llama-server-b4748/llama-server');
 const absent = fs.existsSync(BINARY) ? undefined : `no llama-server at ${BINARY} (set VIIWORK_LLAMA_SERVER)`;
 
@@ -31,7 +34,7 @@ describe('the Messages API on the real llama-server (b4748, tiny GGUF)', { skip:
   after(() => t?.stop());
 
   it('messages.create: the translated chat completion comes back as a message', async () => {
-    const m = await client.messages.create({ model: 'tiny', max_tokens: 4, temperature: 0, system: 'You are tiny.', messages: [{ role: 'user', content: 'hi' }] });
+    const m = await client.messages.create({ model: 'tiny', max_tokens: 4, ...GREEDY, system: 'You are tiny.', messages: [{ role: 'user', content: 'hi' }] });
     assert.equal(m.type, 'message');
     assert.equal(m.content[0].type, 'text');
     // Four tokens were asked for and, sampled greedily (temperature 0), the tiny model never stops before that.
@@ -41,7 +44,7 @@ describe('the Messages API on the real llama-server (b4748, tiny GGUF)', { skip:
   });
 
   it('messages.stream: the event sequence completes with usage', async () => {
-    const stream = client.messages.stream({ model: 'tiny', max_tokens: 3, temperature: 0, messages: [{ role: 'user', content: 'stream' }] });
+    const stream = client.messages.stream({ model: 'tiny', max_tokens: 3, ...GREEDY, messages: [{ role: 'user', content: 'stream' }] });
     const kinds: string[] = [];
     stream.on('streamEvent', (ev) => kinds.push(ev.type));
     const final = await stream.finalMessage();
