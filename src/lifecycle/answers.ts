@@ -6,7 +6,7 @@
  */
 import { bytesText, type LoadAnswer, type UnloadAnswer } from './lifecycle.ts';
 
-/** What an ask to load came to, local or remote (dispatch/entry/load.ts's AskResult). */
+/** What an ask to load came to, local or remote (dispatch/entry/load.ts reads it as AskResult). */
 export type LoadAsk = { kind: 'loading' | 'loaded' } | { kind: 'refused'; detail: string } | { kind: 'failed'; detail: string };
 
 /** An endpoint's answer: its status and JSON body. */

@@ -8,12 +8,14 @@
  * A load that fails ends the requests that waited for it with 503 and the
  * engine's own text; the next request asks again, another host first.
  */
+import type { LoadAsk } from '../../lifecycle/answers.ts';
 import type { LoadReason } from '../../lifecycle/lifecycle.ts';
 import { loadHosts, rankLoadHosts } from '../../route/placement.ts';
 import type { HostView } from '../../route/types.ts';
 
 /** What one ask to a host came to. */
-export type AskResult = { kind: 'loading' | 'loaded' } | { kind: 'refused'; detail: string } | { kind: 'failed'; detail: string };
+/** What an ask to load came to, local or remote: the lifecycle's one definition. */
+export type AskResult = LoadAsk;
 
 export interface LoadPorts {
   readonly self: string;
