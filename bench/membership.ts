@@ -37,6 +37,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { rssMiB } from './lib/procs.ts';
 
 export interface Row {
   impl: 'viiwork' | 'serf';
@@ -294,8 +295,7 @@ async function measure(c: Cluster, targets: BenchNode[], ok: (v: View) => boolea
 
 function rssMb(pid: number | undefined): number | null {
   try {
-    const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) / 1024 : null;
+    return rssMiB(pid as number) ?? null;
   } catch {
     return null;
   }

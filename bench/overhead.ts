@@ -30,9 +30,15 @@
  * (5000: before each measurement, wait up to this long for other processes
  * to use under 15% of a core; what they used during each run is recorded as
  * foreign_cpu_share), OVERHEAD_PROFILE=1 (nodes under --cpu-prof, with a
- * self-time summary per node; slower, not for the ratios), OVERHEAD_KEEP=1
+ * self-time summary per node; slower, not for the ratios), OVERHEAD_HEAP=1
+ * (nodes sample every byte they allocate instead, bench/fakes/heap-hook.mjs:
+ * the .heapprofile files are kept in the scratch dir with OVERHEAD_KEEP=1),
+ * OVERHEAD_KEEP=1
  * (keep the scratch dir: logs, configs, .cpuprofile files),
- * OVERHEAD_MAX_FOREIGN (0.3: a run during which other processes used more
+ * OVERHEAD_BASE_ROOT=<tree> with the arms node-base and entry+executor-base
+ * (an older commit's checkout run beside this one, interleaved round by
+ * round, so a comparison of two commits shares the machine's every
+ * disturbance), OVERHEAD_MAX_FOREIGN (0.3: a run during which other processes used more
  * than this share of a core is left out of the summary when its arm has a
  * quieter run), OVERHEAD_FROM=a.json,b.json (measure nothing; summarise the
  * runs of earlier results files together).
@@ -51,7 +57,8 @@ import { barChart } from './lib/svg.ts';
 import { postScript, runWrk, type WrkResult } from './lib/wrk.ts';
 
 const HERE = path.dirname(new URL(import.meta.url).pathname);
-const ARMS = ['engine', 'bare', 'nginx', 'haproxy', 'portkey', 'node', 'entry+executor', 'entry+executor-secured'] as const;
+const HEAP_HOOK = path.join(HERE, 'fakes/heap-hook.mjs');
+const ARMS = ['engine', 'bare', 'nginx', 'haproxy', 'portkey', 'node', 'entry+executor', 'entry+executor-secured', 'node-base', 'entry+executor-base'] as const;
 /** Issue 8's five arms and issue 11's peers (haproxy, Portkey); the secured pair (signed forwards) only when named in OVERHEAD_ARMS. */
 const DEFAULT_ARMS = ['engine', 'bare', 'nginx', 'haproxy', 'portkey', 'node', 'entry+executor'];
 type Arm = (typeof ARMS)[number];
@@ -139,7 +146,11 @@ export async function benchOverhead(): Promise<Record<string, unknown>> {
   }
 
   const dir = scratchDir('viiwork-overhead-');
-  const profArgs = (name: string) => (profile ? ['--cpu-prof', `--cpu-prof-dir=${path.join(dir, `prof-${name}`)}`] : []);
+  // OVERHEAD_HEAP=1: a sampling profile of every byte each node allocates instead (bench/fakes/heap-hook.mjs; kept with OVERHEAD_KEEP=1).
+  const heap = process.env.OVERHEAD_HEAP === '1';
+  if (heap) process.env.VW_HEAP_DIR = path.join(dir, 'heap');
+  const profArgs = (name: string) =>
+    heap ? [`--import=${HEAP_HOOK}`] : profile ? ['--cpu-prof', `--cpu-prof-dir=${path.join(dir, `prof-${name}`)}`] : [];
   const procs = new Map<string, Proc>();
   const setups: ArmSetup[] = [];
   const runs: Record<string, unknown>[] = [];
@@ -157,7 +168,7 @@ export async function benchOverhead(): Promise<Record<string, unknown>> {
     if (wanted.has('bare')) {
       try {
         const [h, p] = BARE.split(':');
-        procs.set('bare', startProc('bare', process.execPath, [path.join(HERE, 'fakes/bare-proxy.mjs'), h, p, `http://${ENGINE}`], { dir }));
+        procs.set('bare', startProc('bare', process.execPath, [...profArgs('bare').filter((a) => a.startsWith('--import')), path.join(HERE, 'fakes/bare-proxy.mjs'), h, p, `http://${ENGINE}`], { dir }));
         await untilHttp(`http://${BARE}/health`, 'bare pass-through');
         setups.push({ arm: 'bare', url: `http://${BARE}/v1/chat/completions`, path: ['bare', 'engine'], nodes: 0 });
       } catch (err) {
@@ -221,27 +232,41 @@ export async function benchOverhead(): Promise<Record<string, unknown>> {
 
     const model = { name: 'm', engine: 'openai', url: `http://${ENGINE}`, parallel: 256 };
     const routing = { queue_max: 1024 };
-    if (wanted.has('node')) {
+    // OVERHEAD_BASE_ROOT: another tree (an older commit's checkout) run as the -base arms, interleaved with this one's.
+    const baseRoot = process.env.OVERHEAD_BASE_ROOT;
+    for (const [arm, name, ip, root] of [['node', 'solo', '127.0.55.10', undefined], ['node-base', 'solo-base', '127.0.55.20', baseRoot]] as const) {
+      if (!wanted.has(arm)) continue;
+      if (arm === 'node-base' && !root) {
+        skipped.push({ arm, reason: 'OVERHEAD_BASE_ROOT names no tree to compare with' });
+        continue;
+      }
       try {
-        const solo = await startViiwork({ name: 'solo', ip: '127.0.55.10', apiPort: API_PORT, gossipPort: GOSSIP_PORT, models: [model], routing, nodeArgs: profArgs('node') }, dir);
-        procs.set('node', solo.proc);
-        await waitFleet(solo, 'm', ['solo']);
-        setups.push({ arm: 'node', url: `${solo.url}/v1/chat/completions`, path: ['node', 'engine'], nodes: 1 });
+        const solo = await startViiwork({ name, ip, apiPort: API_PORT, gossipPort: GOSSIP_PORT, models: [model], routing, nodeArgs: profArgs(arm), root }, dir);
+        procs.set(arm, solo.proc);
+        await waitFleet(solo, 'm', [name]);
+        setups.push({ arm, url: `${solo.url}/v1/chat/completions`, path: [arm, 'engine'], nodes: 1 });
       } catch (err) {
-        skipped.push({ arm: 'node', reason: String((err as Error).message).slice(0, 800) });
+        skipped.push({ arm, reason: String((err as Error).message).slice(0, 800) });
       }
     }
 
-    for (const secured of [false, true]) {
-      const arm: Arm = secured ? 'entry+executor-secured' : 'entry+executor';
+    const pairs = [
+      // Open pair on 127.0.55.11 (executor) and .12 (gateway); the secured pair on .13 and .14; the base tree's on .21 and .22.
+      { arm: 'entry+executor', xi: '127.0.55.11', gi: '127.0.55.12', sfx: '', secured: false, root: undefined },
+      { arm: 'entry+executor-secured', xi: '127.0.55.13', gi: '127.0.55.14', sfx: '-s', secured: true, root: undefined },
+      { arm: 'entry+executor-base', xi: '127.0.55.21', gi: '127.0.55.22', sfx: '-base', secured: false, root: baseRoot },
+    ] as const;
+    for (const { arm, xi, gi, sfx, secured, root } of pairs) {
       if (!wanted.has(arm)) continue;
-      // Open pair on 127.0.55.11 (executor) and .12 (gateway); the secured pair on .13 and .14.
-      const [xi, gi, sfx] = secured ? ['127.0.55.13', '127.0.55.14', '-s'] : ['127.0.55.11', '127.0.55.12', ''];
+      if (arm === 'entry+executor-base' && !root) {
+        skipped.push({ arm, reason: 'OVERHEAD_BASE_ROOT names no tree to compare with' });
+        continue;
+      }
       const secret = secured ? randomBytes(32).toString('base64') : undefined;
       try {
-        const exec: BenchNode = await startViiwork({ name: `executor${sfx}`, ip: xi, apiPort: API_PORT, gossipPort: GOSSIP_PORT, models: [model], routing, secret, nodeArgs: profArgs(`executor${sfx}`) }, dir);
+        const exec: BenchNode = await startViiwork({ name: `executor${sfx}`, ip: xi, apiPort: API_PORT, gossipPort: GOSSIP_PORT, models: [model], routing, secret, root, nodeArgs: profArgs(`executor${sfx}`) }, dir);
         procs.set(`executor${sfx}`, exec.proc);
-        const gw = await startViiwork({ name: `gateway${sfx}`, ip: gi, apiPort: API_PORT, gossipPort: GOSSIP_PORT, models: [], routing, secret, seeds: [`${xi}:${GOSSIP_PORT}`], nodeArgs: profArgs(`gateway${sfx}`) }, dir);
+        const gw = await startViiwork({ name: `gateway${sfx}`, ip: gi, apiPort: API_PORT, gossipPort: GOSSIP_PORT, models: [], routing, secret, root, seeds: [`${xi}:${GOSSIP_PORT}`], nodeArgs: profArgs(`gateway${sfx}`) }, dir);
         procs.set(`gateway${sfx}`, gw.proc);
         await waitConverged([exec, gw]);
         await waitFleet(gw, 'm', [`executor${sfx}`]);
@@ -420,6 +445,8 @@ function setupOf(arm: Arm): ArmSetup {
     node: [['node', 'engine'], 1],
     'entry+executor': [['gateway', 'executor', 'engine'], 2],
     'entry+executor-secured': [['gateway-s', 'executor-s', 'engine'], 2],
+    'node-base': [['node-base', 'engine'], 1],
+    'entry+executor-base': [['gateway-base', 'executor-base', 'engine'], 2],
   };
   return { arm, url: '', path: paths[arm][0], nodes: paths[arm][1] };
 }

@@ -87,7 +87,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Agent, request } from 'undici';
-import { buildTrace, capacity, MIX, requestsPerStart, systemPrompts, type EngineSpec, type Kind, type TraceRequest } from './lib/chat-trace.ts';
+import { buildTrace, capacity, MIX, requestsPerStart, systemPrompts, type EngineSpec, type Kind, type TraceRequest, type TraceShape } from './lib/chat-trace.ts';
+import { AGENT_MIX, agentSystemPrompts, buildAgentTrace } from './lib/agent-trace.ts';
 import { startHaproxy } from './lib/haproxy.ts';
 import { startNginx } from './lib/nginx.ts';
 import { Oracle } from './lib/oracle.ts';
@@ -100,11 +101,21 @@ import { getJson, startViiwork, VIIWORK_ROOT, waitConverged, waitFleet, type Ben
 const HERE = path.dirname(new URL(import.meta.url).pathname);
 const run = promisify(execFile);
 
-export const ENGINES: EngineSpec[] = [
+/** ROUTING_TRACE: `short` (issue 11's conversations, the default) or `agents` (issue 25's long agent sessions, bench/lib/agent-trace.ts). */
+const AGENTS = process.env.ROUTING_TRACE === 'agents';
+const SHORT_ENGINES: EngineSpec[] = [
   { name: 'fast', slots: 2, ttftMs: 40, prefillPer1k: 100, tokensPerS: 80, outputTokens: 16 },
   { name: 'mid', slots: 3, ttftMs: 60, prefillPer1k: 150, tokensPerS: 60, outputTokens: 16 },
   { name: 'slow', slots: 4, ttftMs: 90, prefillPer1k: 250, tokensPerS: 40, outputTokens: 16 },
 ];
+/** The agents' fleet (issue 25): prompt caches of 4/6/8 slots, prefill 80/150/250 ms per 1k tokens. */
+const AGENT_ENGINES: EngineSpec[] = [
+  { name: 'fast', slots: 4, ttftMs: 40, prefillPer1k: 80, tokensPerS: 80, outputTokens: 16 },
+  { name: 'mid', slots: 6, ttftMs: 60, prefillPer1k: 150, tokensPerS: 60, outputTokens: 16 },
+  { name: 'slow', slots: 8, ttftMs: 90, prefillPer1k: 250, tokensPerS: 40, outputTokens: 16 },
+];
+export const ENGINES: EngineSpec[] = AGENTS ? AGENT_ENGINES : SHORT_ENGINES;
+const traceOf = (shape: TraceShape, seed: number, systems: string[]) => (AGENTS ? buildAgentTrace(shape, seed, systems) : buildTrace(shape, seed, systems));
 const ENGINE_ADDR = ENGINES.map((_, k) => `127.0.50.${11 + k}:${18801 + k}`);
 const NODE_IP = ENGINES.map((_, k) => `127.0.50.${1 + k}`);
 const NOPREFIX_IP = ENGINES.map((_, k) => `127.0.51.${1 + k}`);
@@ -116,15 +127,15 @@ const REQUEST_DEADLINE_MS = 60_000;
 /** A conversation's next turn leaves at least this long after the previous answer ended. */
 const TURN_GAP_MS = 50;
 
-const ARMS = ['viiwork', 'viiwork-prefix-off', 'oracle', 'greedy', 'sticky', 'round_robin', 'least_conn', 'haproxy'] as const;
-const DEFAULT_ARMS = ['viiwork', 'viiwork-prefix-off', 'oracle', 'sticky', 'round_robin', 'least_conn', 'haproxy'];
+const ARMS = ['viiwork', 'viiwork-prefix-off', 'oracle', 'oracle-evict', 'greedy', 'sticky', 'round_robin', 'least_conn', 'haproxy'] as const;
+const DEFAULT_ARMS = AGENTS ? ['viiwork', 'oracle-evict', 'sticky', 'least_conn', 'haproxy'] : ['viiwork', 'viiwork-prefix-off', 'oracle', 'sticky', 'round_robin', 'least_conn', 'haproxy'];
 type Arm = (typeof ARMS)[number];
 /** The oracle counts a wait for a slot this many times over (issue 8's simulation: a queued request also delays those after it). */
 const ORACLE_WAIT_WEIGHT = 3;
 const CLASSES = ['conv_header', 'conv_noheader', 'single', 'long'] as const;
 type Class = (typeof CLASSES)[number];
 
-const classOf = (q: TraceRequest): Class => (q.kind === 'conv' ? (q.session ? 'conv_header' : 'conv_noheader') : (q.kind as Exclude<Kind, 'conv'>));
+export const classOf = (q: TraceRequest): Class => (q.kind === 'conv' ? (q.session ? 'conv_header' : 'conv_noheader') : (q.kind as Exclude<Kind, 'conv'>));
 
 export interface Outcome {
   i: number;
@@ -238,7 +249,8 @@ interface ArmContext {
 
 /** Replay `trace` against one arm; resolves when every request has ended. */
 async function runArm(arm: Arm, trace: TraceRequest[], ctx: ArmContext, label: string): Promise<Outcome[]> {
-  const oracle = arm === 'oracle' || arm === 'greedy' ? new Oracle(ENGINES, ctx.answer, arm === 'oracle' ? ORACLE_WAIT_WEIGHT : 1) : undefined;
+  const oracle =
+    arm === 'oracle' || arm === 'greedy' || arm === 'oracle-evict' ? new Oracle(ENGINES, ctx.answer, arm === 'greedy' ? 1 : ORACLE_WAIT_WEIGHT, 0.5, arm === 'oracle-evict') : undefined;
   let rr = 0;
   const sticky = arm === 'sticky' ? new StickyRouter(ENGINES.map((e) => e.slots)) : undefined;
   const outcomes: Outcome[] = [];
@@ -254,15 +266,18 @@ async function runArm(arm: Arm, trace: TraceRequest[], ctx: ArmContext, label: s
     const lagMs = now - due;
     let url: string;
     let engine: number | undefined;
+    let idSlot: number | undefined;
     if (arm === 'viiwork') url = `${ctx.viiwork[q.entry].url}/v1/chat/completions`;
     else if (arm === 'viiwork-prefix-off') url = `${ctx.prefixOff[q.entry].url}/v1/chat/completions`;
     else if (arm === 'least_conn') url = `http://${ctx.nginx}/v1/chat/completions`;
     else if (arm === 'haproxy') url = `http://${ctx.haproxy}/v1/chat/completions`;
     else {
-      engine = oracle ? oracle.pick(q.i, q.prompt, q.promptTokens, now).engine : sticky ? sticky.pick(q.conv) : rr++ % ENGINES.length;
+      if (oracle) ({ engine, slot: idSlot } = oracle.pick(q.i, q.prompt, q.promptTokens, now));
+      else engine = sticky ? sticky.pick(q.conv) : rr++ % ENGINES.length;
       url = `${ctx.engineUrls[engine]}/v1/chat/completions`;
     }
-    const body = JSON.stringify({ model: 'm', stream: true, stream_options: { include_usage: true }, max_tokens: ENGINES[0].outputTokens, messages: q.messages });
+    // The eviction-aware oracle chooses the slot too, and names it to the engine as viiwork does (id_slot).
+    const body = JSON.stringify({ model: 'm', stream: true, stream_options: { include_usage: true }, max_tokens: ENGINES[0].outputTokens, messages: q.messages, ...(idSlot !== undefined ? { id_slot: idSlot } : {}) });
     const headers: Record<string, string> = q.session ? { 'x-session-id': q.session } : {};
     const o = await send(url, body, headers, now, oracle && engine !== undefined ? (at, slot) => oracle.mirrors[engine!].first(q.i, at, slot) : undefined);
     const end = performance.now();
@@ -279,7 +294,7 @@ async function runArm(arm: Arm, trace: TraceRequest[], ctx: ArmContext, label: s
       // A next turn: at its planned time, or once the previous answer has ended.
       pending.push(
         ended[q.after].promise.then(async (prevEnd) => {
-          const at = Math.max(due, prevEnd + TURN_GAP_MS);
+          const at = Math.max(due, prevEnd + (q.gapMs ?? TURN_GAP_MS));
           const wait = at - performance.now();
           if (wait > 1) await sleep(wait - 0.5);
           await fire(q, at);
@@ -352,13 +367,21 @@ function classStats(outs: Outcome[], trace: TraceRequest[], sloMs: number) {
   const byI = new Map(outs.map((o) => [o.i, o]));
   let turns = 0;
   let stayed = 0;
+  // Issue 25: a later turn found its cache when the engine served at least half its prompt from it.
+  let warm = 0;
+  let stayedWarm = 0;
   for (const o of ok) {
     const q = trace[o.i];
     if (q.kind !== 'conv' || q.after === undefined) continue;
     const prev = byI.get(q.after);
     if (!prev || !good(prev) || !prev.host || !o.host) continue;
     turns++;
-    if (prev.host === o.host) stayed++;
+    const found = (o.cachedTokens ?? 0) >= 0.5 * (o.promptTokens ?? Infinity);
+    if (found) warm++;
+    if (prev.host === o.host) {
+      stayed++;
+      if (found) stayedWarm++;
+    }
   }
   return {
     requests: outs.length,
@@ -376,7 +399,9 @@ function classStats(outs: Outcome[], trace: TraceRequest[], sloMs: number) {
     waited_over_50ms: waits.filter((w) => w > 50).length,
     entry_queue_mean_ms: queued.length ? r1(mean(queued)) : undefined,
     entry_queued: queued.length ? queued.filter((x) => x > 0).length : undefined,
-    ...(turns ? { later_turns: turns, stayed_on_host_share: r3(stayed / turns) } : {}),
+    ...(turns
+      ? { later_turns: turns, stayed_on_host_share: r3(stayed / turns), later_turns_warm_share: r3(warm / turns), stayed_found_cache_share: stayed ? r3(stayedWarm / stayed) : null }
+      : {}),
   };
 }
 
@@ -532,7 +557,8 @@ function simModel(k: number) {
 
 export async function benchRouting(): Promise<Record<string, unknown>> {
   const quick = process.env.ROUTING_QUICK === '1';
-  const loads = (process.env.ROUTING_LOADS ?? (quick ? '0.5:6,0.8:10,0.95:6,1.1:6' : '0.5:26,0.8:35,0.95:16,1.1:16')).split(',').map((s) => {
+  const defaultLoads = AGENTS ? (quick ? '0.5:20,0.8:25,0.95:20' : '0.5:40,0.8:50,0.95:40') : quick ? '0.5:6,0.8:10,0.95:6,1.1:6' : '0.5:26,0.8:35,0.95:16,1.1:16';
+  const loads = (process.env.ROUTING_LOADS ?? defaultLoads).split(',').map((s) => {
     const [l, secs] = s.split(':').map(Number);
     return { load: l, seconds: secs };
   });
@@ -540,21 +566,22 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
   const seed = Number(process.env.ROUTING_SEED ?? 1);
   const warmupS = Number(process.env.ROUTING_WARMUP_S ?? (quick ? 4 : 8));
   const sloMs = Number(process.env.ROUTING_SLO_MS ?? 2000);
-  const drainOn = process.env.ROUTING_DRAIN !== undefined ? process.env.ROUTING_DRAIN !== '0' : !quick;
+  const drainOn = process.env.ROUTING_DRAIN !== undefined ? process.env.ROUTING_DRAIN !== '0' : !quick && !AGENTS;
   const drainRounds = Number(process.env.ROUTING_DRAIN_ROUNDS ?? 1);
   const [overloadLoad, overloadS] = (process.env.ROUTING_OVERLOAD ?? '6:14').split(':').map(Number);
-  const overloadOn = process.env.ROUTING_OVERLOAD !== '0';
+  const overloadOn = process.env.ROUTING_OVERLOAD !== undefined ? process.env.ROUTING_OVERLOAD !== '0' : !AGENTS;
   const overload = { load: overloadLoad, seconds: overloadS };
   let overloadResult: Record<string, any> | undefined;
   const quietBudget = Number(process.env.ROUTING_QUIET_MS ?? 2000);
-  const tailS = 3;
+  // Agent sessions run long (20 turns of 1 s think + the answer): their turns may be planned well past the starts.
+  const tailS = AGENTS ? 20 : 3;
   // ROUTING_CAPACITY_POLL (say 250ms): both viiwork arms poll capacity at this pace instead of the default 1 s, to see what fresher reports would buy.
   const meshExtra: Record<string, unknown> = process.env.ROUTING_CAPACITY_POLL ? { capacity_poll: process.env.ROUTING_CAPACITY_POLL } : {};
   const started = performance.now();
   const machine = machineInfo();
   const skipped: { arm: string; reason: string }[] = [];
 
-  const systems = systemPrompts(seed);
+  const systems = AGENTS ? agentSystemPrompts(seed) : systemPrompts(seed);
   const dir = scratchDir('viiwork-routing-');
   const results: Record<string, any>[] = [];
   let drain: Record<string, unknown> | undefined;
@@ -654,7 +681,8 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
     }
 
     // Capacity of this mix with ideal caching, from a long sample of the same mix.
-    const sample = buildTrace({ startsPerS: 1, seconds: 3000, tailS: 1e6, entries: 3, answer: ctx.answer }, seed + 999, systems);
+    // Agents' prompts are long (a 27k-token session renders 100 kB per turn): a shorter sample of the same mix.
+    const sample = traceOf({ startsPerS: 1, seconds: AGENTS ? 200 : 3000, tailS: 1e6, entries: 3, answer: ctx.answer }, seed + 999, systems);
     const cap = capacity(ENGINES, sample, 'none');
     const capIdeal = capacity(ENGINES, sample, 'ideal');
     const perStart = requestsPerStart(sample);
@@ -685,7 +713,7 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
 
     if (warmupS > 0) {
       // Lets every node measure its engine and publish a score; not measured.
-      const warm = buildTrace({ startsPerS: (0.5 * cap.reqPerS) / perStart, seconds: warmupS, tailS: 1, entries: 3, answer: ctx.answer }, seed + 1000, systems);
+      const warm = traceOf({ startsPerS: (0.5 * cap.reqPerS) / perStart, seconds: warmupS, tailS: 1, entries: 3, answer: ctx.answer }, seed + 1000, systems);
       for (const arm of ['viiwork', 'viiwork-prefix-off'] as Arm[]) {
         if (!wanted.has(arm)) continue;
         await resetEngines(engineUrls);
@@ -694,7 +722,7 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
     }
 
     for (const [li, { load, seconds }] of loads.entries()) {
-      const trace = buildTrace({ startsPerS: (load * cap.reqPerS) / perStart, seconds, tailS, entries: 3, answer: ctx.answer }, seed * 100 + li, systems);
+      const trace = traceOf({ startsPerS: (load * cap.reqPerS) / perStart, seconds, tailS, entries: 3, answer: ctx.answer }, seed * 100 + li, systems);
       const byArm: Record<string, Record<string, any>> = {};
       for (const arm of ARMS) {
         if (!wanted.has(arm)) continue;
@@ -738,7 +766,7 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
         const y = byArm[base] && pick(byArm[base]);
         return x && y ? Math.round((x / y) * 100) / 100 : null;
       };
-      const arms: Record<string, any>[] = Object.entries(byArm).map(([arm, st]) => ({ arm, ...st, mean_vs_oracle: ratio(arm, 'oracle'), mean_vs_least_conn: ratio(arm, 'least_conn'), mean_vs_sticky: ratio(arm, 'sticky') }));
+      const arms: Record<string, any>[] = Object.entries(byArm).map(([arm, st]) => ({ arm, ...st, mean_vs_oracle: ratio(arm, AGENTS ? 'oracle-evict' : 'oracle'), mean_vs_least_conn: ratio(arm, 'least_conn'), mean_vs_sticky: ratio(arm, 'sticky') }));
       results.push({ load, seconds, rate_req_per_s: Math.round(load * cap.reqPerS * 100) / 100, requests: trace.length, conversations: new Set(trace.filter((q) => q.conv !== undefined).map((q) => q.conv)).size, arms });
       console.table(arms.map((a) => ({ arm: a.arm, ok: a.ok, shed: a.shed_with_retry_after, lost: a.lost, 'mean ms': a.ttft_mean_ms, 'p95 ms': a.ttft_p95_ms, cached: a.cached_share, '÷oracle': a.mean_vs_oracle, '÷least_conn': a.mean_vs_least_conn, '÷sticky': a.mean_vs_sticky })));
     }
@@ -746,7 +774,7 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
     if (overloadOn && wanted.has('viiwork')) {
       // Past what the engines can serve even with every cache warm: the entry nodes' queues fill and time out, so
       // requests must come back 429 (or 503) with Retry-After, and none may be lost.
-      const trace = buildTrace({ startsPerS: (overload.load * cap.reqPerS) / perStart, seconds: overload.seconds, tailS, entries: 3, answer: ctx.answer }, seed * 100 + 99, systems);
+      const trace = traceOf({ startsPerS: (overload.load * cap.reqPerS) / perStart, seconds: overload.seconds, tailS, entries: 3, answer: ctx.answer }, seed * 100 + 99, systems);
       await resetEngines(engineUrls);
       await waitQuiet(livePids().map((p) => p.pid), 0.3, quietBudget);
       const outcomes = await runArm('viiwork', trace, ctx, `overload ${Math.round(overload.load * 100)}%`);
@@ -782,7 +810,7 @@ export function routingChart(doc: Record<string, any>): string {
     xTicks: loads.map((l) => ({ value: l * 100, label: `${Math.round(l * 100)}%` })),
     series: arms.map((arm) => ({
       name: arm,
-      dashed: arm === 'oracle' || arm === 'greedy',
+      dashed: arm === 'oracle' || arm === 'oracle-evict' || arm === 'greedy',
       points: (doc.results ?? []).map((r: any) => ({ x: r.load * 100, y: r.arms.find((a: any) => a.arm === arm)?.ttft_mean_ms ?? null })),
     })),
   });
@@ -850,6 +878,7 @@ type Target = { target: string; measured: unknown; goal: string; met: boolean | 
 export function checkTargets(results: Record<string, any>[], drain: Record<string, any> | undefined, overload?: Record<string, any>): Target[] {
   const out: Target[] = [];
   const armAt = (load: number, arm: string) => results.find((r) => r.load === load)?.arms.find((a: any) => a.arm === arm);
+  if (AGENTS) return agentTargets(armAt);
   const ratioTarget = (load: number, field: string, vs: string, limit: number, strict = false) => {
     const x = armAt(load, 'viiwork')?.[field];
     out.push({ target: `viiwork at ${Math.round(load * 100)}%: mean TTFT vs ${vs}`, measured: x ?? null, goal: `${strict ? '<' : '≤'} ${limit.toFixed(2)}`, met: x == null ? null : strict ? x < limit : x <= limit });
@@ -883,6 +912,27 @@ export function checkTargets(results: Record<string, any>[], drain: Record<strin
     out.push({ target: `sessions at ${Math.round(load * 100)}%, three entry nodes: a later turn on its previous turn's host whenever that host had a free slot`, measured: ss ? `${ss.stayed_home_share} (${ss.stayed_home_then} of ${ss.later_turns_home_free}; ${ss.turns} session turns in all)` : null, goal: '≥ 0.95', met: ss?.stayed_home_share == null ? null : ss.stayed_home_share >= 0.95 });
   }
   out.push({ target: 'drain: 40 × 1 s over 8 remote slots, gateway vs direct', measured: drain?.gateway_vs_direct ?? null, goal: '≤ 1.15', met: drain?.gateway_vs_direct == null ? null : drain.gateway_vs_direct <= 1.15 });
+  return out;
+}
+
+/** Issue 25's targets on the long-agent trace. */
+function agentTargets(armAt: (load: number, arm: string) => Record<string, any> | undefined): Target[] {
+  const out: Target[] = [];
+  const v = armAt(0.8, 'viiwork');
+  out.push({ target: 'agents at 80%: viiwork mean TTFT vs nginx least_conn', measured: v?.mean_vs_least_conn ?? null, goal: '≤ 0.45', met: v?.mean_vs_least_conn == null ? null : v.mean_vs_least_conn <= 0.45 });
+  for (const load of [0.5, 0.8, 0.95]) {
+    const x = armAt(load, 'viiwork')?.mean_vs_sticky;
+    out.push({ target: `agents at ${Math.round(load * 100)}%: viiwork mean TTFT vs the sticky arm`, measured: x ?? null, goal: '≤ 1.00', met: x == null ? null : x <= 1 });
+  }
+  const lc = armAt(0.8, 'least_conn')?.cached_share;
+  const share = v?.cached_share != null && lc ? Math.round((v.cached_share / lc) * 100) / 100 : null;
+  out.push({ target: 'agents at 80%: cached share vs least_conn', measured: share === null ? null : `${share} (${v?.cached_share} vs ${lc})`, goal: '≥ 1.6', met: share === null ? null : share >= 1.6 });
+  const h = v?.classes?.conv_header?.ttft_mean_ms;
+  const n = v?.classes?.conv_noheader?.ttft_mean_ms;
+  const r = h && n ? Math.round((n / h) * 100) / 100 : null;
+  out.push({ target: 'agents at 80%: header-less sessions vs sessions with X-Session-Id, mean TTFT', measured: r === null ? null : `${r} (${n} vs ${h})`, goal: 'within 10%', met: r === null ? null : Math.abs(r - 1) <= 0.1 });
+  const pe = v?.prediction;
+  out.push({ target: 'agents at 80%: predicted cached tokens vs the engines\' counts (mean absolute error over prompt tokens)', measured: pe ? `${pe.mae_share} (${pe.requests} requests)` : null, goal: '≤ 0.10', met: pe?.mae_share == null ? null : pe.mae_share <= 0.1 });
   return out;
 }
 

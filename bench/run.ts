@@ -7,12 +7,15 @@
  *   membership  our memberlist vs Serf (needs serf)
  *   polling     what capacity polling and gossip cost one node at 10, 30, 100 members; 300+ simulated
  *   files       a 2 GiB model file between two nodes vs curl from nginx, with both nodes' event-loop delay
+ *   bodies      a node's memory under hostile bodies: 30 MiB uploads, slow uploads from many sockets, gzip bombs
+ *   fairness    a shared fleet (issue 26): interactive sessions beside a batch flood (FIFO vs fair), token shares by weight, a tpm limit from three entries, admission CPU
  *   lifecycle   models on demand: a cold start's first token vs load + TTFT; a five-model trace on a 3-node mesh with room for two each vs the best layout pinned by hand
+ *   telemetry   history's and tracing's cost at 50 req/s on one node (on vs off), and history's memory over a simulated soak (TELEMETRY_SOAK_S=3600: a real node's memory over an hour)
  */
 import fs from 'node:fs';
 import path from 'node:path';
 
-const ALL = ['overhead', 'routing', 'membership', 'polling', 'lifecycle', 'files'];
+const ALL = ['overhead', 'routing', 'membership', 'polling', 'lifecycle', 'files', 'bodies', 'fairness', 'telemetry'];
 const args = process.argv.slice(2);
 const unknown = args.filter((a) => !ALL.includes(a));
 if (unknown.length) {
@@ -36,8 +39,10 @@ for (const name of which) {
     } else if (name === 'routing') {
       const { benchRouting, printRouting, routingChart } = await import('./routing.ts');
       const doc = await benchRouting();
-      write(name, doc);
-      fs.writeFileSync(path.join(outDir, 'routing.svg'), routingChart(doc));
+      // ROUTING_TRACE=agents (issue 25's long agent sessions) writes its own files beside the short trace's.
+      const file = process.env.ROUTING_TRACE === 'agents' ? 'routing-agents' : name;
+      write(file, doc);
+      fs.writeFileSync(path.join(outDir, `${file}.svg`), routingChart(doc));
       printRouting(doc);
     } else if (name === 'membership') {
       const { benchMembership } = await import('./membership.ts');
@@ -54,6 +59,22 @@ for (const name of which) {
       const doc = await benchLifecycle();
       write(name, doc);
       printLifecycle(doc);
+    } else if (name === 'bodies') {
+      const { benchBodies, printBodies } = await import('./bodies.ts');
+      const doc = await benchBodies();
+      write(name, doc);
+      printBodies(doc);
+    } else if (name === 'fairness') {
+      const { benchFairness, printFairness } = await import('./fairness.ts');
+      const doc = await benchFairness();
+      write(name, doc);
+      printFairness(doc);
+    } else if (name === 'telemetry') {
+      const { benchTelemetry, printTelemetry } = await import('./telemetry.ts');
+      const doc = await benchTelemetry();
+      // TELEMETRY_SOAK_S (the real-clock soak) writes its own file beside the cost run's.
+      write('real_soak' in doc ? 'telemetry-soak' : name, doc);
+      printTelemetry(doc);
     } else if (name === 'files') {
       const { benchFiles, printFiles } = await import('./files.ts');
       const doc = await benchFiles();

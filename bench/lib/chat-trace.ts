@@ -62,6 +62,8 @@ export interface TraceRequest {
   promptTokens: number;
   /** Tokens of the prompt a slot that served this conversation's previous turn (or holds its system prompt) could reuse: the ideal cache. */
   idealCached: number;
+  /** A next turn leaves at least this long after the previous answer ended (default: the benchmark's 50 ms). */
+  gapMs?: number;
 }
 
 export interface TraceShape {
@@ -97,7 +99,7 @@ export const MIX = {
 
 const SYLLABLES = ['ka', 'lo', 'mi', 'ne', 'ru', 'sa', 'ti', 'vo', 'be', 'da', 'fi', 'go', 'hu', 'ja', 'pe', 'qu', 'ri', 'so', 'tu', 'xe', 'yo', 'ze'];
 
-function words(r: () => number, tokens: number): string {
+export function words(r: () => number, tokens: number): string {
   const want = tokens * 4;
   const out: string[] = [];
   let len = 0;
@@ -111,7 +113,7 @@ function words(r: () => number, tokens: number): string {
   return out.join(' ').slice(0, want);
 }
 
-const between = (r: () => number, [lo, hi]: readonly [number, number]) => lo + Math.floor(r() * (hi - lo + 1));
+export const between = (r: () => number, [lo, hi]: readonly [number, number]) => lo + Math.floor(r() * (hi - lo + 1));
 
 /** The shared system prompts: the same for every trace of one benchmark run (seeded by `seed`). */
 export function systemPrompts(seed: number): string[] {
@@ -119,7 +121,7 @@ export function systemPrompts(seed: number): string[] {
   return Array.from({ length: MIX.systemPrompts }, (_, k) => `You are assistant ${k} of the benchmark. ${words(r, between(r, MIX.systemTokens))}`);
 }
 
-function withPrompt(x: Omit<TraceRequest, 'i' | 'prompt' | 'promptTokens' | 'idealCached'>, reusable: string): Omit<TraceRequest, 'i'> {
+export function withPrompt(x: Omit<TraceRequest, 'i' | 'prompt' | 'promptTokens' | 'idealCached'>, reusable: string): Omit<TraceRequest, 'i'> {
   const prompt = renderPrompt(true, { messages: x.messages })!;
   return { ...x, prompt, promptTokens: tokenCount(prompt), idealCached: reusable ? reusableTokens(reusable, prompt) : 0 };
 }

@@ -8,12 +8,20 @@
  * long its prefill would take there (the cache included), then sends it to
  * the engine with the least `waitWeight × wait + prefill`.
  *
+ * Eviction-aware (issue 25, the `oracle-evict` arm): it also chooses the
+ * slot as viiwork's executor does (route/slots.ts: the slot this prompt
+ * continues, else the idle one worth least), names it to the engine as
+ * `id_slot`, and adds to each engine's score the expected re-prefill of what
+ * its slot would destroy, weighted by the chance that conversation returns
+ * (from the gaps between turns it has seen).
+ *
  * The mirror follows the real engine by what the client sees: a request
  * arrives when sent, its slot's end is re-timed when its first token comes
  * (then its slot is the one the engine names), and the slot frees, holding
  * prompt + answer, when its stream ends.
  */
-import { chooseSlot, type SlotState } from '../../src/engines/prompt-cache.ts';
+import { chooseSlot, commonPrefixTokens, reusableTokens, tokenCount, type SlotState } from '../../src/engines/prompt-cache.ts';
+import { chooseSlot as chooseNodeSlot, evictionMs, TurnGaps, type Eviction, type SlotView } from '../../src/route/slots.ts';
 import { decodeMs, prefillMs, type EngineSpec } from './chat-trace.ts';
 
 interface MSlot extends SlotState {
@@ -23,6 +31,10 @@ interface MSlot extends SlotState {
   prompt: string;
   /** predicted end of the request in it */
   freeAt: number;
+  /** when it last freed (performance.now ms; 0: never) */
+  freedAt: number;
+  /** tokens of its text that no other slot holds (eviction-aware mirrors) */
+  unique: number;
 }
 
 interface MReq {
@@ -35,6 +47,14 @@ export interface Prediction {
   wait: number;
   prefill: number;
   cached: number;
+  /** What its slot destroys (eviction-aware, when it gets a slot at once). */
+  evicted?: Eviction;
+}
+
+interface Choice {
+  slot: number;
+  cachedTokens: number;
+  evicted?: Eviction;
 }
 
 export class EngineMirror {
@@ -47,20 +67,50 @@ export class EngineMirror {
     readonly e: EngineSpec,
     readonly answer: string,
     readonly similarity = 0.5,
+    /** Choose slots as viiwork does (and learn turn gaps into it); undefined: the engine's own rule. */
+    readonly gaps?: TurnGaps,
   ) {
-    this.slots = Array.from({ length: e.slots }, (_, id) => ({ id, busy: false, text: '', lastUsed: 0, prompt: '', freeAt: 0 }));
+    this.slots = Array.from({ length: e.slots }, (_, id) => ({ id, busy: false, text: '', lastUsed: 0, prompt: '', freeAt: 0, freedAt: 0, unique: 0 }));
   }
 
-  /** The request was sent to this engine now. */
-  arrive(q: MReq, now: number): void {
-    if (this.#waiting.length === 0 && this.#take(q, now)) return;
+  /** The slot a prompt gets among `slots` now: the engine's rule, or viiwork's (eviction-aware). */
+  #choose(slots: readonly MSlot[], prompt: string, now: number): Choice | undefined {
+    if (!this.gaps) return chooseSlot(slots, prompt, { similarity: this.similarity });
+    const views: SlotView[] = slots.map((s) => {
+      const tokens = s.text ? tokenCount(s.text) : 0;
+      const shared = s.text ? Math.min(tokens, commonPrefixTokens(s.text, prompt)) : 0;
+      const v = { busy: s.busy, tokens, shared: shared >= tokens - 1 && tokens > 0 ? tokens : shared, unique: Math.min(tokens, s.unique) };
+      return s.busy ? v : { ...v, idleMs: s.freedAt ? now - s.freedAt : 0 };
+    });
+    const p = chooseNodeSlot(views, this.gaps.chance);
+    if (!p) return undefined;
+    return { slot: p.index, cachedTokens: reusableTokens(slots[p.index].text, prompt), ...(p.evicted ? { evicted: p.evicted } : {}) };
+  }
+
+  /** Each slot's tokens that no other slot holds (after a slot's text changed). */
+  #uniques(): void {
+    if (!this.gaps) return;
+    for (const s of this.slots) {
+      const tokens = s.text ? tokenCount(s.text) : 0;
+      let shared = 0;
+      for (const o of this.slots) if (o !== s && o.text && s.text) shared = Math.max(shared, commonPrefixTokens(s.text, o.text));
+      s.unique = Math.max(0, tokens - shared);
+    }
+  }
+
+  /** The request was sent to this engine now: the slot it took (undefined: it waits in the engine's queue). */
+  arrive(q: MReq, now: number): number | undefined {
+    if (this.#waiting.length === 0 && this.#take(q, now)) return this.#where.get(q.id);
     this.#waiting.push(q);
+    return undefined;
   }
 
   #take(q: MReq, now: number, slotId?: number): boolean {
-    const c = slotId !== undefined ? { slot: slotId, cachedTokens: 0 } : chooseSlot(this.slots, q.prompt, { similarity: this.similarity });
+    const c = slotId !== undefined ? { slot: slotId, cachedTokens: 0 } : this.#choose(this.slots, q.prompt, now);
     if (!c) return false;
     const s = this.slots[c.slot];
+    // A conversation's next turn in its own slot: the gap since its last turn ended.
+    if (this.gaps && s.freedAt && s.text && c.cachedTokens >= tokenCount(s.text) - 1) this.gaps.observe(now - s.freedAt);
     s.busy = true;
     s.lastUsed = ++this.#clock;
     s.text = q.prompt;
@@ -68,6 +118,7 @@ export class EngineMirror {
     s.req = q.id;
     s.freeAt = now + prefillMs(this.e, q.tokens, c.cachedTokens) + decodeMs(this.e);
     this.#where.set(q.id, c.slot);
+    this.#uniques();
     return true;
   }
 
@@ -110,6 +161,8 @@ export class EngineMirror {
     s.busy = false;
     s.req = undefined;
     s.text = s.prompt + this.answer;
+    s.freedAt = at;
+    this.#uniques();
     while (this.#waiting.length && this.#take(this.#waiting[0], at)) this.#waiting.shift();
   }
 
@@ -121,16 +174,17 @@ export class EngineMirror {
     let clock = this.#clock;
     for (let guard = 0; guard < 10_000; guard++) {
       while (queue.length) {
-        const c = chooseSlot(slots, queue[0].prompt, { similarity: this.similarity });
+        const c = this.#choose(slots, queue[0].prompt, t);
         if (!c) break;
         const head = queue.shift()!;
         const prefill = prefillMs(this.e, head.tokens, c.cachedTokens);
-        if (head === q) return { wait: t - now, prefill, cached: c.cachedTokens };
+        if (head === q) return { wait: t - now, prefill, cached: c.cachedTokens, ...(c.evicted && t === now ? { evicted: c.evicted } : {}) };
         const s = slots[c.slot];
         s.busy = true;
         s.lastUsed = ++clock;
         s.prompt = head.prompt;
         s.text = head.prompt;
+        s.unique = head.tokens;
         s.freeAt = t + prefill + decodeMs(this.e);
       }
       const next = Math.min(...slots.filter((s) => s.busy).map((s) => s.freeAt));
@@ -139,6 +193,7 @@ export class EngineMirror {
         if (s.busy && s.freeAt <= t) {
           s.busy = false;
           s.text = s.prompt + this.answer;
+          s.freedAt = t;
         }
       }
     }
@@ -148,31 +203,34 @@ export class EngineMirror {
 
 export class Oracle {
   readonly mirrors: EngineMirror[];
+  readonly gaps: TurnGaps | undefined;
   constructor(
     engines: EngineSpec[],
     answer: string,
     readonly waitWeight: number,
     similarity = 0.5,
+    evictionAware = false,
   ) {
-    this.mirrors = engines.map((e) => new EngineMirror(e, answer, similarity));
+    this.gaps = evictionAware ? new TurnGaps() : undefined;
+    this.mirrors = engines.map((e) => new EngineMirror(e, answer, similarity, this.gaps));
   }
 
-  /** The engine for request `id` sent now; records it there. */
-  pick(id: number, prompt: string, tokens: number, now: number): { engine: number; predicted: Prediction } {
+  /** The engine for request `id` sent now, and (eviction-aware) the slot to name to it; records it there. */
+  pick(id: number, prompt: string, tokens: number, now: number): { engine: number; slot?: number; predicted: Prediction } {
     const q = { id, prompt, tokens };
     let best = 0;
     let bestScore = Infinity;
     let bestP: Prediction = { wait: 0, prefill: 0, cached: 0 };
     this.mirrors.forEach((m, k) => {
       const p = m.predict(q, now);
-      const score = this.waitWeight * p.wait + p.prefill;
+      const score = this.waitWeight * p.wait + p.prefill + (this.gaps ? evictionMs(p.evicted, m.e.prefillPer1k) : 0);
       if (score < bestScore) {
         bestScore = score;
         best = k;
         bestP = p;
       }
     });
-    this.mirrors[best].arrive(q, now);
-    return { engine: best, predicted: bestP };
+    const slot = this.mirrors[best].arrive(q, now);
+    return { engine: best, ...(this.gaps && slot !== undefined ? { slot } : {}), predicted: bestP };
   }
 }

@@ -259,3 +259,9 @@ export async function untilListening(p: Proc, listen: string, name: string, time
     throw new Error(`${err.message}\n${p.tail()}${more ? `\n${more}` : ''}`);
   });
 }
+
+/** A process's resident memory in MiB (VmRSS from /proc), unrounded; undefined when /proc names none. Throws as reading /proc does (a process gone). */
+export function rssMiB(pid: number): number | undefined {
+  const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : undefined;
+}

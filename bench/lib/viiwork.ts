@@ -24,6 +24,10 @@ export interface BenchNodeSpec {
   secret?: string;
   /** extra `node:` keys, e.g. memory_budget */
   node?: Record<string, unknown>;
+  /** Run the viiwork of this tree instead of VIIWORK_ROOT's (an older commit measured beside this one). */
+  root?: string;
+  /** extra `api:` keys, e.g. body_timeout or keys_file (host and port come from ip and apiPort) */
+  api?: Record<string, unknown>;
 }
 
 export interface BenchNode {
@@ -38,7 +42,7 @@ export async function startViiwork(spec: BenchNodeSpec, dir: string, opts: { che
   fs.mkdirSync(nodeDir, { recursive: true });
   const doc = {
     node: { name: spec.name, state_dir: path.join(nodeDir, 'state'), ...(spec.node ?? {}) },
-    api: { host: spec.ip, port: spec.apiPort },
+    api: { ...(spec.api ?? {}), host: spec.ip, port: spec.apiPort },
     mesh: { open: spec.secret === undefined, network: 'lan', mdns: false, advertise: spec.ip, port: spec.gossipPort, seeds: spec.seeds ?? [], ...(spec.mesh ?? {}) },
     routing: spec.routing ?? {},
     models: spec.models ?? [],
@@ -51,7 +55,8 @@ export async function startViiwork(spec: BenchNodeSpec, dir: string, opts: { che
   delete env.VIIWORK_MESH_SECRET_PREV;
   delete env.VIIWORK_DEBUG;
   if (spec.secret !== undefined) env.VIIWORK_MESH_SECRET = spec.secret;
-  const proc = startProc(`viiwork-${spec.name}`, process.execPath, [...(spec.nodeArgs ?? []), BIN, 'serve', '--config', file], { dir, env });
+  const bin = spec.root ? path.join(path.resolve(spec.root), 'bin/viiwork.js') : BIN;
+  const proc = startProc(`viiwork-${spec.name}`, process.execPath, [...(spec.nodeArgs ?? []), bin, 'serve', '--config', file], { dir, env });
   const url = `http://${spec.ip}:${spec.apiPort}`;
   await until(
     async () => {

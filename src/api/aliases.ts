@@ -39,6 +39,8 @@ export type AliasRoutesOptions = {
   isLocal?: (address: string | undefined) => boolean;
   /** Largest accepted request body; default 64 KiB. */
   maxBody?: number;
+  /** How a body is read (the node's: its deadlines, per-client cap and Content-Encoding); default a bare bounded read. */
+  readBody?: (req: http.IncomingMessage, limit: number) => Promise<Buffer>;
 };
 
 /** Handles the request and returns true when `url` is an alias path; returns false (and touches nothing) otherwise. */
@@ -106,8 +108,8 @@ function historyItem(e: AliasEntry) {
   };
 }
 
-async function readSetBody(req: http.IncomingMessage, limit: number): Promise<{ target: unknown; fallbacks: unknown }> {
-  const raw = await readBody(req, limit);
+async function readSetBody(req: http.IncomingMessage, limit: number, read: (req: http.IncomingMessage, limit: number) => Promise<Buffer>): Promise<{ target: unknown; fallbacks: unknown }> {
+  const raw = await read(req, limit);
   let body: unknown;
   try {
     body = JSON.parse(raw.toString('utf8'));
@@ -173,7 +175,7 @@ export function createAliasRoutes(opts: AliasRoutesOptions): AliasRoutes {
       } else if (method === 'DELETE') {
         await written(res, table.remove(name, nodeName));
       } else {
-        const body = await readSetBody(req, maxBody);
+        const body = await readSetBody(req, maxBody, opts.readBody ?? readBody);
         await written(res, table.set(name, body.target as string, (body.fallbacks as string[] | undefined) ?? [], nodeName));
       }
       return true;

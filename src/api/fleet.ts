@@ -5,6 +5,7 @@
  */
 import type { ApiNode } from './ports.ts';
 import { modelWorkloads } from '../route/eligibility.ts';
+import type { SlotHold } from '../prompt/held.ts';
 import type { HostModelView, HostView } from '../route/types.ts';
 import { isKnownWorkload } from '../workloads/workloads.ts';
 
@@ -82,6 +83,16 @@ export function modelsDocument(node: ApiNode, aliases: readonly AliasListing[] =
   return modelsListing(node.hostViews(), aliases);
 }
 
+/** One slot for operators: the tokens of the prompt it holds, those no other slot holds, busy or idle for how long. */
+function slotStateOf(s: SlotHold, now: number) {
+  return {
+    tokens: s.last?.tokens ?? 0,
+    unique_tokens: s.unique,
+    busy: s.busy,
+    ...(s.busy ? {} : { idle_ms: s.idleSince === undefined || !s.last ? null : Math.max(0, Math.round(now - s.idleSince)) }),
+  };
+}
+
 export function fleetCapacity(node: ApiNode) {
   const now = node.now();
   const hosts = node.hostViews();
@@ -95,6 +106,8 @@ export function fleetCapacity(node: ApiNode) {
         busy: t.busy,
         free: Math.max(0, t.slots - t.busy),
         ...(t.state !== undefined ? { state: t.state, memory: t.memory, on_demand: t.onDemand === true } : {}),
+        // What each engine slot holds (SPEC 7, "Slot state"; issue 25): the dashboards' slot view.
+        ...(t.digest?.slots?.length ? { slot_state: t.digest.slots.map((s) => slotStateOf(s, now)) } : {}),
       }));
       // The model's lifecycle state on this host (SPEC section 11): the most advanced of its targets'.
       const states = (m.targets ?? []).map((t) => t.state).filter((x) => x !== undefined);

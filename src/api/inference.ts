@@ -6,25 +6,69 @@
 import type http from 'node:http';
 import type { Endpoint } from '../workloads/workloads.ts';
 import { judgeForward } from '../forward/verify.ts';
-import { readBody } from '../http/body.ts';
+import { readRequestBody } from './body.ts';
 import { errors } from '../http/errors.ts';
-import { parseInference } from './request.ts';
+import { askedPriority, parseInference } from './request.ts';
+import { bandOfClaim } from '../queue/forward-claims.ts';
+import { allowsModel, effectivePriority, type Caller } from '../keys/access.ts';
+import { admissionTokens } from '../keys/limits.ts';
+import { GENERATION_WORKLOADS } from '../workloads/workloads.ts';
 import type { ApiNode } from './ports.ts';
 
-export async function handleInference(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL, endpoint: Endpoint): Promise<void> {
+/** `caller`: the client's key (SPEC section 12), undefined without keys or for a forward (which names its key in its claim). */
+export async function handleInference(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL, endpoint: Endpoint, caller?: Caller): Promise<void> {
   const abort = new AbortController();
   res.on('close', () => {
     if (!res.writableFinished) abort.abort();
   });
-  const body = await readBody(req, node.config.api.max_body, node.config.api.body_idle_timeout);
+  const body = await readRequestBody(node, req);
+  // Read before the forward judgement strips every X-Viiwork-* header.
+  const priorityHeader = req.headers['x-viiwork-priority'];
   const sender = await judgeForward(req, body, node.meshMode, node.members, (reason) => node.metrics.authRejected.inc({ reason: authReason(reason) }), node.name);
-  const ir = await parseInference(req, url, endpoint, body, node.requestLimits);
+  const parsed = await parseInference(req, url, endpoint, body, node.requestLimits);
+  // A forward names its key in a signed claim (SPEC section 12): the executor holds it to this node's table too, so a key
+  // revoked here, or a model outside its scope, is refused even if the entry had not heard yet. A forward without the claim
+  // comes from a member that admitted it without keys; the member vouches for it.
+  if (sender.kind === 'forward') caller = forwardCaller(node, sender.claims.get('key'));
+  // The name the client sent must be one its key may use; the model an alias runs as is checked where it resolves (dispatch/entry).
+  if (caller && !allowsModel(caller, parsed.model)) throw errors.modelNotAllowed(caller.name, parsed.model);
+  // A forward's band rides in a signed claim (queue/forward-claims.ts), held to the key's ceiling like a client's header.
+  const asked = sender.kind === 'client' ? askedPriority(priorityHeader, body, parsed.scan) : bandOfClaim(sender.claims.get('band'));
+  const ir = caller || asked ? { ...parsed, caller, priority: effectivePriority(caller, asked) } : parsed;
   if (sender.kind === 'forward') {
     // A stopping node takes no new work: its slots are as good as full for the mesh.
     if (node.phase !== 'running') throw errors.forwardNoSlot();
-    return node.dispatcher.serveForward(ir, sender.from, res, abort.signal);
+    return node.dispatcher.serveForward(ir, sender, res, abort.signal);
   }
-  return node.dispatcher.serveClient(ir, res, abort.signal);
+  // The key's limits, held across the mesh (SPEC section 12); count_tokens takes no slot and is not charged.
+  if (!caller || endpoint.action === 'count_tokens') return node.dispatcher.serveClient(ir, res, abort.signal);
+  const tokens = admissionTokens(ir.promptTokens, ir.maxTokens, GENERATION_WORKLOADS.includes(endpoint.workload));
+  const a = await node.limiter.admit(caller.name, caller.limits, tokens);
+  if (!a.ok) {
+    // A model name nobody serves is not a label (clients choose it): it counts as `unknown`.
+    const known = node.aliases.get(ir.model) !== undefined || node.hostViews().some((h) => h.models.has(ir.model));
+    node.recordUsage({ key: caller.name, model: known ? ir.model : 'unknown', outcome: 'limited' });
+    throw errors.keyLimit(caller.name, a.limit, a.message, a.retryAfterS);
+  }
+  try {
+    await node.dispatcher.serveClient(ir, res, abort.signal);
+  } catch (err) {
+    // Refused before anything was answered (an unknown model, an alias out of scope, a pin to no member, the queue's
+    // 429, no healthy backend, an engine that failed before its first byte): the mesh ran nothing, so the key is not
+    // charged for it (docs/api.md, "Limits across the mesh").
+    if (!res.headersSent) a.ticket.giveBack();
+    throw err;
+  } finally {
+    a.ticket.release();
+  }
+}
+
+/** The caller a forward's `key` claim names, held to this node's key table; undefined when it names none. */
+function forwardCaller(node: ApiNode, name: string | undefined): Caller | undefined {
+  if (name === undefined) return undefined;
+  const c = node.keys.named(name);
+  if (c === 'revoked') throw errors.revokedKey(name);
+  return c;
 }
 
 const AUTH_REASONS: [RegExp, string][] = [

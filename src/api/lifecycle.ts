@@ -8,7 +8,7 @@
  */
 import type http from 'node:http';
 import { judgeForward } from '../forward/verify.ts';
-import { readBody } from '../http/body.ts';
+import { readRequestBody } from './body.ts';
 import { errors, sendJson } from '../http/errors.ts';
 import type { ApiNode } from './ports.ts';
 import type { LoadReason } from '../lifecycle/lifecycle.ts';
@@ -52,10 +52,10 @@ export async function handleLifecycle(node: ApiNode, req: http.IncomingMessage, 
     req.resume();
     throw errors.methodNotAllowed(req.method ?? 'GET', `/v1/models/{id}/${action}`, 'POST');
   }
-  const body = await readBody(req, 64 * 1024, node.config.api.body_idle_timeout);
+  const body = await readRequestBody(node, req, 64 * 1024);
   const sender = await judgeForward(req, body, node.meshMode, node.members, () => node.metrics.authRejected.inc({ reason: 'lifecycle' }), node.name);
   // A client key was checked by the server already when keys are configured; without keys only this machine may.
-  if (sender.kind === 'client' && !node.clientKeys.enabled && !isLoopback(req.socket.remoteAddress)) throw errors.forbiddenLifecycle();
+  if (sender.kind === 'client' && !node.keys.enabled && !isLoopback(req.socket.remoteAddress)) throw errors.forbiddenLifecycle();
   let asked: { reason?: unknown; detail?: unknown } = {};
   if (body.length) {
     try {

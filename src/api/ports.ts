@@ -19,8 +19,13 @@ import type { QueueSet } from '../queue/fifo.ts';
 import type { HostView } from '../route/types.ts';
 import type { MeshMode } from '../security/secret.ts';
 import type { RequestLimits } from './request.ts';
-import type { ClientKeys } from './client-keys.ts';
+import type { Keyring } from '../keys/access.ts';
+import type { Limiter } from '../keys/limiter.ts';
+import type { ServedRecord, UsageBook, UsageRow } from '../keys/usage.ts';
 import type { FileServer } from '../files/serve.ts';
+import type { OpenBodies } from '../http/open-bodies.ts';
+import type { NodeHistory } from '../history/node-history.ts';
+import type { TimelineBook, TimelineDoc } from '../dispatch/timeline.ts';
 
 export type NodePhase = 'starting' | 'running' | 'stopping' | 'stopped';
 
@@ -41,13 +46,28 @@ export interface ApiNode {
   readonly poller: CapacityPoller | undefined;
   readonly aliases: AliasTable;
   readonly decisions: DecisionFeed;
+  /** The last requests' timelines (GET /v1/timeline/{id}). */
+  readonly timelines: Pick<TimelineBook, 'get'>;
+  /** A member's part of a timeline, fetched signed like a forward. */
+  memberTimeline(host: string, id: string): Promise<TimelineDoc | { error: string }>;
+  /** GET /v1/history (SPEC section 10). */
+  readonly history: Pick<NodeHistory, 'keepMs' | 'query'>;
   readonly metrics: Metrics;
   readonly queues: QueueSet<Reservation>;
   readonly backends: readonly Backend[];
   readonly dispatcher: Dispatcher;
   readonly requestLimits: RequestLimits;
-  /** Client keys (disabled when none are configured). */
-  readonly clientKeys: ClientKeys;
+  /** Request bodies arriving now, per client address (api.max_open_bodies). */
+  readonly openBodies: OpenBodies;
+  /** Client keys and the mesh-wide key table (off when neither holds a key). */
+  readonly keys: Keyring;
+  /** Keys' limits across the mesh (SPEC section 12). */
+  readonly limiter: Pick<Limiter, 'admit' | 'receive'>;
+  /** Usage served here, hourly (SPEC section 12). */
+  readonly usage: Pick<UsageBook, 'rows'>;
+  recordUsage(r: ServedRecord): void;
+  /** Every alive member's usage rows merged, and the members that did not answer. */
+  meshUsage(sinceMs: number, key: string | undefined, byHour: boolean): Promise<{ rows: UsageRow[]; missing: string[] }>;
   /** GET /v1/files/{sha256}: model files for members (SPEC section 11). */
   readonly files: Pick<FileServer, 'handle'>;
   now(): number;
@@ -72,4 +92,6 @@ export interface ApiNode {
   placeModel(model: string, detail: string): Promise<{ host?: string; why: string }>;
   /** Alive viiwork members (this node included) whose reports show alias_version ≥ v. */
   aliasReach(version: number): { reached: number; members: number };
+  /** The same for key_version (SPEC section 12). */
+  keyReach(version: number): { reached: number; members: number };
 }

@@ -9,24 +9,34 @@ import type { ApiNode } from './ports.ts';
 import { dialectOfPath, endpointFor, errorShapeOf } from '../workloads/workloads.ts';
 import { parseHeld } from '../capacity/digest.ts';
 import { classifyForwardHeaders } from '../security/headers.ts';
-import { protectionOf } from './client-keys.ts';
+import { allowsModel, needOf, reaches, type Caller } from '../keys/access.ts';
+import { handleKeys } from './keys.ts';
+import { handleLimits, LIMITS_PATH } from './limits.ts';
+import { handleUsage } from './usage.ts';
 import { fleetCapacity, meshDocument, modelsDocument } from './fleet.ts';
 import { ApiError, errors, sendError, sendJson, type ErrorShape } from '../http/errors.ts';
 import { handleInference } from './inference.ts';
+import { readRequestBody } from './body.ts';
 import { createAliasRoutes } from './aliases.ts';
 import { handleLifecycle, lifecyclePath } from './lifecycle.ts';
 import { isUiPath, serveUi } from '../ui/serve.ts'; // dashboards
 import { FILES_PREFIX } from '../files/serve.ts';
 import { listen } from '../http/listen.ts';
+import { parseHistoryQuery } from '../history/query.ts';
+import { handleTimeline, TIMELINE_PREFIX } from './timeline.ts';
 
-type Handler = (node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL) => Promise<void> | void;
+type Handler = (node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL, caller: Caller | undefined) => Promise<void> | void;
 
 const GET_ROUTES: Record<string, Handler> = {
   '/health': health,
-  '/v1/models': (node, _req, res) => sendJson(res, 200, modelsDocument(node, node.aliases.list())),
+  '/v1/models': (node, _req, res, _url, caller) => sendJson(res, 200, scopedModels(node, caller)),
   '/v1/fleet/capacity': (node, _req, res) => sendJson(res, 200, fleetCapacity(node)),
   '/v1/mesh': (node, _req, res) => sendJson(res, 200, meshDocument(node)),
   '/v1/decisions': (node, _req, res, url) => sendJson(res, 200, { last: node.decisions.last, data: node.decisions.since(Number(url.searchParams.get('since')) || 0) }),
+  '/v1/history': (node, _req, res, url) => {
+    const now = node.now();
+    sendJson(res, 200, node.history.query(parseHistoryQuery(url.searchParams, now, node.history.keepMs), now));
+  },
   '/v1/capacity': capacity,
   '/metrics': metrics,
 };
@@ -34,7 +44,7 @@ const GET_ROUTES: Record<string, Handler> = {
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 export function createApiHandler(node: ApiNode): http.RequestListener {
-  const aliasRoutes = createAliasRoutes({ table: node.aliases, nodeName: node.name, reached: (v) => node.aliasReach(v) });
+  const aliasRoutes = createAliasRoutes({ table: node.aliases, nodeName: node.name, reached: (v) => node.aliasReach(v), readBody: (req, limit) => readRequestBody(node, req, limit) });
   return (req, res) => {
     handle(node, req, res, aliasRoutes).catch((err) => {
       // Clients of Anthropic's SDKs read Anthropic's error shape (SPEC section 4): the path's dialect says which.
@@ -60,14 +70,25 @@ function errorShapeOfRequest(req: http.IncomingMessage): ErrorShape {
 /** The node's API server, listening on api.host:api.port (rejects naming those keys when it cannot bind). */
 export async function serveApi(node: ApiNode): Promise<http.Server> {
   const api = node.config.api;
-  const server = http.createServer(createApiHandler(node));
+  const server = http.createServer({ connectionsCheckingInterval: checkingInterval(api.header_timeout, api.body_timeout) }, createApiHandler(node));
   answerRawErrors(server);
   server.keepAliveTimeout = 65_000;
-  // A client has api.header_timeout to send its headers; a body that stops arriving is dropped by readBody (api.body_idle_timeout).
+  // A client has api.header_timeout to send its headers; a body that stops arriving or arrives too slowly is dropped by
+  // readRequestBody (api.body_idle_timeout, api.body_timeout). Node's own request timeout, counted from the request's
+  // first byte, is the backstop for every path, also those that answer without reading the body (404, 405, 401, a
+  // GET route): a body that trickles on after its answer is not read for ever.
   server.headersTimeout = api.header_timeout;
-  server.requestTimeout = 0;
+  server.requestTimeout = api.header_timeout + api.body_timeout;
   await listen(server, api.host, api.port, 'api.host, api.port');
   return server;
+}
+
+/**
+ * How often Node looks for requests past their header or request timeout: a
+ * quarter of the shorter one, between 250 ms and Node's default 30 s.
+ */
+export function checkingInterval(headerMs: number, bodyMs: number): number {
+  return Math.min(30_000, Math.max(250, Math.floor(Math.min(headerMs, bodyMs) / 4)));
 }
 
 /** Stop accepting and close idle connections now; busy ones get 2 s to finish. Resolves when the server has closed. */
@@ -86,12 +107,17 @@ export function closeApi(server: http.Server): Promise<void> {
 export function answerRawErrors(server: http.Server): void {
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
     if (!socket.writable || (err.code === 'ECONNRESET' && !socket.readable)) return void socket.destroy();
+    // A request past its whole-request timeout whose answer is under way (or was sent while its body still trickled):
+    // nothing more can be said on this connection.
+    if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT' && (socket as Duplex & { _httpMessage?: unknown })._httpMessage) return void socket.destroy();
     const [status, reason, message]: [number, string, string] =
       err.code === 'HPE_HEADER_OVERFLOW'
         ? [431, 'Request Header Fields Too Large', 'the request headers are too large; send fewer or shorter headers']
-        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' || err.code === 'ERR_HTTP_HEADERS_TIMEOUT'
+        : err.code === 'ERR_HTTP_HEADERS_TIMEOUT'
           ? [408, 'Request Timeout', 'the request headers did not arrive in time (api.header_timeout)']
-          : [400, 'Bad Request', `the request is not valid HTTP/1.1 (${String(err.code ?? 'parse error').slice(0, 40)})`];
+          : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+            ? [408, 'Request Timeout', 'the request did not arrive whole in time (api.header_timeout + api.body_timeout from its first byte)']
+            : [400, 'Bad Request', `the request is not valid HTTP/1.1 (${String(err.code ?? 'parse error').slice(0, 40)})`];
     rawAnswer(socket, status, reason, message);
   });
   server.on('connect', (_req: http.IncomingMessage, socket: Duplex) => rawAnswer(socket, 405, 'Method Not Allowed', 'CONNECT is not allowed: this is an OpenAI-compatible API, not a proxy'));
@@ -176,9 +202,21 @@ async function handle(
 
   // Client keys, when configured: at the entry node only (a verified forward is the mesh's business; its
   // headers are judged in inference.ts, and a client cannot claim to be a forward without them).
-  if (node.clientKeys.enabled && method !== 'OPTIONS' && protectionOf(url.pathname, node.config.api.protect_ops) === 'key' && !isMeshForward(req) && !node.clientKeys.admits(req, dialectOfPath(url.pathname) === 'messages')) {
-    req.resume();
-    throw errors.missingClientKey();
+  // Then the role table of docs/api.md (keys/access.ts): what the endpoint needs against the key's role.
+  let caller: Caller | undefined;
+  if (node.keys.enabled && !(isMeshForward(req) && takesMemberCalls(url.pathname, req.url))) {
+    const need = needOf(method, url.pathname, node.config.api.protect_ops);
+    if (need !== 'open') {
+      caller = node.keys.caller(req.headers, dialectOfPath(url.pathname) === 'messages');
+      if (!caller) {
+        req.resume();
+        throw errors.missingClientKey();
+      }
+      if (!reaches(caller, need)) {
+        req.resume();
+        throw errors.insufficientScope(caller.name, caller.role, `${method} ${url.pathname}`);
+      }
+    }
   }
 
   const endpoint = endpointFor(url.pathname);
@@ -192,8 +230,11 @@ async function handle(
     // A client is told the node is stopping; a forward is refused in inference.ts, marked, so its entry node
     // retries it elsewhere (a rolling restart loses nothing).
     if (node.phase !== 'running' && !isMeshForward(req)) throw errors.starting();
-    return handleInference(node, req, res, url, endpoint);
+    return handleInference(node, req, res, url, endpoint, caller);
   }
+  if (url.pathname === '/v1/keys' || url.pathname.startsWith('/v1/keys/')) return handleKeys(node, req, res, url);
+  if (url.pathname === LIMITS_PATH) return handleLimits(node, req, res);
+  if (url.pathname === '/v1/usage' || url.pathname === '/v1/usage/local') return handleUsage(node, req, res, url, caller);
   if (url.pathname === '/v1/aliases' || url.pathname.startsWith('/v1/aliases/')) {
     if (await aliasRoutes(req, res, url)) return;
   }
@@ -208,23 +249,43 @@ async function handle(
   // The raw path is judged, not the normalised one: `/v1/files/<hash>/../<hash>` names no hash.
   const rawPath = (req.url ?? '/').split('?')[0];
   if (url.pathname.startsWith(FILES_PREFIX) || rawPath.startsWith(FILES_PREFIX)) return node.files.handle(req, res, rawPath);
+  if (url.pathname.startsWith(TIMELINE_PREFIX)) {
+    if (method !== 'GET' && method !== 'HEAD') {
+      req.resume();
+      throw errors.methodNotAllowed(method, `${TIMELINE_PREFIX}{id}`, 'GET');
+    }
+    return handleTimeline(node, req, res, url.pathname);
+  }
   const life = url.pathname.startsWith('/v1/models/') ? lifecyclePath(url.pathname) : undefined;
   if (life) return handleLifecycle(node, req, res, life.model, life.action, url);
-  if (url.pathname.startsWith('/v1/models/') && (method === 'GET' || method === 'HEAD')) return oneModel(node, res, url);
+  if (url.pathname.startsWith('/v1/models/') && (method === 'GET' || method === 'HEAD')) return oneModel(node, res, url, caller);
   const get = GET_ROUTES[url.pathname];
   if (get) {
     if (method !== 'GET' && method !== 'HEAD') {
       req.resume();
       throw errors.methodNotAllowed(method, url.pathname, 'GET');
     }
-    return get(node, req, res, url);
+    return get(node, req, res, url, caller);
   }
   req.resume();
   throw errors.notFound(url.pathname);
 }
 
-/** GET /v1/models/{id}: one entry of /v1/models (a model or an alias; ids may contain "/"), else 404. */
-function oneModel(node: ApiNode, res: http.ServerResponse, url: URL): void {
+/**
+ * /v1/models as a caller sees it: only the models its key may use, and the
+ * aliases whose name and target it may use (SPEC section 12); everything
+ * without keys.
+ */
+function scopedModels(node: ApiNode, caller: Caller | undefined): { object: string; data: { id: string }[] } {
+  const doc = modelsDocument(node, node.aliases.list()) as { object: string; data: { id: string }[] };
+  if (!caller) return doc;
+  const targetOf = new Map(node.aliases.list().map((a) => [a.name, a.target]));
+  const allowed = (id: string) => allowsModel(caller, id) && (!targetOf.has(id) || allowsModel(caller, targetOf.get(id)!));
+  return { ...doc, data: doc.data.filter((m) => allowed(m.id)) };
+}
+
+/** GET /v1/models/{id}: one entry of /v1/models (a model or an alias; ids may contain "/"), else 404; 403 outside the key's models. */
+function oneModel(node: ApiNode, res: http.ServerResponse, url: URL, caller: Caller | undefined): void {
   let id: string;
   try {
     id = decodeURIComponent(url.pathname.slice('/v1/models/'.length));
@@ -234,12 +295,33 @@ function oneModel(node: ApiNode, res: http.ServerResponse, url: URL): void {
   const doc = modelsDocument(node, node.aliases.list()) as { data: { id: string }[] };
   const entry = doc.data.find((m) => m.id === id);
   if (!entry) throw errors.unknownModel(id.slice(0, 200));
+  if (caller && !scopedModels(node, caller).data.some((m) => m.id === id)) throw errors.modelNotAllowed(caller.name, id);
   sendJson(res, 200, entry);
 }
 
 /** A request that claims to come from a member: its forward headers decide (inference.ts); never a client key. */
 function isMeshForward(req: http.IncomingMessage): boolean {
   return classifyForwardHeaders(req.headers) !== 'none';
+}
+
+/**
+ * The paths members call on each other, each of which judges a request's
+ * forward headers itself (verified, else 401): inference, limit reports,
+ * usage rows, load and unload, model files, timelines, capacity. Anywhere
+ * else forward headers are no credential at all: the key check holds, or
+ * an `X-Viiwork-Node` header alone would open the key and admin endpoints
+ * to anyone.
+ */
+export function takesMemberCalls(pathname: string, rawUrl = pathname): boolean {
+  return (
+    endpointFor(pathname) !== undefined ||
+    pathname === LIMITS_PATH ||
+    pathname === '/v1/usage/local' ||
+    pathname === '/v1/capacity' ||
+    (pathname.startsWith('/v1/models/') && lifecyclePath(pathname) !== undefined) ||
+    pathname.startsWith(TIMELINE_PREFIX) ||
+    (pathname.startsWith(FILES_PREFIX) && rawUrl.startsWith(FILES_PREFIX))
+  );
 }
 
 /** The longest a member may hold a capacity poll waiting for a slot to free. */

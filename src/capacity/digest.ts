@@ -10,12 +10,63 @@
  *
  * Pure: encode and decode, no I/O.
  */
-import type { CacheDigest } from '../prompt/held.ts';
+import type { CacheDigest, SlotHold } from '../prompt/held.ts';
 
-/** The wire form: `links` absent means "unchanged since the version you hold". */
+/**
+ * One slot on the wire (SPEC section 7, "Slot state"): the hash its cached
+ * prompt ends at ("" for an empty slot), that link's tokens, the tokens no
+ * other slot of the target holds, and the ms since its last request ended
+ * (-1: busy; 0 with no hash and never used: empty); then, optionally, the
+ * hash and tokens of its prompt's head link (tools and system). A reader
+ * that knows only the first four ignores the rest.
+ */
+export type SlotWire = [string, number, number, number] | [string, number, number, number, string, number];
+
+/** The wire form: `links` absent means "unchanged since the version you hold" (the slots too). */
 export interface DigestWire {
   v: number;
   links?: string;
+  slots?: SlotWire[];
+}
+
+/** Slots listed per target at most; each takes about 45 bytes of JSON (70 with its head), taken off the links' room. */
+export const DIGEST_MAX_SLOTS = 128;
+export const SLOT_WIRE_BYTES = 72;
+
+/** A target's slots for a report made at `now` (the executor's clock): idle times relative to it. */
+export function encodeSlots(slots: readonly SlotHold[], now: number): SlotWire[] {
+  return slots.slice(0, DIGEST_MAX_SLOTS).map((s): SlotWire => {
+    const w: [string, number, number, number] = [
+      s.last && HEX16.test(s.last.hash) ? s.last.hash : '',
+      s.last ? Math.max(0, Math.round(s.last.tokens)) : 0,
+      Math.max(0, Math.round(s.unique)),
+      s.busy ? -1 : Math.max(0, Math.round(now - (s.idleSince ?? now))),
+    ];
+    return s.last && s.head && HEX16.test(s.head.hash) ? [...w, s.head.hash, Math.max(0, Math.round(s.head.tokens))] : w;
+  });
+}
+
+/**
+ * Slots as received, their idle times turned into moments on this node's
+ * clock (`at`: when the poll was sent, so an idle time is never counted
+ * short); undefined when malformed.
+ */
+export function decodeSlots(x: unknown, at: number): SlotHold[] | undefined {
+  if (!Array.isArray(x) || x.length > DIGEST_MAX_SLOTS) return undefined;
+  const out: SlotHold[] = [];
+  for (const w of x) {
+    if (!Array.isArray(w) || w.length < 4) return undefined;
+    const [hash, tokens, unique, idle] = w as unknown[];
+    if (typeof hash !== 'string' || (hash !== '' && !HEX16.test(hash))) return undefined;
+    if (![tokens, unique, idle].every((n) => typeof n === 'number' && Number.isFinite(n))) return undefined;
+    const busy = (idle as number) < 0;
+    const last = hash ? { last: { hash, tokens: Math.max(0, tokens as number) } } : {};
+    // The head (optional): ignored when malformed, as an older reader would.
+    const [headHash, headTokens] = [w[4], w[5]];
+    const head = hash && typeof headHash === 'string' && HEX16.test(headHash) && typeof headTokens === 'number' && Number.isFinite(headTokens) ? { head: { hash: headHash, tokens: Math.max(0, headTokens) } } : {};
+    out.push({ ...last, ...head, unique: Math.max(0, unique as number), busy, ...(busy ? {} : { idleSince: at - (idle as number) }) });
+  }
+  return out;
 }
 
 /** Bound on one target's serialized digest (SPEC section 7). */
@@ -96,7 +147,9 @@ export function readWire(x: unknown): DigestWire | undefined {
   const d = x as Record<string, unknown>;
   if (typeof d.v !== 'number' || !Number.isSafeInteger(d.v) || d.v < 0) return undefined;
   if (d.links === undefined) return { v: d.v };
-  return typeof d.links === 'string' ? { v: d.v, links: d.links } : undefined;
+  if (typeof d.links !== 'string') return undefined;
+  // Slots that do not parse are left out (the links still serve); decodeSlots checks each one.
+  return Array.isArray(d.slots) ? { v: d.v, links: d.links, slots: d.slots as SlotWire[] } : { v: d.v, links: d.links };
 }
 
 function varintLength(n: number): number {

@@ -11,7 +11,7 @@
 import { Agent, request } from 'undici';
 import type { CacheDigest } from '../prompt/held.ts';
 import { descriptorKey } from '../workloads/workloads.ts';
-import { decodeLinks, heldParam, readWire, type HeldDigests } from './digest.ts';
+import { decodeLinks, decodeSlots, heldParam, readWire, type HeldDigests } from './digest.ts';
 import type { CapacityReport, ModelReport, TargetReport } from './report.ts';
 import { duePolls, type MemberPoll } from './schedule.ts';
 
@@ -35,7 +35,7 @@ export function digestKey(model: string, workloads: readonly string[], audio: bo
  * `prev` has). `complete` is false when one could not be resolved: the next
  * poll then asks for everything.
  */
-export function resolveDigests(report: CapacityReport, prev: ReadonlyMap<string, CacheDigest> | undefined): { digests: Map<string, CacheDigest>; complete: boolean } {
+export function resolveDigests(report: CapacityReport, prev: ReadonlyMap<string, CacheDigest> | undefined, polledAt = 0): { digests: Map<string, CacheDigest>; complete: boolean } {
   const digests = new Map<string, CacheDigest>();
   let complete = true;
   for (const m of report.models) {
@@ -44,7 +44,8 @@ export function resolveDigests(report: CapacityReport, prev: ReadonlyMap<string,
       const key = digestKey(m.name, t.workloads, t.audio);
       if (t.digest.links !== undefined) {
         const d = decodeLinks(t.digest.v, t.digest.links);
-        if (d) digests.set(key, d);
+        const slots = t.digest.slots && decodeSlots(t.digest.slots, polledAt);
+        if (d) digests.set(key, slots?.length ? { ...d, slots } : d);
         continue;
       }
       const old = prev?.get(key);
@@ -118,6 +119,7 @@ export function parseReport(doc: unknown, expectedNode: string): CapacityReport 
       targets,
       ...fileOf(m.file),
       ...fetchOf(m.fetch),
+      ...(typeof m.has_file === 'boolean' ? { has_file: m.has_file } : {}),
     });
   }
   const epoch = typeof d.digest_epoch === 'string' && /^[0-9a-f]{1,32}$/.test(d.digest_epoch) ? d.digest_epoch : undefined;
@@ -128,7 +130,7 @@ export function parseReport(doc: unknown, expectedNode: string): CapacityReport 
     mem && typeof mem === 'object' && num(mem.budget) !== undefined && num(mem.used) !== undefined && num(mem.free) !== undefined
       ? { budget: num(mem.budget)!, used: num(mem.used)!, free: num(mem.free)! }
       : undefined;
-  return { node: expectedNode, ver: typeof d.ver === 'string' ? d.ver : undefined, at: num(d.at), alias_version: num(d.alias_version), ...digests, models, ...(memory ? { memory } : {}) };
+  return { node: expectedNode, ver: typeof d.ver === 'string' ? d.ver : undefined, at: num(d.at), alias_version: num(d.alias_version), ...(num(d.key_version) !== undefined ? { key_version: num(d.key_version) } : {}), ...digests, models, ...(memory ? { memory } : {}) };
 }
 
 const LIFE_STATES = new Set(['unloaded', 'fetching', 'loading', 'loaded', 'unloading']);
@@ -248,7 +250,36 @@ export class CapacityPoller {
     for (const t of this.#targets) if (due.has(t.name)) void this.poll(t);
   }
 
-  async poll(t: PollTarget): Promise<void> {
+  /** The poll of each member in flight now (so a request that needs the member's report can wait for it). */
+  readonly #polls = new Map<string, Promise<void>>();
+
+  poll(t: PollTarget): Promise<void> {
+    const p = this.#pollOnce(t);
+    this.#polls.set(t.name, p);
+    void p.finally(() => {
+      if (this.#polls.get(t.name) === p) this.#polls.delete(t.name);
+    });
+    return p;
+  }
+
+  /**
+   * Poll these members now (a poll already in flight is waited for, not
+   * doubled), for a request that would be refused on their old reports;
+   * resolves when every one has answered or failed (at most the 1 s a poll
+   * takes).
+   */
+  async pollNow(names: readonly string[]): Promise<void> {
+    const waits: Promise<void>[] = [];
+    for (const t of this.#targets) if (names.includes(t.name)) waits.push(this.#polls.get(t.name) ?? this.poll(t));
+    await Promise.all(waits);
+  }
+
+  /** When the last poll of the member was sent, answered or not (this node's clock). */
+  lastPolled(name: string): number | undefined {
+    return this.#sentAt.get(name);
+  }
+
+  async #pollOnce(t: PollTarget): Promise<void> {
     this.#sentAt.set(t.name, this.now());
     this.#inFlight.add(t.name);
     try {
@@ -309,7 +340,7 @@ export class CapacityPoller {
       const entry: PeerReport = { report: parsed, polledAt, receivedAt };
       let complete = false;
       if (parsed.digest_epoch !== undefined) {
-        const r = resolveDigests(parsed, old?.digests);
+        const r = resolveDigests(parsed, old?.digests, sentAt);
         entry.digests = r.digests;
         complete = r.complete;
       }

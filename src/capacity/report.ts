@@ -3,7 +3,7 @@ import type { CacheBook } from '../engines/cache-book.ts';
 import type { SlotTable } from '../engines/targets.ts';
 import type { LifeState, Lifecycle, MemoryFigures } from '../lifecycle/lifecycle.ts';
 import type { PerfScores } from '../perf/scores.ts';
-import { encodeDigest, type DigestWire, type HeldDigests } from './digest.ts';
+import { DIGEST_MAX_BYTES, encodeDigest, encodeSlots, SLOT_WIRE_BYTES, type DigestWire, type HeldDigests } from './digest.ts';
 
 /** What the report is made of. */
 export interface ReportSource {
@@ -15,12 +15,16 @@ export interface ReportSource {
   /** Requests waiting in this node's queues for a model. */
   queued(model: string): number;
   readonly aliasVersion: number;
+  /** The key table's version (SPEC section 12); absent: no key table. */
+  readonly keyVersion?: number;
   /** The executor's record of its engines' caches (absent: no digests). */
   readonly cache?: CacheBook;
   /** Model lifecycle (SPEC section 11): target states and memory, the node's budget. */
   readonly lifecycle?: Pick<Lifecycle, 'targetState' | 'memory'>;
   /** The model's file here, once hashed (SPEC section 11: members fetch it by this hash). */
   fileOf?(model: string): ModelFile | undefined;
+  /** Whether the model's file is here and hashed (undefined: it has no file at all, e.g. sim and openai engines). */
+  hasFile?(model: string): boolean | undefined;
   /** The model's file fetch in progress here (SPEC section 11, state `fetching`). */
   fetchOf?(model: string): FetchProgress | undefined;
 }
@@ -76,6 +80,8 @@ export interface ModelReport {
   file?: ModelFile;
   /** While the model's file is being fetched here (absent otherwise, or an older node). */
   fetch?: FetchProgress;
+  /** The model's file is here (false: it would fetch it from a member first); absent: it has no file (sim, openai), or an older node. */
+  has_file?: boolean;
 }
 
 export interface CapacityReport {
@@ -83,6 +89,7 @@ export interface CapacityReport {
   ver?: string;
   at?: number;
   alias_version?: number;
+  key_version?: number;
   /** The executor's digest epoch and node-wide version: a poll says `?digests=<epoch>.<version>` to be sent only what changed. */
   digest_epoch?: string;
   digest_version?: number;
@@ -112,8 +119,9 @@ export function buildReport(node: ReportSource, held?: HeldDigests): CapacityRep
         if (d.version <= since) r.digest = { v: d.version };
         else {
           let w = wireCache.get(d);
-          if (!w) wireCache.set(d, (w = encodeDigest(d.version, d.links)));
-          r.digest = w;
+          // The slots' idle times move with the clock: encoded per report, their room taken off the links'.
+          if (!w) wireCache.set(d, (w = encodeDigest(d.version, d.links, DIGEST_MAX_BYTES - SLOT_WIRE_BYTES * (d.slots?.length ?? 0))));
+          r.digest = d.slots?.length ? { ...w, slots: encodeSlots(d.slots, node.now()) } : w;
         }
       }
       const life = node.lifecycle?.targetState(t.backends);
@@ -128,6 +136,7 @@ export function buildReport(node: ReportSource, held?: HeldDigests): CapacityRep
     const perf = node.perf.published(name);
     const file = node.fileOf?.(name);
     const fetch = node.fetchOf?.(name);
+    const hasFile = node.hasFile?.(name);
     const engines = [...new Set(backends.map((b) => b.info.engine))];
     models.push({
       name,
@@ -144,9 +153,10 @@ export function buildReport(node: ReportSource, held?: HeldDigests): CapacityRep
       targets: tr,
       ...(file ? { file: { size: file.size, sha256: file.sha256 } } : {}),
       ...(fetch ? { fetch: { bytes: fetch.bytes, size: fetch.size } } : {}),
+      ...(hasFile !== undefined ? { has_file: hasFile } : {}),
     });
   }
   const digests = book ? { digest_epoch: book.epoch, digest_version: book.version } : {};
-  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliasVersion, ...digests, models, ...(node.lifecycle ? { memory: node.lifecycle.memory() } : {}) };
+  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliasVersion, ...(node.keyVersion !== undefined ? { key_version: node.keyVersion } : {}), ...digests, models, ...(node.lifecycle ? { memory: node.lifecycle.memory() } : {}) };
 }
 

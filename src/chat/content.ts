@@ -26,3 +26,18 @@ export function reasoningText(o: Obj): string {
 export function callArguments(fn: Obj): string {
   return typeof fn.arguments === 'string' ? fn.arguments : isObj(fn.arguments) ? JSON.stringify(fn.arguments) : '';
 }
+
+/**
+ * A tool call's JSON arguments as an object (Anthropic's tool_use `input`);
+ * text that is not a JSON object is kept under `_raw`. Here, not in
+ * messages/, because the prefix chain reads a Messages reply the same way.
+ */
+export function toolInput(args: string): unknown {
+  if (args.trim() === '') return {};
+  try {
+    const v = JSON.parse(args);
+    return isObj(v) ? v : { _raw: args };
+  } catch {
+    return { _raw: args };
+  }
+}

@@ -49,6 +49,16 @@ export class ChatSseDecoder {
   }
 }
 
+/** A raw event's `data:` lines joined, each value without its leading spaces (what the relay and the reply read). */
+export function eventData(event: Buffer): string {
+  return event
+    .toString('utf8')
+    .split(/\r?\n/)
+    .filter((l) => l.startsWith('data:'))
+    .map((l) => l.slice(5).trimStart())
+    .join('\n');
+}
+
 function decodeEvent(event: string): ChatSseData | undefined {
   const data = event
     .split(/\r?\n|\r/)

@@ -37,6 +37,12 @@ program
 // viiwork alias set|ls|rm|history|revert
 (await import('./alias.ts')).registerAliasCommand(program);
 
+// viiwork keys add|ls|rm|set
+(await import('./keys.ts')).registerKeysCommand(program);
+
+// viiwork usage
+(await import('./usage.ts')).registerUsageCommand(program);
+
 program.parseAsync(process.argv).catch((err) => {
   if (err instanceof ConfigError) {
     const lines = err.findings.map((f, i) => `  ${err.problems[i] ?? `${f.key}: ${f.message}`}${f.key === '(file)' ? '' : `\n    fix: ${f.fix}`}`);

@@ -16,7 +16,7 @@ export function keyHeader(): Record<string, string> {
   return key ? { authorization: `Bearer ${key}` } : {};
 }
 
-export async function call<T>(base: string, method: 'GET' | 'PUT' | 'DELETE' | 'POST', path: string, body?: unknown): Promise<T> {
+export async function call<T>(base: string, method: 'GET' | 'PUT' | 'DELETE' | 'POST' | 'PATCH', path: string, body?: unknown): Promise<T> {
   const url = new URL(path, base.endsWith('/') ? base : `${base}/`);
   let res;
   try {

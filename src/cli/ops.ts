@@ -2,6 +2,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import type { Command } from 'commander';
+import type { HistoryDoc } from '../history/store.ts';
+import { CLI_SERIES, historyRows } from './sparkline.ts';
 import { stringify } from 'yaml';
 import { validateConfig } from '../config/load.ts';
 import { newSecret } from '../security/secret.ts';
@@ -105,6 +107,24 @@ export function registerOpsCommands(program: Command): void {
           return m.hosts.map((h) => [m.name, h.node, `${h.busy}/${h.slots}`, String(h.free), h.fresh ? 'fresh' : 'stale', `${(h.report_age_ms / 1000).toFixed(1)}s`, h.state ?? '-', files.get(h.node) ?? '-']);
         });
         out(formatTable([['MODEL', 'HOST', 'BUSY/SLOTS', 'FREE', 'REPORT', 'AGE', 'STATE', 'FILE'], ...rows]));
+        // The last 15 minutes (SPEC section 10), from the node's history; a node before 0.3 has none.
+        const history = await call<HistoryDoc>(opts.url, 'GET', `/v1/history?series=${CLI_SERIES}&since=-15m`).catch(() => undefined);
+        if (history) {
+          out('\nlast 15 minutes (each mark 30 s; latest value at the right)\n');
+          out(formatTable([['HOST', 'REQUESTS', 'REQ/S', 'TTFT P95', 'MS', 'BUSY SLOTS', 'NOW'], ...historyRows(history, Date.now())]));
+        }
+      }),
+    );
+
+  program
+    .command('top')
+    .description('a live view of hosts, slots, queues and recent requests, redrawn in place (q or Ctrl-C quits)')
+    .option('--url <url>', 'any node', DEFAULT_NODE_URL)
+    .option('--interval <seconds>', 'seconds between redraws', '2')
+    .action(
+      run(async (opts: { url: string; interval: string }) => {
+        const { top } = await import('./top.ts');
+        await top(opts);
       }),
     );
 

@@ -4,24 +4,32 @@
  * passes `check` is read the same way by the node.
  *
  * - `api.keys_env` names a variable holding keys separated by commas.
- * - `api.keys_file` is a file with one key per line; blank lines and lines
- *   starting with `#` are ignored.
+ * - `api.keys_file` is either a YAML key table (SPEC section 12: a mapping
+ *   whose `keys` is a list of entries, config/key-spec.ts) or a file with one
+ *   key per line, blank lines and lines starting with `#` ignored. A plain
+ *   key is an admin key of this node alone (it is not spread over the mesh);
+ *   the table's entries seed the mesh-wide key table.
  * - Surrounding whitespace is trimmed; a key with whitespace inside is an
  *   error (no client could send it as a bearer token).
  * - Both may be set: the node accepts the keys of both. Neither: no client keys.
  */
 import fs from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { checkKeyFields, type KeySpec } from './key-spec.ts';
 import type { Config } from './schema.ts';
 
 export interface KeyProblem {
-  key: 'api.keys_env' | 'api.keys_file';
+  /** `api.keys_env`, `api.keys_file`, or the path of a field inside the key table (`api.keys_file: keys[2].limits.tpm`). */
+  key: string;
   message: string;
   fix: string;
 }
 
 export interface ClientKeys {
-  /** Every configured key, deduplicated, in the order found. */
+  /** Every plain key (keys_env, a one-key-a-line file), deduplicated, in the order found: admin keys of this node. */
   keys: string[];
+  /** The entries of a YAML key table, validated; empty for a plain file. */
+  table: KeySpec[];
   /** Why a configured source could not be read; empty when all is well. */
   problems: KeyProblem[];
 }
@@ -43,6 +51,7 @@ export function parseClientKeys(text: string, separator: 'line' | 'comma'): { ke
 /** The client keys `api` asks for, read from `env` and the file system. */
 export function readClientKeys(api: Pick<Config['api'], 'keys_env' | 'keys_file'>, env: NodeJS.ProcessEnv): ClientKeys {
   const keys: string[] = [];
+  const table: KeySpec[] = [];
   const problems: KeyProblem[] = [];
   if (api.keys_env) {
     const v = env[api.keys_env];
@@ -66,11 +75,53 @@ export function readClientKeys(api: Pick<Config['api'], 'keys_env' | 'keys_file'
         fix: 'create the file with one key per line and make it readable by the user viiwork runs as (chmod 600), or set api.keys_file: ""',
       });
     }
-    if (text !== undefined) {
+    const doc = text === undefined ? undefined : tableDocument(text);
+    if (doc !== undefined) {
+      const t = parseKeyTable(doc);
+      for (const p of t.problems) problems.push({ key: `api.keys_file: ${p.path}`, message: `${api.keys_file}: ${p.message}`, fix: p.fix });
+      if (!t.problems.length) table.push(...t.entries);
+    } else if (text !== undefined) {
       const parsed = parseClientKeys(text, 'line');
       if (parsed.bad) problems.push({ key: 'api.keys_file', message: `${api.keys_file} has ${parsed.bad} line(s) with whitespace inside a key`, fix: 'write one key per line, without spaces' });
       for (const k of parsed.keys) if (!keys.includes(k)) keys.push(k);
     }
   }
-  return { keys, problems };
+  return { keys, table, problems };
+}
+
+/** The YAML document of a key table, or undefined when the text is a plain one-key-a-line file. */
+function tableDocument(text: string): unknown {
+  // A plain key file is never YAML with a top-level `keys:`; one that starts so is a table (and its errors say so).
+  if (!/^keys\s*:/m.test(text)) return undefined;
+  try {
+    return parseYaml(text);
+  } catch (err) {
+    return { __yaml: (err as Error).message.split('\n')[0] };
+  }
+}
+
+/** A key table document's entries, or the problems of each field by path (`keys[1].role`). Pure. */
+export function parseKeyTable(doc: unknown): { entries: KeySpec[]; problems: { path: string; message: string; fix: string }[] } {
+  const problems: { path: string; message: string; fix: string }[] = [];
+  const fix = 'see docs/configuration.md, "Keys"; viiwork keys add writes a valid entry';
+  const d = doc as Record<string, unknown> | null;
+  if (d && typeof d.__yaml === 'string') return { entries: [], problems: [{ path: 'keys', message: `is not valid YAML (${d.__yaml})`, fix }] };
+  if (typeof d !== 'object' || d === null || Array.isArray(d)) return { entries: [], problems: [{ path: 'keys', message: 'a key table is a mapping with a "keys" list', fix }] };
+  for (const k of Object.keys(d)) if (k !== 'keys') problems.push({ path: k, message: `unknown field "${k.slice(0, 40)}"; a key table has only "keys"`, fix });
+  if (!Array.isArray(d.keys)) return { entries: [], problems: [...problems, { path: 'keys', message: '"keys" must be a list of key entries', fix }] };
+  const entries: KeySpec[] = [];
+  const seen = new Map<string, number>();
+  d.keys.forEach((raw, i) => {
+    const { value, problems: p } = checkKeyFields(raw, { withName: true, needHash: true });
+    for (const q of p) problems.push({ path: `keys[${i}]${q.path ? `.${q.path}` : ''}`, message: q.message, fix });
+    if (p.length) return;
+    const spec = value as KeySpec;
+    const first = seen.get(spec.name);
+    if (first !== undefined) problems.push({ path: `keys[${i}].name`, message: `duplicate name "${spec.name}" (also keys[${first}])`, fix: 'give every key its own name' });
+    else seen.set(spec.name, i);
+    const sameHash = entries.find((e) => e.sha256 === spec.sha256);
+    if (sameHash) problems.push({ path: `keys[${i}].sha256`, message: `the same hash as key "${sameHash.name}": two names for one secret`, fix: 'make a new key for each name (viiwork keys add)' });
+    entries.push(spec);
+  });
+  return { entries, problems };
 }

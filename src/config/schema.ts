@@ -38,6 +38,18 @@ const duration = z
     return ms;
   });
 
+/** A duration that may also be off: `0` (or "0") turns the behaviour off, and is kept as 0 ms. */
+const durationOrOff = z
+  .union([z.literal(0), z.string()], { error: 'expected 0 (off) or a duration string such as "500ms" or "2s"' })
+  .transform((s, ctx) => {
+    const ms = s === 0 || s === '0' ? 0 : parseDuration(s);
+    if (ms === undefined || ms < 0 || ms > MAX_DURATION_MS) {
+      ctx.addIssue({ code: 'custom', message: `expected 0 (off) or a duration such as "500ms" or "2s", got "${s}"` });
+      return z.NEVER;
+    }
+    return ms;
+  });
+
 /** A byte size ("32MiB", "512KB" or a number of bytes) between `min` and `max` bytes. */
 function size(min: number, max: number, maxText: string) {
   return z
@@ -281,6 +293,10 @@ export const configSchema = z.strictObject({
       header_timeout: duration.default(30_000),
       /** An upload that sends nothing this long is dropped with 408. */
       body_idle_timeout: duration.default(30_000),
+      /** The whole body must have arrived this long after the request's headers; else 408 and the connection is closed. */
+      body_timeout: duration.default(60_000),
+      /** Request bodies one client address may have arriving at once; one more is answered 503 before it is read. */
+      max_open_bodies: positiveInt.default(32),
       /** A client that reads nothing of its answer this long has its request cancelled and its slot freed. */
       write_stall: duration.default(60_000),
       /** After the first content chunk, a stream that receives nothing this long ends with an SSE error event. */
@@ -328,13 +344,30 @@ export const configSchema = z.strictObject({
       performance: z.boolean().default(true),
       queue_max: nonNegativeInt.default(64),
       queue_timeout: duration.default(20_000),
+      /** How long a batch-priority request may wait (SPEC section 12). */
+      batch_queue_timeout: duration.default(600_000),
       forward_retry: nonNegativeInt.default(1),
+      /**
+       * With keys (or batch requests): how long a forward may wait at a full executor, in its line ordered by band and key
+       * (SPEC section 12, docs/decisions.md "Fairness across entry nodes"); 0: a forward never waits there (refused at once).
+       */
+      // Off by default: SPEC 9 step 2 says a forward is never queued; an operator opts in (docs/decisions.md).
+      forward_wait: durationOrOff.default(0),
       stale_after: duration.default(3000),
       prefix_affinity: z.boolean().default(true),
       /** How long a request waits for an on-demand load (SPEC section 11). */
       load_wait: duration.default(300_000),
       /** Queueing this long on a model whose loaded copies are all busy loads one more copy. */
       scale_after: duration.default(10_000),
+    })
+    .prefault({}),
+  /** SPEC section 10: OpenTelemetry traces, off unless otlp_endpoint is set (docs/configuration.md). */
+  telemetry: z
+    .strictObject({
+      /** OTLP/HTTP (protobuf) traces endpoint, e.g. http://127.0.0.1:4318/v1/traces; "" = no tracing. */
+      otlp_endpoint: z.union([z.url({ protocol: /^https?$/, error: 'expected an http:// or https:// URL, or ""' }), z.literal('')]).default(''),
+      /** Share of requests traced (0–1); a client's traceparent with its sampled flag decides for its own. */
+      sample: z.number({ error: 'expected a number from 0 to 1' }).min(0, 'expected a number from 0 to 1').max(1, 'expected a number from 0 to 1').default(1),
     })
     .prefault({}),
   models: z.array(modelEntry).default([]),

@@ -17,6 +17,13 @@ export interface DecisionRecord {
   predicted_cached?: number | null;
   /** The engine's own count of prompt tokens it served from its cache (null: it did not say). */
   cached_tokens?: number | null;
+  /** Run on this node: the engine slot its choice took (SPEC 9.6, "Slot choice"). */
+  slot?: number;
+  /** What that placement evicted: the destroyed prompt's tokens and how long its conversation had been idle. */
+  evicted_tokens?: number;
+  evicted_idle_ms?: number;
+  /** The id of the request's timeline (GET /v1/timeline/{id}): the entry's name and its number for the request. */
+  timeline?: string;
   /** A model load or unload on this node (SPEC section 11): route is `load` or `unload`, outcome what happened. */
   lifecycle?: { event: string; reason: string; detail: string };
 }
@@ -27,9 +34,17 @@ export class DecisionFeed {
 
   constructor(private readonly size = 200) {}
 
+  /** `d` becomes the record (numbered in place, not copied: one a request, made for this call). */
   add(d: Omit<DecisionRecord, 'seq'>): void {
     const seq = ++this.#seq;
-    this.#ring[seq % this.size] = { ...d, seq };
+    const r = d as DecisionRecord;
+    r.seq = seq;
+    this.#ring[seq % this.size] = r;
+  }
+
+  /** The record added last. */
+  get newest(): DecisionRecord | undefined {
+    return this.#ring[this.#seq % this.size];
   }
 
   /** Records after `seq`, oldest first. */

@@ -7,7 +7,7 @@
  */
 import type http from 'node:http';
 import { Entry } from './entry/entry.ts';
-import { Executor } from './execute/execute.ts';
+import { Executor, type ForwardSender } from './execute/execute.ts';
 import { ToolOrderMemory, type Hygiene } from './execute/tool-order.ts';
 import type { DispatchPorts } from './ports.ts';
 import type { DispatchRequest } from './types.ts';
@@ -30,8 +30,8 @@ export class Dispatcher {
     return this.#entry.serveClient(req, res, signal);
   }
 
-  /** A verified forward from member `from`: a free local slot of a capable target now, or a marked refusal. */
-  serveForward(req: DispatchRequest, from: string, res: http.ServerResponse, signal: AbortSignal): Promise<void> {
-    return this.#executor.serveForward(req, from, res, signal);
+  /** A verified forward from a member (with its claims): a free local slot of a capable target now, or a marked refusal. */
+  serveForward(req: DispatchRequest, sender: ForwardSender, res: http.ServerResponse, signal: AbortSignal): Promise<void> {
+    return this.#executor.serveForward(req, sender, res, signal);
   }
 }

@@ -5,7 +5,9 @@
  * that say where it ran.
  */
 import { RES_NODE, RES_ORIGIN, RES_QUEUED_MS, RES_ROUTE } from '../http/viiwork-headers.ts';
-import type { RouteReason } from '../route/types.ts';
+import { genAiOperation } from '../metrics/gen-ai.ts';
+import type { Candidate, RouteReason } from '../route/types.ts';
+import type { EntrySpan } from '../telemetry/tracing.ts';
 import type { DispatchPorts } from './ports.ts';
 import type { Routed } from './types.ts';
 
@@ -25,10 +27,40 @@ export interface Trace {
   cachedTokens?: number;
   /** The engine's prompt tokens (this node's own executions). */
   promptTokens?: number;
+  /** This node's executions: the slot its choice took, and what that evicted (SPEC 9.6, "Slot choice"). */
+  slot?: number;
+  evicted?: { tokens: number; idleMs: number };
+  /** The engine's completion tokens (this node's own executions). */
+  completionTokens?: number;
+  /** This node's number for the request: with the entry's name, its timeline's id (dispatch/timeline.ts). */
+  readonly id: number;
+  /** A forward's: its timeline's id at the entry (the `req` claim), which this executor's part is kept under. */
+  origin?: string;
+  // The timeline's marks (performance.now() ms; absent: the phase did not happen).
+  /** Placed (a lease or a forward reserved), after any queue wait. */
+  placedAt?: number;
+  /** The candidates of the decision that placed it. */
+  cands?: readonly Candidate[];
+  /** Sent to its member. */
+  forwardAt?: number;
+  /** A local slot granted. */
+  grantedAt?: number;
+  /** The engine called. */
+  engineAt?: number;
+  /** A whole answer's end of prefill: the engine call plus the engine's own prompt time (llama-server's `timings.prompt_ms`); a stream's is its first content. */
+  prefilledAt?: number;
+  /** Ended (recorded). */
+  endedAt?: number;
+  /** A forward's: the traceparent claim its entry sent (continued only when tracing is on). */
+  parent?: string;
+  /** OpenTelemetry's part (telemetry/), only when tracing is on. */
+  span?: EntrySpan;
 }
 
+let nextId = 0;
+
 export function newTrace(executor: string | null, route: Trace['route']): Trace {
-  return { executor, route, queuedMs: 0, startedAt: performance.now(), outcome: 'ok', known: false };
+  return { executor, route, queuedMs: 0, startedAt: performance.now(), outcome: 'ok', known: false, id: ++nextId };
 }
 
 /** How a run answers: who sent it here, why it runs where it does, how long it waited, and extra headers (an alias's). */
@@ -53,6 +85,7 @@ const FEED_NAME_MAX = 128;
 export function recordRequest(p: DispatchPorts, r: Routed, clientModel: string, entry: string, trace: Trace): void {
   // Labels and the feed stay bounded whatever clients send: a model nobody serves is the label `unknown`,
   // and the feed keeps at most the start of its name (an operator still sees the typo).
+  trace.endedAt = performance.now();
   p.metrics.requests.inc({ model: trace.known ? r.model : UNKNOWN_MODEL, workload: r.workload, route: trace.route, outcome: trace.outcome });
   p.decisions.add({
     at: Date.now(),
@@ -67,7 +100,21 @@ export function recordRequest(p: DispatchPorts, r: Routed, clientModel: string, 
     ...(r.alias !== undefined ? { alias: clientModel.slice(0, FEED_NAME_MAX) } : {}),
     predicted_cached: trace.predictedCached ?? null,
     cached_tokens: trace.cachedTokens ?? null,
+    ...(trace.slot !== undefined ? { slot: trace.slot } : {}),
+    ...(trace.evicted ? { evicted_tokens: trace.evicted.tokens, evicted_idle_ms: Math.round(trace.evicted.idleMs) } : {}),
+    timeline: trace.origin ?? `${p.name}:${trace.id}`,
   });
+  p.timelines?.add(p.decisions.newest!, trace, r.pricedTokens);
+  p.tracing?.finish(trace, r.model, r.workload, p.name);
+  p.history?.request(trace.known ? r.model : UNKNOWN_MODEL, trace, Date.now());
+  const op = trace.known && trace.route !== 'forwarded' ? genAiOperation(r.workload) : undefined;
+  if (op !== undefined) {
+    // Once per client request, at its entry (a forward's executor would count it twice).
+    const labels = { gen_ai_operation_name: op, gen_ai_request_model: r.model, gen_ai_provider_name: 'viiwork' };
+    if (trace.firstContentAt !== undefined) p.metrics.genAiTtft.observe(labels, (trace.firstContentAt - trace.startedAt) / 1000);
+    const failed = !/^2\d\d$/.test(trace.outcome);
+    p.metrics.genAiDuration.observe(failed ? { ...labels, error_type: trace.outcome } : labels, (performance.now() - trace.startedAt) / 1000);
+  }
   if (trace.executor !== null && trace.predictedCached !== undefined && trace.cachedTokens !== undefined && trace.known && trace.route !== 'forwarded') {
     // How well routing knows the caches: the entry's prediction against the engine's count. A forward's executor
     // keeps its own (better informed) prediction in its feed, but the metric measures entry nodes only.

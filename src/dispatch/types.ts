@@ -2,8 +2,10 @@
 import type { ScannedObject } from '../http/json-scan.ts';
 import type { Lease } from '../engines/targets.ts';
 import type { PrefixChain } from '../prompt/held.ts';
-import type { RouteReason } from '../route/types.ts';
+import type { Candidate, RouteReason } from '../route/types.ts';
 import type { Endpoint, Workload } from '../workloads/workloads.ts';
+import type { Priority } from '../config/key-spec.ts';
+import type { Caller } from '../keys/access.ts';
 
 /**
  * One inference request as the API parsed it (SPEC section 9, step 1).
@@ -30,6 +32,14 @@ export interface DispatchRequest {
   readonly contentType: string;
   /** The client asked for usage in the stream itself. */
   readonly clientWantsUsage: boolean;
+  /** The key that sent it (SPEC section 12); undefined while the mesh has no keys. */
+  readonly caller?: Caller;
+  /** Its priority band: batch when it or its key asks for batch, else interactive. */
+  readonly priority?: Priority;
+  /** The output it may produce as the body bounds it (`max_tokens`, `max_completion_tokens`, `max_output_tokens`); undefined when unbounded. */
+  readonly maxTokens?: number;
+  /** The client's W3C `traceparent` header, as sent (read only when tracing is on; junk is ignored there). */
+  readonly traceparent?: string;
 }
 
 /** What the entry learns of a request as it routes it (the executor of a forward, what the forward says). */
@@ -42,6 +52,8 @@ export interface Routed {
   readonly alias?: string;
   /** The prompt's prefix chain (SPEC 9.6), for generation requests. */
   readonly chain?: PrefixChain;
+  /** Index in `chain` of its head (tools and system: what conversations share); the executor's slots publish it. */
+  readonly chainHead?: number;
   /** The prompt's tokens as pricing counts them: the chain's when it covers the whole prompt. */
   readonly pricedTokens?: number;
   /** Prefix affinity's implicit key (without a session header). */
@@ -54,8 +66,9 @@ export type RoutedRequest = Omit<DispatchRequest, 'model'> & Routed;
 /** Where a request will run, holding what it reserved there. */
 /** `predictedCached`: the tokens pricing took as held where it runs (undefined: not priced). */
 export type Reservation =
-  | { kind: 'local'; lease: Lease; reason: RouteReason; predictedCached?: number }
-  | { kind: 'remote'; host: string; reason: RouteReason; end: (how: 'served' | 'refused') => void; predictedCached?: number }
+  | { kind: 'local'; lease: Lease; reason: RouteReason; predictedCached?: number; cands?: readonly Candidate[] }
+  /** `waitUntil`: a forward that may wait in the member's line for a slot until then (clock ms; queue/gate.ts). */
+  | { kind: 'remote'; host: string; reason: RouteReason; end: (how: 'served' | 'refused') => void; predictedCached?: number; cands?: readonly Candidate[]; waitUntil?: number }
   /** The on-demand load this request waited for failed (SPEC section 11): it ends with 503 and the engine's text. */
   | { kind: 'load-failed'; text: string };
 

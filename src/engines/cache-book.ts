@@ -10,21 +10,20 @@
  * epoch tells a restarted executor's counters from the old ones.
  */
 import { randomBytes } from 'node:crypto';
-import type { CacheDigest, PrefixChain } from '../prompt/held.ts';
+import type { CacheDigest, PrefixChain, SlotHold } from '../prompt/held.ts';
 import type { Backend } from './backend.ts';
-import { cacheModel, type CacheModel, type CacheModelKind, type CacheOutcome, type CacheTicket, type HeldLink } from './cache-model.ts';
+import { cacheModel, type CacheModel, type CacheModelKind, type CacheOutcome, type CacheTicket, type HeldLink, type SlotChooser } from './cache-model.ts';
 import type { LocalTarget } from './targets.ts';
 
 /** A digest lists at most this many links per target (SPEC section 7). */
 export const DIGEST_MAX_ENTRIES = 1024;
 
-/** The model of each engine kind: llama-server is told its slot (`id_slot`), so its model is exact. */
+/** The model of each engine kind: llama-server and the sim engine are told their slot (`id_slot`), so their model is exact. */
 export function modelKindOf(engine: Backend['info']['engine']): CacheModelKind {
   switch (engine) {
     case 'llamacpp':
-      return 'chosen';
     case 'sim':
-      return 'llama';
+      return 'chosen';
     case 'embedded':
       return 'lifo';
     case 'openai':
@@ -47,11 +46,22 @@ export interface TargetDigest extends CacheDigest {
   readonly links: readonly HeldLink[];
 }
 
+export interface CacheBookOptions {
+  /** The node's clock (ms): slots' idle times are on it. */
+  now?: () => number;
+  /** The node's slot choice (route/slots.ts), for engines told their slot. */
+  choose?: SlotChooser;
+  /** Told every gap between a conversation's turns that an engine's slot saw (route/slots.ts TurnGaps). */
+  onGap?: (ms: number) => void;
+}
+
 interface Entry {
   model: CacheModel;
   /** The node-wide version at this backend's last change. */
   version: number;
   seen: number;
+  /** routingDigest's view of a blocks model: made once, its map live. */
+  live?: CacheDigest;
 }
 
 export class CacheBook {
@@ -61,6 +71,11 @@ export class CacheBook {
   #clock = 0;
   readonly #models = new Map<Backend, Entry>();
   readonly #digests = new WeakMap<LocalTarget, TargetDigest>();
+  readonly #now: () => number;
+
+  constructor(private readonly opts: CacheBookOptions = {}) {
+    this.#now = opts.now ?? Date.now;
+  }
 
   /** The node-wide digest version: the latest change of any backend's model. */
   get version(): number {
@@ -81,16 +96,22 @@ export class CacheBook {
   }
 
   #fresh(b: Backend): Entry {
-    const model = cacheModel({ kind: modelKindOf(b.info.engine), slots: b.info.parallel, budgetTokens: b.info.parallel * b.info.context });
+    const model = cacheModel({
+      kind: modelKindOf(b.info.engine),
+      slots: b.info.parallel,
+      budgetTokens: b.info.parallel * b.info.context,
+      choose: this.opts.choose,
+      onGap: this.opts.onGap,
+    });
     const e = { model, version: ++this.#version, seen: 0 };
     this.#models.set(b, e);
     return e;
   }
 
-  /** A request with `chain` starts on backend `b`. */
-  begin(b: Backend, chain: PrefixChain): CacheRun {
+  /** A request with `chain` (its head link at index `head`, when known) starts on backend `b`. */
+  begin(b: Backend, chain: PrefixChain, head?: number): CacheRun {
     const e = this.#entry(b);
-    const ticket = e.model.begin(chain, ++this.#clock);
+    const ticket = e.model.begin(chain, ++this.#clock, this.#now(), head);
     this.#touched(e);
     let done = false;
     return {
@@ -102,7 +123,7 @@ export class CacheBook {
         done = true;
         // A backend replaced meanwhile: its new model never saw this request.
         if (this.#models.get(b) !== e) return;
-        e.model.finish(ticket, o, ++this.#clock);
+        e.model.finish(ticket, o, ++this.#clock, this.#now());
         this.#touched(e);
       },
     };
@@ -112,6 +133,20 @@ export class CacheBook {
     if (e.model.changes === e.seen) return;
     e.seen = e.model.changes;
     e.version = ++this.#version;
+  }
+
+  /**
+   * What this node's own routing reads of a target's cache, exact at every
+   * moment: for one backend of the blocks kind holding no more than a digest
+   * lists, its live map of what is held (nothing rebuilt per request; a
+   * digest of it would be the same map); otherwise the digest itself.
+   */
+  routingDigest(t: LocalTarget): CacheDigest | undefined {
+    if (t.backends.length !== 1) return this.digest(t);
+    const e = this.#models.get(t.backends[0]);
+    const held = e?.model.liveHeld?.();
+    if (!e || !held || held.size > DIGEST_MAX_ENTRIES) return this.digest(t);
+    return (e.live ??= { get version() { return e.version; }, held });
   }
 
   /** The digest of a target (its backends' links merged, most recently used first, bounded); undefined when it holds nothing known. */
@@ -141,7 +176,9 @@ export class CacheBook {
       links.push(onlyBusy === (l.busy === true) ? l : { hash: l.hash, tokens: l.tokens, used: l.used });
       if (links.length >= DIGEST_MAX_ENTRIES) break;
     }
-    const d: TargetDigest = { version, held, links, ...(busy.size ? { busy } : {}) };
+    // Slot state (SPEC 7): every slot of the target's backends, in backend order; a slot-kind engine's only.
+    const slots: SlotHold[] = entries.flatMap((e) => e.model.slotStates?.() ?? []);
+    const d: TargetDigest = { version, held, links, ...(busy.size ? { busy } : {}), ...(slots.length ? { slots } : {}) };
     this.#digests.set(t, d);
     return d;
   }

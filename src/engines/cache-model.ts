@@ -7,8 +7,10 @@
  * - `llama`: llama-server's slots, one prompt each; a free slot is placed by
  *   llama-server's own slot-similarity rule (the engine picks, the model
  *   follows the same rule). The sim engine is such a model too.
- * - `chosen`: llama-server's slots, the slot chosen by the node and sent as
- *   `id_slot` (same rule, but the engine is told, so the model is exact).
+ * - `chosen`: llama-server's slots (and the sim engine's), the slot chosen
+ *   by the node and sent as `id_slot` (SPEC 9.6, "Slot choice": the slot
+ *   this prompt continues, else the idle one worth least; the rule is passed
+ *   in as `choose`, route/slots.ts), so the model is exact.
  * - `lifo`: the embedded engine's context sequences: the one freed last is
  *   handed out first (engines/embedded-server.ts), exact.
  * - `blocks`: a shared block cache (vLLM-like `openai` engines): every link
@@ -17,7 +19,9 @@
  * Pure: no I/O, no clock (recency is a counter the caller passes in), so
  * table tests drive it. Hashes are what prompt/held.ts calls chain links.
  */
-import type { ChainLink, PrefixChain } from '../prompt/held.ts';
+import { GENERATION_PROMPT } from '../prompt/canonical.ts';
+import type { ChainLink, PrefixChain, SlotHold } from '../prompt/held.ts';
+import { CHARS_PER_TOKEN } from '../prompt/tokens.ts';
 
 export type CacheModelKind = 'llama' | 'chosen' | 'lifo' | 'blocks';
 
@@ -40,7 +44,30 @@ export interface CacheModelOptions {
   similarity?: number;
   /** blocks: the tokens the cache holds at most (default: slots × context). */
   budgetTokens?: number;
+  /** chosen: the node's slot choice (route/slots.ts chooseSlot); default: llama-server's own rule. */
+  choose?: SlotChooser;
+  /** chosen: told the gap (ms) between the end of a conversation's turn and its next turn taking the same slot. */
+  onGap?: (ms: number) => void;
 }
+
+/** One free-or-busy slot as the node's slot choice sees it for one prompt (route/slots.ts SlotView). */
+export interface ChooserSlot {
+  readonly busy: boolean;
+  readonly tokens: number;
+  readonly shared: number;
+  readonly unique: number;
+  readonly idleMs?: number;
+}
+
+/** What taking a slot destroyed: its prompt's tokens no other slot holds, how long its conversation was idle, the chance it returns. */
+export interface Evicted {
+  readonly tokens: number;
+  readonly idleMs: number;
+  readonly chance: number;
+}
+
+/** The node's slot choice: the index of the slot to take and what that evicts, undefined when none is free. */
+export type SlotChooser = (slots: readonly ChooserSlot[]) => { readonly index: number; readonly evicted?: Evicted } | undefined;
 
 /** What the engine said about one request when it ended. */
 export interface CacheOutcome {
@@ -50,6 +77,11 @@ export interface CacheOutcome {
   promptTokens?: number;
   /** The engine's cached tokens (cached_tokens, cache_n, or prompt tokens − prompt_n). */
   cachedTokens?: number;
+  /**
+   * The link the assistant's reply adds to the prompt's chain (prompt/reply.ts), in the chain's tokens: the
+   * engine holds what it generated after the prompt, and a client's next turn echoes it.
+   */
+  reply?: ChainLink;
 }
 
 /** One request between begin and finish. */
@@ -59,6 +91,12 @@ export interface CacheTicket {
   /** The tokens the model expects the engine to reuse. */
   readonly predicted: number;
   readonly chain: PrefixChain;
+  /** Index in `chain` of its head link (tools and system), when known. */
+  readonly head?: number;
+  /** What the node's slot choice destroyed to run it (chosen kind); undefined: nothing of worth. */
+  readonly evicted?: Evicted;
+  /** The prediction reached through a recorded reply: from the prompt's end to the reply's (tokens). */
+  readonly through?: { readonly from: number; readonly to: number };
 }
 
 /** A held link and when it was last used (the caller's counter). */
@@ -74,16 +112,28 @@ export interface CacheModel {
   readonly kind: CacheModelKind;
   /** Bumped on every change of what is held. */
   readonly changes: number;
-  /** A request starts (it holds a slot of this backend): where it runs and what the engine will reuse. */
-  begin(chain: PrefixChain, now: number): CacheTicket;
+  /**
+   * A request starts (it holds a slot of this backend): where it runs and
+   * what the engine will reuse. `now` is the caller's recency counter, `ms`
+   * its clock (slots' idle times).
+   */
+  begin(chain: PrefixChain, now: number, ms?: number, head?: number): CacheTicket;
   /** It ended: the engine's own counts correct the model. */
-  finish(t: CacheTicket, o: CacheOutcome, now: number): void;
+  finish(t: CacheTicket, o: CacheOutcome, now: number, ms?: number): void;
   /** What is held, most recently used first (a hash at most once). */
   held(): HeldLink[];
+  /** Slot kinds: each slot's state (SPEC section 7, "Slot state"), idleSince on the caller's clock. */
+  slotStates?(): SlotHold[];
+  /**
+   * The blocks kind: every held link's tokens by hash, the same map kept up
+   * to date as requests come and go (what `held()` lists, without its order),
+   * so this node's own routing reads it without rebuilding a digest.
+   */
+  liveHeld?(): ReadonlyMap<string, number>;
 }
 
 export function cacheModel(opts: CacheModelOptions): CacheModel {
-  return opts.kind === 'blocks' ? new BlockCache(opts.budgetTokens ?? Infinity) : new SlotCache(opts.kind, Math.max(1, opts.slots), opts.similarity ?? DEFAULT_SIMILARITY);
+  return opts.kind === 'blocks' ? new BlockCache(opts.budgetTokens ?? Infinity) : new SlotCache(opts.kind, Math.max(1, opts.slots), opts.similarity ?? DEFAULT_SIMILARITY, opts.choose, opts.onGap);
 }
 
 /**
@@ -119,6 +169,45 @@ export function scaleChain(chain: PrefixChain, promptTokens: number | undefined)
   return chain.map((l) => ({ hash: l.hash, tokens: Math.round(l.tokens * f) }));
 }
 
+/**
+ * What an engine holds after answering: the prompt's chain in its tokens
+ * (`scaled`), then the reply's link, its tokens the chain's estimate scaled
+ * as the prompt's was. Not the engine's completion count: that counts what
+ * it generated, where the cache is met by what the client echoes (the sim
+ * engine counts words generated and characters cached), and the prompt's
+ * own ratio turns the reply's characters into the engine's tokens as it did
+ * the prompt's. `credit` (0–1): the share of a reply this engine has been
+ * seen to reuse (ReplyCredit).
+ */
+export function withReply(scaled: PrefixChain, chain: PrefixChain, o: CacheOutcome, credit = 1): PrefixChain {
+  const r = o.reply;
+  const last = scaled[scaled.length - 1];
+  const own = chain[chain.length - 1];
+  if (!r || !last || !own || r.tokens < own.tokens) return scaled;
+  // The reply's segment opens with the assistant's turn, which the prompt already ended with (and the engine counted).
+  const added = Math.max(0, r.tokens - own.tokens - GENERATION_PROMPT.length / CHARS_PER_TOKEN);
+  return [...scaled, { hash: r.hash, tokens: last.tokens + Math.round((credit * added * last.tokens) / Math.max(1, own.tokens)) }];
+}
+
+/**
+ * How much of an echoed reply an engine really reuses, learned from its
+ * counts: an engine whose generated tokens are not what the echo tokenizes
+ * to (a tokenizer that does not round-trip, a template that rewrites earlier
+ * turns) parts from the next prompt inside the reply. Each turn that reached
+ * through a recorded reply moves the share a quarter of the way to what the
+ * engine reused of it; it starts at all of it (an engine holds what it
+ * generated).
+ */
+export class ReplyCredit {
+  share = 1;
+  /** A turn predicted through a reply from `from` to `to` tokens; the engine reused `cached`. */
+  observe(from: number, to: number, cached: number): void {
+    if (!(to > from)) return;
+    const seen = Math.min(1, Math.max(0, (cached - from) / (to - from)));
+    this.share += (seen - this.share) / 4;
+  }
+}
+
 /** The links of a chain up to `tokens` (what a slot keeps of a prompt abandoned during prefill). */
 function prefixUpTo(chain: PrefixChain, tokens: number): ChainLink[] {
   const out: ChainLink[] = [];
@@ -132,12 +221,21 @@ function prefixUpTo(chain: PrefixChain, tokens: number): ChainLink[] {
 interface Slot {
   readonly id: number;
   busy: boolean;
+  /** What it holds: its prompt's links, then (once answered) the reply's. */
   links: PrefixChain;
+  /** How many of `links` are the prompt's: a request continues the slot when its chain has the last of them. */
+  promptLinks: number;
+  /** Index in `links` of the prompt's head link (-1: unknown). */
+  head: number;
+  /** The reply's tokens before ReplyCredit (what the engine would reuse of it in full), when it holds one. */
+  replyFull?: number;
   hashes: Map<string, number>;
   /** When it was last taken (0: never). */
   taken: number;
   /** When it was last given back (0: never), for the lifo pool. */
   freed: number;
+  /** The caller's clock (ms) when it was last given back (undefined: never). */
+  freedMs?: number;
 }
 
 /** The tokens `held` (hash → tokens, in the engine's count) has of the prompt whose chain is `chain`: those of its deepest held link. */
@@ -155,6 +253,20 @@ function chainTokensHeld(chain: PrefixChain, held: ReadonlyMap<string, number>):
   return 0;
 }
 
+/** A chain that reaches through the reply slot `s` holds: from its prompt's end to the reply's, in the engine's tokens. */
+function replyMet(s: Slot, chain: PrefixChain): { from: number; to: number } | undefined {
+  const end = promptEnd(s);
+  const reply = s.links.length > s.promptLinks ? s.links[s.promptLinks] : undefined;
+  if (!end || !reply || !chain.some((l) => l.hash === reply.hash)) return undefined;
+  // The full estimate, not the credited one: a share learned low can still learn back.
+  return { from: end.tokens, to: s.replyFull ?? reply.tokens };
+}
+
+/** The last link of the prompt a slot holds (before any reply); undefined when it is empty. */
+function promptEnd(s: Slot): ChainLink | undefined {
+  return s.promptLinks > 0 ? s.links[s.promptLinks - 1] : undefined;
+}
+
 function holding(links: PrefixChain): Map<string, number> {
   return new Map(links.map((l) => [l.hash, l.tokens]));
 }
@@ -162,19 +274,54 @@ function holding(links: PrefixChain): Map<string, number> {
 class SlotCache implements CacheModel {
   readonly slots: Slot[];
   changes = 0;
+  readonly #credit = new ReplyCredit();
 
   constructor(
     readonly kind: 'llama' | 'chosen' | 'lifo',
     n: number,
     private readonly similarity: number,
+    private readonly choose?: SlotChooser,
+    private readonly onGap?: (ms: number) => void,
   ) {
-    this.slots = Array.from({ length: n }, (_, id) => ({ id, busy: false, links: [], hashes: new Map(), taken: 0, freed: 0 }));
+    this.slots = Array.from({ length: n }, (_, id) => ({ id, busy: false, links: [], promptLinks: 0, head: -1, hashes: new Map(), taken: 0, freed: 0 }));
+  }
+
+  /** Tokens of slot `s`'s prompt that no other slot holds (what taking it destroys at most). */
+  #unique(s: Slot): number {
+    const tokens = s.links.length ? s.links[s.links.length - 1].tokens : 0;
+    let shared = 0;
+    for (const o of this.slots) if (o !== s && o.links.length) shared = Math.max(shared, heldOf(s.links, o.hashes));
+    return Math.max(0, tokens - shared);
+  }
+
+  /** What the last #chosen pick evicted (read by begin). */
+  #evicted: Evicted | undefined;
+
+  /** The node's choice: every slot as the chooser sees it for this prompt. */
+  #chosen(chain: PrefixChain, ms: number, choose: SlotChooser): Slot | undefined {
+    const views = this.slots.map((s): ChooserSlot => {
+      const end = promptEnd(s);
+      const tokens = end?.tokens ?? 0;
+      // This prompt continues the slot's when the slot's prompt's last link is in its chain (chained hashes: the
+      // whole prefix); it then reuses that, and the reply too when the client echoed it as it came.
+      const shared = heldOf(chain, s.hashes);
+      const base = { busy: s.busy, tokens, shared, unique: tokens > 0 ? this.#unique(s) : 0 };
+      return s.busy ? base : { ...base, idleMs: Math.max(0, ms - (s.freedMs ?? ms)) };
+    });
+    const pick = choose(views);
+    this.#evicted = pick?.evicted;
+    if (!pick) return undefined;
+    const slot = this.slots[pick.index];
+    const v = views[pick.index];
+    if (v.tokens > 0 && v.shared >= v.tokens && slot.freedMs !== undefined) this.onGap?.(ms - slot.freedMs);
+    return slot;
   }
 
   /** The free slot a request with `chain` gets, by the engine's rule; undefined when every slot is busy. */
-  #choose(chain: PrefixChain): Slot | undefined {
+  #choose(chain: PrefixChain, ms: number): Slot | undefined {
     const free = this.slots.filter((s) => !s.busy);
     if (free.length === 0) return undefined;
+    if (this.kind === 'chosen' && this.choose) return this.#chosen(chain, ms, this.choose);
     if (this.kind === 'lifo') {
       // The pool pops the sequence freed last; never freed: the last of the initial list.
       return free.reduce((a, b) => (b.freed > a.freed || (b.freed === a.freed && b.id > a.id) ? b : a));
@@ -195,38 +342,69 @@ class SlotCache implements CacheModel {
     return best ?? free.reduce((a, b) => (b.taken < a.taken ? b : a));
   }
 
-  begin(chain: PrefixChain, now: number): CacheTicket {
-    const slot = this.#choose(chain);
+  begin(chain: PrefixChain, now: number, ms = 0, head?: number): CacheTicket {
+    this.#evicted = undefined;
+    const slot = this.#choose(chain, ms);
     // More requests than modelled slots (the engine queues them): predicted cold, nothing changes.
-    if (!slot) return { predicted: 0, chain };
+    const h = head !== undefined && head >= 0 && head < chain.length ? { head } : {};
+    if (!slot) return { predicted: 0, chain, ...h };
+    const evicted = this.#evicted;
     const predicted = heldOf(chain, slot.hashes);
+    const through = replyMet(slot, chain);
     slot.busy = true;
     slot.taken = now;
     // While it runs the slot is already the new prompt's: a related request routed meanwhile finds it here.
-    this.#hold(slot, chain);
-    return { slot: slot.id, predicted, chain };
+    this.#hold(slot, chain, chain.length, h.head);
+    return { slot: slot.id, predicted, chain, ...h, ...(evicted ? { evicted } : {}), ...(through ? { through } : {}) };
   }
 
-  finish(t: CacheTicket, o: CacheOutcome, now: number): void {
+  finish(t: CacheTicket, o: CacheOutcome, now: number, ms = 0): void {
     if (t.slot === undefined) return;
     const slot = this.slots[t.slot];
     slot.busy = false;
     slot.freed = now;
+    slot.freedMs = ms;
     const chain = scaleChain(t.chain, o.promptTokens);
     const reused = o.cachedTokens ?? t.predicted;
-    // Abandoned during prefill: the slot keeps what it reused; else the whole prompt, in the engine's tokens.
-    this.#hold(slot, o.processed ? chain : prefixUpTo(chain, reused));
-    if (o.cachedTokens !== undefined && this.kind === 'llama' && isMiss(t.predicted, o.cachedTokens, o.promptTokens ?? 0)) {
-      // The engine did not reuse what the model expected: it placed the request elsewhere, or the rule
-      // differed. Whatever else the model believes deeper than the engine's count for this prompt is doubtful.
+    if (t.through && o.cachedTokens !== undefined && o.processed) this.#credit.observe(t.through.from, t.through.to, o.cachedTokens);
+    // Abandoned during prefill: the slot keeps what it reused; else the whole prompt, in the engine's tokens, and
+    // the reply it generated.
+    if (o.processed) {
+      const held = withReply(chain, t.chain, o, this.#credit.share);
+      this.#hold(slot, held, chain.length, t.head);
+      if (held.length > chain.length) slot.replyFull = withReply(chain, t.chain, o).at(-1)!.tokens;
+    } else {
+      const kept = prefixUpTo(chain, reused);
+      this.#hold(slot, kept, kept.length, t.head !== undefined && t.head < kept.length ? t.head : undefined);
+    }
+    if (o.cachedTokens !== undefined && this.kind !== 'lifo' && isMiss(t.predicted, o.cachedTokens, o.promptTokens ?? 0)) {
+      // The engine did not reuse what the model expected: it placed the request elsewhere, or the rule differed,
+      // or (told its slot) it lost what the slot held without the node seeing it (a restart between health
+      // checks, an erase). Whatever else the model believes deeper than the engine's count for this prompt is
+      // doubtful.
       for (const s of this.slots) if (s !== slot && !s.busy && heldOf(t.chain, s.hashes) > o.cachedTokens) this.#hold(s, []);
     }
   }
 
-  #hold(slot: Slot, links: PrefixChain): void {
+  #hold(slot: Slot, links: PrefixChain, promptLinks = links.length, head?: number): void {
     slot.links = links;
+    slot.promptLinks = promptLinks;
+    slot.head = head ?? -1;
+    slot.replyFull = undefined;
     slot.hashes = holding(links);
     this.changes++;
+  }
+
+  slotStates(): SlotHold[] {
+    return this.slots.map((s) => {
+      // The link its prompt ends at (SPEC 7): an entry tells a continuation by it, whatever became of the reply.
+      const last = promptEnd(s);
+      const unique = last ? this.#unique(s) : 0;
+      const head = s.head >= 0 && s.head < s.promptLinks - 1 ? { head: s.links[s.head] } : {};
+      if (s.busy) return last ? { last, ...head, unique, busy: true } : { unique, busy: true };
+      const idle = s.freedMs !== undefined ? { idleSince: s.freedMs } : {};
+      return last ? { last, ...head, unique, busy: false, ...idle } : { unique, busy: false, ...idle };
+    });
   }
 
   held(): HeldLink[] {
@@ -263,6 +441,8 @@ class BlockCache implements CacheModel {
   readonly kind = 'blocks';
   changes = 0;
   readonly #blocks = new Map<string, Block>();
+  /** hash → tokens of every block in #blocks (liveHeld). */
+  readonly #held = new Map<string, number>();
   #total = 0;
 
   constructor(private budget: number) {}
@@ -280,7 +460,7 @@ class BlockCache implements CacheModel {
       // The engine evicted sooner than the budget said: it holds at most what we held, less what it dropped.
       this.budget = Math.max(chain.length ? chain[chain.length - 1].tokens : 0, this.#total - (t.predicted - o.cachedTokens));
     }
-    if (o.processed) this.#store(chain, now);
+    if (o.processed) this.#store(withReply(chain, t.chain, o), now);
     else this.#store(prefixUpTo(chain, o.cachedTokens ?? t.predicted), now);
   }
 
@@ -302,6 +482,7 @@ class BlockCache implements CacheModel {
       }
       const cost = Math.max(0, l.tokens - (depth > 0 ? chain[depth - 1].tokens : 0));
       this.#blocks.set(l.hash, { tokens: l.tokens, cost, used: now, depth });
+      this.#held.set(l.hash, l.tokens);
       this.#total += cost;
     }
     if (chain.length) this.changes++;
@@ -312,8 +493,13 @@ class BlockCache implements CacheModel {
     for (const [hash, b] of this.#blocks) {
       if (this.#total <= this.budget) break;
       this.#blocks.delete(hash);
+      this.#held.delete(hash);
       this.#total -= b.cost;
     }
+  }
+
+  liveHeld(): ReadonlyMap<string, number> {
+    return this.#held;
   }
 
   held(): HeldLink[] {

@@ -140,7 +140,7 @@ export interface SlotLease extends SlotChoice {
 export class SlotPool {
   readonly slots: SlotState[];
   #clock = 0;
-  #waiting: { prompt: string; cache: boolean; resolve: (l: SlotLease) => void }[] = [];
+  #waiting: { prompt: string; cache: boolean; idSlot?: number; resolve: (l: SlotLease) => void }[] = [];
 
   constructor(
     parallel: number,
@@ -157,12 +157,15 @@ export class SlotPool {
   /**
    * A slot for `prompt`, now or once one frees (in arrival order); undefined
    * if `signal` aborts first. `cache: false` reuses nothing (per request).
+   * `idSlot` (llama-server's `id_slot`, in range): that slot, once it is
+   * free, instead of the engine's own choice.
    */
-  acquire(prompt: string, signal?: AbortSignal, cache = true): Promise<SlotLease | undefined> {
+  acquire(prompt: string, signal?: AbortSignal, cache = true, idSlot?: number): Promise<SlotLease | undefined> {
     if (signal?.aborted) return Promise.resolve(undefined);
     const useCache = cache && this.opts.cache !== false;
+    const named = idSlot !== undefined && Number.isInteger(idSlot) && idSlot >= 0 && idSlot < this.slots.length ? idSlot : undefined;
     if (this.#waiting.length === 0) {
-      const now = this.#take(prompt, useCache);
+      const now = this.#take(prompt, useCache, named);
       if (now) return Promise.resolve(now);
     }
     return new Promise((resolve) => {
@@ -174,6 +177,7 @@ export class SlotPool {
       const entry = {
         prompt,
         cache: useCache,
+        idSlot: named,
         resolve: (lease: SlotLease) => {
           signal?.removeEventListener('abort', onAbort);
           resolve(lease);
@@ -184,8 +188,13 @@ export class SlotPool {
     });
   }
 
-  #take(prompt: string, cache: boolean): SlotLease | undefined {
-    const choice = chooseSlot(this.slots, prompt, { similarity: this.opts.similarity, cache });
+  #take(prompt: string, cache: boolean, idSlot?: number): SlotLease | undefined {
+    const choice =
+      idSlot === undefined
+        ? chooseSlot(this.slots, prompt, { similarity: this.opts.similarity, cache })
+        : this.slots[idSlot].busy
+          ? undefined
+          : { slot: idSlot, cachedTokens: cache ? reusableTokens(this.slots[idSlot].text, prompt) : 0 };
     if (!choice) return undefined;
     const slot = this.slots[choice.slot];
     slot.busy = true;
@@ -219,13 +228,18 @@ export class SlotPool {
     return n;
   }
 
+  /** Waiters in arrival order take what frees; one waiting for a named busy slot does not hold up the others. */
   #drain(): void {
-    while (this.#waiting.length > 0) {
-      const head = this.#waiting[0];
-      const lease = this.#take(head.prompt, head.cache);
-      if (!lease) return;
-      this.#waiting.shift();
-      head.resolve(lease);
+    for (let i = 0; i < this.#waiting.length; ) {
+      const w = this.#waiting[i];
+      const lease = this.#take(w.prompt, w.cache, w.idSlot);
+      if (!lease) {
+        if (w.idSlot === undefined) return;
+        i++;
+        continue;
+      }
+      this.#waiting.splice(i, 1);
+      w.resolve(lease);
     }
   }
 }

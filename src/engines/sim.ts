@@ -12,7 +12,8 @@
  * `sim.host`/`sim.port` fix where it listens (loopback only; default
  * 127.0.0.1, any port), so a benchmark can reach the same engine without
  * the node; `POST /slots/{id}?action=erase` empties a slot's cache as
- * llama-server's does.
+ * llama-server's does, and a body's `id_slot` runs the request in that slot
+ * (waiting for it if busy), as llama-server's does.
  */
 import crypto from 'node:crypto';
 import http from 'node:http';
@@ -221,7 +222,9 @@ export class SimBackend extends Backend {
   async #generate(chat: boolean, body: Record<string, unknown>, bodyTokens: number, res: http.ServerResponse, signal: AbortSignal) {
     // The prompt as a template renders it; a body without messages or prompt is counted by its bytes and reuses nothing.
     const rendered = renderPrompt(chat, body);
-    const lease = await this.slots.acquire(rendered ?? '', signal, rendered !== undefined && body.cache_prompt !== false);
+    // `id_slot` (as llama-server takes it): the node chose the slot (SPEC 9.6, "Slot choice").
+    const idSlot = typeof body.id_slot === 'number' && body.id_slot >= 0 ? body.id_slot : undefined;
+    const lease = await this.slots.acquire(rendered ?? '', signal, rendered !== undefined && body.cache_prompt !== false, idSlot);
     if (!lease) return;
     let processed = false;
     let generated = '';

@@ -25,8 +25,13 @@ export async function tokenizeCount(base: string, headers: Record<string, string
   return r.statusCode === 200 && Array.isArray(doc?.tokens) ? doc.tokens.length : undefined;
 }
 
-/** count_tokens's tokenizer for `model`: a healthy backend here serving it whose engine has one; undefined: none. */
+/**
+ * count_tokens's tokenizer for `model`: a healthy backend here serving it whose engine has one, else one whose
+ * last health check failed (a busy engine on a loaded machine misses one now and then, and still counts: a
+ * failed count falls back to the estimate); undefined: none.
+ */
 export function tokenizerFor(backends: readonly Backend[], model: string): ((text: string, signal: AbortSignal) => Promise<number | undefined>) | undefined {
-  const b = backends.find((x) => x.info.model === model && x.state === 'healthy' && x.url && x.countTokens);
+  const can = (x: Backend) => x.info.model === model && x.url && x.countTokens;
+  const b = backends.find((x) => can(x) && x.state === 'healthy') ?? backends.find((x) => can(x) && x.state === 'unhealthy');
   return b ? (text, signal) => b.countTokens!(text, signal) : undefined;
 }

@@ -136,6 +136,16 @@ export class ModelFilePolicy {
     return undefined;
   }
 
+  /**
+   * Does this node publish the model's file? undefined when no entry of it
+   * names a file (sim and openai engines have none: "not here" would be
+   * untrue of them); else whether its file is here and hashed (fileOf).
+   */
+  hasFile(model: string): boolean | undefined {
+    if (!this.p.models().some((m) => m.name === model && 'path' in m)) return undefined;
+    return this.fileOf(model) !== undefined;
+  }
+
   /** The fetch of the model's file in progress here, if any. */
   fetchOf(model: string): FetchProgress | undefined {
     return this.#progress.get(model);

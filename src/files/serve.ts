@@ -83,6 +83,8 @@ export class FileServer {
     }
     const method = req.method ?? 'GET';
     if (method !== 'GET' && method !== 'HEAD') throw errors.methodNotAllowed(method, FILES_PREFIX + '{sha256}', 'GET');
+    // The URL names a hash and nothing else: a query could only be a probe, or a cache key a proxy might split on.
+    if ((req.url ?? '').includes('?')) throw errors.fileQuery();
     const name = pathname.startsWith(FILES_PREFIX) ? pathname.slice(FILES_PREFIX.length) : pathname;
     if (!SHA256.test(name)) throw errors.unknownFile(name);
     const file = this.#o.byHash(name);

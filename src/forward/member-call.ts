@@ -16,16 +16,19 @@ export interface MemberLink {
   apiOf(host: string): string | undefined;
   /** Whether `sign` needs the body's SHA-256 (a secured mesh); an open mesh names the sender only. */
   readonly signsBody: boolean;
-  /** The headers that make a request a forward from this node to `to` (the body given by its SHA-256). */
-  sign(method: string, pathWithQuery: string, bodySha256: string, to: string): Record<string, string>;
+  /**
+   * The headers that make a request a forward from this node to `to` (the body given by its SHA-256), with its
+   * claims (security/claims.ts, encoded) when `to` reads them.
+   */
+  sign(method: string, pathWithQuery: string, bodySha256: string, to: string, claims?: string): Record<string, string>;
   /** Connections to members' APIs, leaving from the advertise address. */
   readonly dispatcher: Dispatcher;
 }
 
 /** Where a call to `host` goes and its member headers; undefined when the member has no API address. */
-export function addressMember(link: MemberLink, host: string, method: string, pathWithQuery: string, bodySha256: string): { origin: string; headers: Record<string, string> } | undefined {
+export function addressMember(link: MemberLink, host: string, method: string, pathWithQuery: string, bodySha256: string, claims?: string): { origin: string; headers: Record<string, string> } | undefined {
   const origin = link.apiOf(host);
-  return origin ? { origin, headers: link.sign(method, pathWithQuery, bodySha256, host) } : undefined;
+  return origin ? { origin, headers: link.sign(method, pathWithQuery, bodySha256, host, claims) } : undefined;
 }
 
 /** A member's answer read whole. `status` 0: no answer (no address, no connection, past the deadline), `text` says why. */

@@ -1,7 +1,8 @@
 /** How one run of a request ended, local or forwarded: what the entry's steps (dispatch/entry/steps.ts) react to. */
 
 /** Why a forward did not run, before anything reached the client. */
-export type RefusedBy = 'full' | 'workload' | 'auth' | 'connection' | 'quiet';
+/** `waited`: the forward waited at the executor for a slot as long as it was allowed (queue/gate.ts): the host was full, nothing refused it. */
+export type RefusedBy = 'full' | 'workload' | 'auth' | 'connection' | 'quiet' | 'waited';
 
 /** How one run (local or forwarded) ended, as placement sees it. */
 export type RunOutcome =

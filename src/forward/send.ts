@@ -27,6 +27,8 @@ export interface ForwardCall {
   body: Buffer;
   /** SHA-256 hex of `body` ('' when the link does not sign bodies). */
   bodySha256: string;
+  /** What the executor is told beside the body (security/claims.ts, encoded); signed with it. */
+  claims?: string;
   contentType: string;
   stream: boolean;
   sessionKey?: string;
@@ -45,7 +47,7 @@ export function forwardVerdict(_status: number, headers: http.IncomingHttpHeader
 }
 
 export async function sendForward(link: PeerLink, call: ForwardCall, res: http.ServerResponse): Promise<RunOutcome> {
-  const to = addressMember(link, call.host, 'POST', call.path, call.bodySha256);
+  const to = addressMember(link, call.host, 'POST', call.path, call.bodySha256, call.claims);
   if (!to) return { kind: 'refused', by: 'connection', detail: `member ${call.host} has no API address` };
   const headers: Record<string, string> = {
     'content-type': call.contentType,

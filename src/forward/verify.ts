@@ -6,11 +6,13 @@
 import type http from 'node:http';
 import { errors } from '../http/errors.ts';
 import type { MemberTable } from '../mesh/members.ts';
+import { decodeClaims, HEADER_CLAIMS, type ForwardClaims } from '../security/claims.ts';
 import { classifyForwardHeaders, headerValue, HEADER_NODE, removeMeshHeaders } from '../security/headers.ts';
 import type { MeshMode } from '../security/secret.ts';
 import { sha256HexAsync, SIGNING_V2_SINCE, versionBefore } from '../security/signing.ts';
 
-export type Sender = { kind: 'client' } | { kind: 'forward'; from: string };
+/** A client's request, or a verified forward from member `from` with the claims it carried (security/claims.ts). */
+export type Sender = { kind: 'client' } | { kind: 'forward'; from: string; claims: ForwardClaims };
 
 function normalizeIp(ip: string | undefined): string {
   if (!ip) return '';
@@ -36,7 +38,7 @@ export async function judgeForward(req: http.IncomingMessage, body: Buffer, mode
       if (!v.ok) throw reject(v.reason);
       const m = members?.get(v.node);
       if (!m || m.state !== 'alive' || m.role === 'foreign') throw reject(`sender "${v.node}" is not an alive member`);
-      return { kind: 'forward', from: v.node };
+      return { kind: 'forward', from: v.node, claims: claimsOf(v.claims) };
     }
     const claim = headerValue(headers, HEADER_NODE);
     if (claim === undefined) return { kind: 'client' };
@@ -45,9 +47,17 @@ export async function judgeForward(req: http.IncomingMessage, body: Buffer, mode
     if (!m || m.state !== 'alive' || m.role === 'foreign' || normalizeIp(req.socket.remoteAddress) !== normalizeIp(m.addr)) {
       throw reject(`X-Viiwork-Node "${name.slice(0, 64)}" does not come from that member's address`);
     }
-    return { kind: 'forward', from: name };
+    const claims = headerValue(headers, HEADER_CLAIMS);
+    if (Array.isArray(claims)) throw reject('forward headers repeated');
+    return { kind: 'forward', from: name, claims: claimsOf(claims) };
   } finally {
     removeMeshHeaders(headers);
+  }
+
+  function claimsOf(text: string | undefined): ForwardClaims {
+    const claims = decodeClaims(text);
+    if (typeof claims === 'string') throw reject(claims);
+    return claims;
   }
 
   function reject(reason: string) {

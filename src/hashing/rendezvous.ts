@@ -16,3 +16,20 @@ export function rendezvousRank(key: string, names: readonly string[]): string[] 
     .sort((a, b) => (a.w === b.w ? (a.name < b.name ? -1 : 1) : a.w > b.w ? -1 : 1))
     .map((x) => x.name);
 }
+
+/**
+ * Weighted rendezvous ranking: each name's score is weight ÷ −ln(u), u its
+ * hash for the key mapped into (0, 1), so a name comes first for a share of
+ * keys proportional to its weight (a host with twice the slots is home to
+ * twice the sessions), and removing one name still moves only its keys.
+ * A weight of 0 or less counts as a tiny one (such a name is ranked, last in practice).
+ */
+export function weightedRendezvousRank(key: string, names: readonly { name: string; weight: number }[]): string[] {
+  return names
+    .map(({ name, weight }) => {
+      const u = (Number(rendezvousWeight(key, name) >> 11n) + 0.5) / 2 ** 53;
+      return { name, s: Math.max(weight, 1e-9) / -Math.log(u) };
+    })
+    .sort((a, b) => (a.s === b.s ? (a.name < b.name ? -1 : 1) : b.s - a.s))
+    .map((x) => x.name);
+}

@@ -1,18 +1,19 @@
 /**
  * Reading a request body under `api.max_body`, failing early on a declared
  * length that is too large, and giving up on an upload that stops arriving
- * for `idleMs` (api.body_idle_timeout): 408, and the connection is closed.
+ * for `idleMs` (api.body_idle_timeout) or has not arrived whole `deadlineMs`
+ * after its headers (api.body_timeout): 408, and the connection is closed.
  */
 import type http from 'node:http';
 import { errors } from './errors.ts';
 
-export function readBody(req: http.IncomingMessage, limit: number, idleMs = 0): Promise<Buffer> {
+export function readBody(req: http.IncomingMessage, limit: number, idleMs = 0, deadlineMs = 0): Promise<Buffer> {
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) {
-    req.resume();
+    drain(req, deadlineMs);
     return Promise.reject(errors.tooLarge(limit));
   }
-  return new Promise((resolve, reject) => new BodyRead(req, limit, idleMs, Number.isFinite(declared) ? declared : 0, resolve, reject));
+  return new Promise((resolve, reject) => new BodyRead(req, limit, idleMs, deadlineMs, Number.isFinite(declared) ? declared : 0, resolve, reject));
 }
 
 /**
@@ -23,6 +24,8 @@ export function readBody(req: http.IncomingMessage, limit: number, idleMs = 0): 
 class BodyRead {
   readonly #body: Accumulator;
   readonly #timer: NodeJS.Timeout | undefined;
+  /** One timer per body for the whole-body deadline: a trickle refreshes the idle timer forever, never this one. */
+  readonly #deadline: NodeJS.Timeout | undefined;
   readonly onData: (chunk: Buffer) => void;
   readonly onEnd: () => void;
   readonly onError: (err: Error) => void;
@@ -32,12 +35,14 @@ class BodyRead {
     private readonly req: http.IncomingMessage,
     private readonly limit: number,
     idleMs: number,
+    private readonly deadlineMs: number,
     expected: number,
     private readonly resolve: (body: Buffer) => void,
     private readonly reject: (err: Error) => void,
   ) {
     this.#body = new Accumulator(expected);
     this.#timer = idleMs > 0 ? setTimeout(() => this.fail(errors.bodyIdle(idleMs), true), idleMs) : undefined;
+    this.#deadline = deadlineMs > 0 ? setTimeout(() => this.fail(errors.bodyDeadline(deadlineMs), true), deadlineMs) : undefined;
     this.onData = (chunk) => {
       this.#timer?.refresh();
       if (this.#body.size + chunk.length > this.limit) return this.fail(errors.tooLarge(this.limit), false);
@@ -60,6 +65,7 @@ class BodyRead {
 
   cleanup(): void {
     clearTimeout(this.#timer);
+    clearTimeout(this.#deadline);
     this.req.off('data', this.onData);
     this.req.off('end', this.onEnd);
     this.req.off('error', this.onError);
@@ -68,10 +74,25 @@ class BodyRead {
 
   fail(err: Error, close: boolean): void {
     this.cleanup();
-    // A stalled upload is answered with Connection: close (see errors.bodyIdle), so what is left of it is never read.
-    if (!close) this.req.resume();
+    // A stalled or late upload is answered with Connection: close (errors.bodyIdle, bodyDeadline), so what is left of it is never read.
+    if (!close) drain(this.req, this.deadlineMs);
     this.reject(err);
   }
+}
+
+/**
+ * Read and drop the rest of a refused body, so its answer (413) reaches the
+ * client on a connection that stays usable; but a rest that trickles on past
+ * `deadlineMs` is not waited for: the connection is closed. Only on refusals,
+ * never per chunk.
+ */
+function drain(req: http.IncomingMessage, deadlineMs: number): void {
+  req.resume();
+  if (deadlineMs <= 0 || req.complete) return;
+  const timer = setTimeout(() => req.socket.destroy(), deadlineMs);
+  timer.unref();
+  req.once('end', () => clearTimeout(timer));
+  req.once('close', () => clearTimeout(timer));
 }
 
 /**

@@ -4,10 +4,13 @@
  * (OpenAI, vLLM, the sim engine), and llama-server's `timings` (`cache_n` in
  * newer builds; build 4748 has only `prompt_n`, the tokens it processed).
  */
+import { replyOfCompletion, type ChatReply } from '../chat/index.ts';
 
 export interface EngineUsage {
   promptTokens?: number;
   cachedTokens?: number;
+  /** `usage.completion_tokens`: what a key is charged for its output (SPEC section 12). */
+  completionTokens?: number;
   promptN?: number;
   cacheN?: number;
   /** llama-server's own prompt time (whole answers). */
@@ -21,20 +24,34 @@ const num = (x: unknown): number | undefined => (typeof x === 'number' && Number
 
 /** The usage of a whole JSON answer; {} when it has none or is not JSON. */
 export function usageOfBody(body: Buffer | undefined): EngineUsage {
-  if (!body || body.length > USAGE_BODY_MAX) return {};
+  return answerOfBody(body).usage;
+}
+
+/** A whole JSON answer read once: its usage, and (`reply`) the assistant's reply of a chat completion. */
+export function answerOfBody(body: Buffer | undefined, reply = false): { usage: EngineUsage; reply?: ChatReply } {
+  if (!body || body.length > USAGE_BODY_MAX) return { usage: {} };
+  let doc: AnswerDoc;
   try {
-    const doc = JSON.parse(body.toString('utf8')) as { usage?: { prompt_tokens?: unknown; prompt_tokens_details?: { cached_tokens?: unknown } }; timings?: { prompt_n?: unknown; cache_n?: unknown; prompt_ms?: unknown } };
-    if (!doc || typeof doc !== 'object') return {};
-    return {
-      promptTokens: num(doc.usage?.prompt_tokens),
-      cachedTokens: num(doc.usage?.prompt_tokens_details?.cached_tokens),
-      promptN: num(doc.timings?.prompt_n),
-      cacheN: num(doc.timings?.cache_n),
-      promptMs: num(doc.timings?.prompt_ms),
-    };
+    doc = JSON.parse(body.toString('utf8'));
   } catch {
-    return {};
+    return { usage: {} };
   }
+  if (!doc || typeof doc !== 'object') return { usage: {} };
+  const r = reply ? replyOfCompletion(doc) : undefined;
+  return { usage: usageOfDoc(doc), ...(r ? { reply: r } : {}) };
+}
+
+type AnswerDoc = { usage?: { prompt_tokens?: unknown; completion_tokens?: unknown; prompt_tokens_details?: { cached_tokens?: unknown } }; timings?: { prompt_n?: unknown; cache_n?: unknown; prompt_ms?: unknown } };
+
+function usageOfDoc(doc: AnswerDoc): EngineUsage {
+  return {
+    promptTokens: num(doc.usage?.prompt_tokens),
+    cachedTokens: num(doc.usage?.prompt_tokens_details?.cached_tokens),
+    completionTokens: num(doc.usage?.completion_tokens),
+    promptN: num(doc.timings?.prompt_n),
+    cacheN: num(doc.timings?.cache_n),
+    promptMs: num(doc.timings?.prompt_ms),
+  };
 }
 
 /**

@@ -44,6 +44,7 @@ export const errors = {
   malformedJson: (detail: string) => invalid(400, `the request body is not valid JSON (${detail}); send a JSON object`, 'invalid_json'),
   notAnObject: () => invalid(400, 'the request body must be a JSON object', 'invalid_json'),
   missingModel: () => invalid(400, 'the request has no "model": name one of the models listed by GET /v1/models', 'missing_model'),
+  repeatedModel: () => invalid(400, 'the upload has more than one "model" field; send exactly one', 'repeated_model'),
   badName: (where: string, value: string) =>
     invalid(400, `${where} "${value.slice(0, 80)}" is not a node name: names match [A-Za-z0-9][A-Za-z0-9._-]{0,62} (addresses are never accepted)`, 'invalid_host'),
   tooManyNames: (where: string) => invalid(400, `${where} names more than 8 nodes; name at most 8`, 'invalid_host'),
@@ -53,6 +54,22 @@ export const errors = {
     new ApiError(401, 'this node needs an API key: send Authorization: Bearer <key> (or x-api-key: <key> on /v1/messages; the keys are in api.keys_env or api.keys_file on the node)', 'authentication_error', 'invalid_api_key', undefined, {
       'www-authenticate': 'Bearer',
     }),
+  /** SPEC section 12: a key whose role does not reach the endpoint (the code is in the message too, for Anthropic's shape). */
+  insufficientScope: (key: string, role: string, what: string) =>
+    new ApiError(403, `insufficient_scope: key "${key}" has role ${role}; ${what} needs an admin key (an admin can run viiwork keys set ${key} --role admin)`, 'permission_error', 'insufficient_scope'),
+  /** SPEC section 12: a model (or the model an alias runs as) outside the key's `models`. */
+  modelNotAllowed: (key: string, model: string) =>
+    new ApiError(403, `model_not_allowed: key "${key}" may not use model "${model.slice(0, 200)}"; GET /v1/models lists the models it may use (an admin widens it with viiwork keys set ${key} --models ...)`, 'permission_error', 'model_not_allowed'),
+  badPriority: (where: string, value: string) => invalid(400, `${where} is "${value}": a request's priority is interactive or batch`, 'invalid_priority'),
+  /** A forward naming a key this executor does not hold (revoked, or not yet heard of): relayed to the client as its answer. */
+  revokedKey: (name: string) => new ApiError(401, `key "${name.slice(0, 80)}" has been revoked; ask an admin for a key (viiwork keys add)`, 'authentication_error', 'invalid_api_key'),
+  /** SPEC section 12: a request that would pass one of its key's limits (held across the mesh). */
+  keyLimit: (key: string, limit: string, what: string, retryAfterS: number) =>
+    new ApiError(429, `key "${key}" is over its ${limit} limit (${what}, across the mesh); retry in ${retryAfterS} s`, 'rate_limit_error', 'key_limit', retryAfterS, { 'x-viiwork-limit': limit }),
+  invalidUsageQuery: (message: string) => invalid(400, message, 'invalid_usage_query'),
+  invalidKey: (message: string) => invalid(400, message, 'invalid_key'),
+  unknownKey: (name: string) => invalid(404, `no key named "${name.slice(0, 80)}"; GET /v1/keys lists them`, 'key_not_found'),
+  keyExists: (message: string) => invalid(409, message, 'key_exists'),
   unauthorized: (why: string) => new ApiError(401, `forward rejected: ${why}`, 'authentication_error', 'unauthorized', undefined, { [RES_REFUSED]: 'auth' }),
   forbiddenOrigin: (origin: string) =>
     new ApiError(403, `writes from origin ${origin} are not allowed; add it to api.cors.allow_origins to permit it`, 'permission_error', 'forbidden_origin'),
@@ -63,14 +80,22 @@ export const errors = {
   modelBusy: (model: string) => new ApiError(409, `model "${model}" has requests running or queued here; it is unloaded once idle`, 'invalid_request_error', 'model_busy'),
   modelAlways: (model: string) => new ApiError(409, `model "${model}" is load: always here and is never unloaded; set load: on_demand to unload it`, 'invalid_request_error', 'model_always'),
   modelUnloading: (model: string) => new ApiError(409, `model "${model}" is being unloaded here; ask again when it is unloaded`, 'invalid_request_error', 'model_unloading', 1),
-  forbiddenRemoteWrite: () =>
-    new ApiError(403, 'alias changes are accepted only from this machine; run the viiwork CLI on the node itself', 'permission_error', 'forbidden'),
+  forbiddenRemoteWrite: (what: 'alias' | 'key' = 'alias') =>
+    new ApiError(
+      403,
+      what === 'alias'
+        ? 'alias changes are accepted only from this machine; run the viiwork CLI on the node itself'
+        : 'the mesh has no keys yet: the first key is made only from a node’s own machine (viiwork keys add NAME --role admin there)',
+      'permission_error',
+      'forbidden',
+    ),
   unknownModel: (model: string) => invalid(404, `model "${model}" is not served by any member of this mesh; GET /v1/models lists them`, 'model_not_found'),
   unknownHost: (host: string, model: string) => invalid(404, `no member named "${host}" serves model "${model}"`, 'host_not_found'),
   /** GET /v1/files/{sha256} from anyone but a member (SPEC section 11). */
   forbiddenFiles: (why: string) =>
     new ApiError(403, `model files are served to members of this mesh only (${why})`, 'permission_error', 'forbidden'),
   unknownFile: (what: string) => invalid(404, `no model file with SHA-256 "${what.slice(0, 80)}" is served here; /v1/capacity lists the files of each member`, 'file_not_found'),
+  fileQuery: () => invalid(400, 'GET /v1/files/{sha256} takes no query string; ask for /v1/files/<sha256> alone (a byte range goes in the Range header)', 'query_not_allowed'),
   badRange: (size: number) => new ApiError(416, `the Range asked for lies outside the file (${size} bytes)`, 'invalid_request_error', 'range_not_satisfiable', undefined, { 'content-range': `bytes */${size}` }),
   transfersBusy: (n: number) =>
     new ApiError(429, `this node is already sending ${n} model files; fetch from another member or retry`, 'rate_limit_error', 'transfers_busy', 5, { [RES_REFUSED]: 'transfers' }),
@@ -78,12 +103,22 @@ export const errors = {
   methodNotAllowed: (method: string, path: string, allow: string) =>
     new ApiError(405, `${method} is not allowed on ${path}; use ${allow}`, 'invalid_request_error', 'method_not_allowed', undefined, { allow }),
   bodyIdle: (ms: number) => new ApiError(408, `the request body stopped arriving for ${ms} ms (api.body_idle_timeout); send it whole`, 'invalid_request_error', 'request_timeout', undefined, { connection: 'close' }),
-  tooLarge: (limit: number) => invalid(413, `the request body is larger than api.max_body (${limit} bytes)`, 'request_too_large'),
+  bodyDeadline: (ms: number) =>
+    new ApiError(408, `the request body did not arrive whole within ${ms} ms of its headers (api.body_timeout); send it faster, or in smaller requests`, 'invalid_request_error', 'request_timeout', 1, { connection: 'close' }),
+  tooManyBodies: (n: number) =>
+    new ApiError(503, `this client address already has ${n} request bodies arriving (api.max_open_bodies); finish those uploads first, then retry`, 'server_error', 'too_many_uploads', 1, { connection: 'close' }),
+  badEncoding: (coding: string, detail: string) =>
+    invalid(400, `the request body is not valid ${coding} (${detail.slice(0, 120)}), as its Content-Encoding says; send it encoded so, or without Content-Encoding`, 'invalid_encoding'),
+  unsupportedEncoding: (coding: string) =>
+    invalid(415, `Content-Encoding "${coding.slice(0, 40)}" is not supported: send the body as gzip, deflate or unencoded (identity)`, 'unsupported_encoding'),
+  tooLarge: (limit: number, decoded = false) => invalid(413, `the request body${decoded ? ' decoded from its Content-Encoding' : ''} is larger than api.max_body (${limit} bytes)`, 'request_too_large'),
+  forwardWaited: (ms: number) =>
+    new ApiError(429, `no slot of this node freed for the forwarded request within the ${ms} ms it could wait (or one that ranks higher took its place); the entry node places it again`, 'rate_limit_error', 'no_free_slot', 1, { [RES_REFUSED]: 'waited' }),
   forwardNoSlot: () =>
     new ApiError(429, 'this node has no free slot for the forwarded request; the entry node retries elsewhere', 'rate_limit_error', 'no_free_slot', 1, { [RES_REFUSED]: 'full' }),
   queueFull: (model: string) => new ApiError(429, `every slot for "${model}" is busy and its queue is full; retry later`, 'rate_limit_error', 'queue_full', 2),
   queueTimeout: (model: string, ms: number) =>
-    new ApiError(429, `every slot for "${model}" stayed busy for ${ms} ms (routing.queue_timeout); retry later`, 'rate_limit_error', 'queue_timeout', 2),
+    new ApiError(429, `every slot for "${model}" stayed busy for ${ms} ms (routing.queue_timeout; routing.batch_queue_timeout for batch requests); retry later`, 'rate_limit_error', 'queue_timeout', 2),
   queueTimeoutRefused: (model: string, ms: number) =>
     new ApiError(503, `no host accepted the request for "${model}" within ${ms} ms (forwards were refused); retry later`, 'server_error', 'queue_timeout', 2),
   noHealthyBackend: (model: string) =>

@@ -42,6 +42,11 @@ export function parts(body: Buffer, boundary: string): Part[] {
   return out;
 }
 
+/** How many text fields of this name the body has (an upload naming `model` twice is ambiguous: engines differ in which they read). */
+export function textFieldCount(body: Buffer, boundary: string, name: string): number {
+  return parts(body, boundary).filter((x) => x.name === name && x.filename === undefined).length;
+}
+
 /** The value of a text field, or undefined. */
 export function textField(body: Buffer, boundary: string, name: string): string | undefined {
   const p = parts(body, boundary).find((x) => x.name === name && x.filename === undefined);

@@ -9,11 +9,17 @@
  * that reads nothing for `writeStallMs` has its request cancelled (the
  * upstream aborted, so the engine frees its slot); `quiet` lets the caller
  * end a stream whose executor went quiet.
+ *
+ * The call goes through undici's handler interface (`dispatch`), a callback
+ * per chunk written straight to the client: no body stream and no async
+ * iteration in between, which cost a Readable, an iterator and a promise
+ * per chunk on every request.
  */
 import type http from 'node:http';
 import type { Readable } from 'node:stream';
 import { Agent, type Dispatcher } from 'undici';
-import { engineCachedTokens, usageOfBody, type EngineUsage } from './engine-usage.ts';
+import type { ChatReply } from '../chat/index.ts';
+import { answerOfBody, engineCachedTokens, type EngineUsage } from './engine-usage.ts';
 import { SseScanner, type SseObservation } from './sse.ts';
 import { cachedTokensValue, RES_CACHED_TOKENS, RES_PASSED_ON } from './viiwork-headers.ts';
 
@@ -67,6 +73,11 @@ export interface RelayOptions {
    * unless the upstream already sent the header), a trailer on a stream.
    */
   cachedOut?: boolean;
+  /**
+   * Read the assistant's reply of a 2xx chat answer (chat/reply.ts): from a whole answer's body as it is parsed
+   * for usage, from a stream's content strings. The executor records it with the prompt its engine cached.
+   */
+  reply?: boolean;
 }
 
 /**
@@ -95,7 +106,8 @@ export type RelayResult =
   | { kind: 'refused'; status?: number; detail: string; headers?: http.IncomingHttpHeaders; body?: Buffer }
   /** cachedTokens: the engine's own count (its usage, timings, or the executor's header or trailer), when it said. */
   /** `usage`: a whole answer's, when the relay parsed it (so nobody parses the body again). */
-  | { kind: 'done'; status: number; firstContentAt?: number; promptTokens?: number; cachedTokens?: number; body?: Buffer; usage?: EngineUsage }
+  /** `reply`: the assistant's reply, when asked for and known. */
+  | { kind: 'done'; status: number; firstContentAt?: number; promptTokens?: number; cachedTokens?: number; completionTokens?: number; body?: Buffer; usage?: EngineUsage; reply?: ChatReply }
   | { kind: 'broken'; detail: string }
   | { kind: 'aborted' };
 
@@ -106,238 +118,338 @@ function describe(err: unknown): string {
 
 const defaultVerdict = (status: number): Verdict => (status >= 500 ? 'refused' : 'answer');
 
-export async function relay(call: UpstreamCall, res: http.ServerResponse, opts: RelayOptions): Promise<RelayResult> {
-  if (call.signal.aborted) return { kind: 'aborted' };
-  // The upstream stops for the client leaving (its signal), the caller's watchdog (`quiet`), or a stall found
-  // while relaying (the body is destroyed). A local run has no watchdog: its request takes the client's signal
-  // as it is, with no signal made per request.
-  let stalled: string | undefined;
-  let body: Dispatcher.ResponseData['body'] | undefined;
-  const stop = (why?: string) => {
-    if (why && stalled === undefined) stalled = why;
-    body?.destroy(new Error(stalled ?? 'stopped'));
-  };
-  const quiet = opts.quiet;
-  if (!quiet) return relayInner(call, res, opts, call.signal, stop, () => stalled, (b) => (body = b));
-  // One controller that either aborts (AbortSignal.any costs more per call on Node 20: it keeps weak references).
-  const either = new AbortController();
-  const abort = () => either.abort();
-  const onQuiet = () => {
-    stop(opts.quietReason?.() ?? 'the executor went quiet');
-    either.abort();
-  };
-  if (quiet.aborted) either.abort();
-  call.signal.addEventListener('abort', abort, { once: true });
-  quiet.addEventListener('abort', onQuiet, { once: true });
-  try {
-    return await relayInner(call, res, opts, either.signal, stop, () => stalled, (b) => (body = b));
-  } finally {
-    call.signal.removeEventListener('abort', abort);
-    quiet.removeEventListener('abort', onQuiet);
-  }
+export function relay(call: UpstreamCall, res: http.ServerResponse, opts: RelayOptions): Promise<RelayResult> {
+  if (call.signal.aborted) return Promise.resolve({ kind: 'aborted' });
+  return new Promise((resolve) => {
+    const up = new Upstream(call, res, opts, resolve);
+    try {
+      (call.dispatcher ?? engineAgent).dispatch({ origin: call.origin, path: call.path, method: call.method as 'POST', headers: call.headers, body: call.body }, up);
+    } catch (err) {
+      // Options undici refuses outright (a malformed origin): no request was made.
+      up.onResponseError(undefined, err as Error);
+    }
+  });
 }
 
-async function relayInner(
-  call: UpstreamCall,
-  res: http.ServerResponse,
-  opts: RelayOptions,
-  signal: AbortSignal,
-  stop: (why?: string) => void,
-  stalled: () => string | undefined,
-  started: (body: Dispatcher.ResponseData['body']) => void,
-): Promise<RelayResult> {
-  let upstream: Dispatcher.ResponseData;
-  try {
-    upstream = await (call.dispatcher ?? engineAgent).request({ origin: call.origin, path: call.path, method: call.method as 'POST', headers: call.headers, body: call.body, signal });
-  } catch (err) {
-    if (call.signal.aborted) return { kind: 'aborted' };
-    return { kind: 'refused', detail: stalled() ?? describe(err) };
-  }
-  started(upstream.body);
-  if (opts.quiet?.aborted) stop(opts.quietReason?.() ?? 'the executor went quiet');
+interface DrainWait {
+  onDrain: () => void;
+  onClose: () => void;
+  timer?: NodeJS.Timeout;
+}
 
-  const status = upstream.statusCode;
-  if ((opts.verdict ?? defaultVerdict)(status, upstream.headers) === 'refused') {
-    return { kind: 'refused', status, detail: `HTTP ${status}`, headers: upstream.headers, body: await readSome(upstream.body, REFUSAL_BODY_MAX) };
-  }
+/** What the upstream's bytes are for, decided by its status and headers. */
+type Mode =
+  | { kind: 'head' }
+  /** Read whole up to `max` bytes (a refusal's hint, an error to rewrite, an answer to translate), then `done`. */
+  | { kind: 'collect'; max: number; parts: Buffer[]; bytes: number; done: (body: Buffer | undefined) => RelayResult }
+  /** Relayed as it comes: a stream event by event, a whole answer one chunk behind. */
+  | { kind: 'pass'; status: number; isSse: boolean; headers: Record<string, string | string[]>; trailers: boolean; deferred: boolean; upstreamCached?: number; scanner?: SseScanner; kept: Buffer[]; keptBytes: number; held?: Buffer }
+  /** A 2xx stream rewritten on its way (AnswerTranslator). */
+  | { kind: 'translate'; status: number; tr: AnswerTranslator; scanner: SseScanner };
 
-  const contentType = String(upstream.headers['content-type'] ?? '');
-  const isSse = contentType.startsWith('text/event-stream');
-  if (opts.translate && status < 300) return relayTranslated(upstream, status, isSse, res, opts, opts.translate, stop, stalled, call);
-  if (opts.translate?.failure) {
-    const out = opts.translate.failure(status, await readSome(upstream.body, REFUSAL_BODY_MAX));
-    if (call.signal.aborted || res.destroyed) return { kind: 'aborted' };
-    res.writeHead(status, { ...opts.responseHeaders, 'content-type': 'application/json', 'content-length': out.length });
-    res.end(out);
-    return { kind: 'done', status };
-  }
-  const headers: Record<string, string | string[]> = {};
-  for (const [k, v] of Object.entries(upstream.headers)) {
-    if (v === undefined || HOP_BY_HOP.has(k) || (k.startsWith('x-viiwork-') && !RES_PASSED_ON.has(k))) continue;
-    headers[k] = v;
-  }
-  if (!isSse && upstream.headers['content-length'] !== undefined) headers['content-length'] = String(upstream.headers['content-length']);
-  Object.assign(headers, opts.responseHeaders);
-  if (isSse) {
-    headers['cache-control'] = 'no-cache';
-    headers['x-accel-buffering'] = 'no';
-  }
-  // An executor's count (a forward's answer) passes on as it came; a stream's comes as a trailer.
-  const upstreamCached = cachedTokensValue(upstream.headers[RES_CACHED_TOKENS]);
-  if (opts.cachedOut && upstreamCached !== undefined) headers[RES_CACHED_TOKENS] = String(upstreamCached);
-  const trailers = isSse && opts.cachedOut && canTrail(res);
-  if (trailers) headers.trailer = RES_CACHED_TOKENS;
-  // A whole answer whose count only its body tells is held to its end (up to keepBody), so the count can be a header.
-  let deferred = !isSse && opts.cachedOut === true && upstreamCached === undefined && (opts.keepBody ?? 0) > 0;
-  // Headers leave with the first event (one write, not two): a client learns nothing useful from them earlier.
-  if (!deferred) res.writeHead(status, headers);
+/**
+ * One upstream call through undici's handler interface: a callback per
+ * chunk, no body stream and no async iteration between the engine's socket
+ * and the client's. The upstream stops for the client leaving (its signal),
+ * the caller's watchdog (`quiet`), a stall found while relaying, or a client
+ * that stops reading; whichever comes first says why.
+ */
+class Upstream implements Dispatcher.DispatchHandler {
+  #controller: Dispatcher.DispatchController | undefined;
+  #mode: Mode = { kind: 'head' };
+  #settled = false;
+  #stalled: string | undefined;
+  #stall: { arm(): void; clear(): void } | undefined;
+  #keepAlive: NodeJS.Timeout | undefined;
+  #wrote = 0;
+  /** Waiting for the client to drain: the drain and close listeners and the write-stall timer. */
+  #drainWait: DrainWait | undefined;
 
-  const scanner = isSse ? new SseScanner(opts.stripUsage) : undefined;
-  const kept: Buffer[] = [];
-  let keptBytes = 0;
-  const stall = stallWatch(isSse ? opts.streamStallMs : undefined, stop);
-  // A whole answer is written one chunk behind, so a body that arrives in one piece leaves with the
-  // headers and the end in a single write (most JSON answers); a stream is written as it comes.
-  let held: Buffer | undefined;
-  try {
-    for await (const chunk of upstream.body) {
-      const buf = chunk as Buffer;
-      let out: Buffer | undefined = buf;
-      if (scanner) {
-        out = scanner.push(buf);
-        stall.arm();
-      } else {
-        if (opts.keepBody && keptBytes < opts.keepBody) {
-          kept.push(buf);
-          keptBytes += buf.length;
-        }
-        if (deferred) {
-          if (keptBytes < opts.keepBody!) continue;
-          // Too large to hold: it goes as it comes, without the count.
-          deferred = false;
-          res.writeHead(status, headers);
-          out = Buffer.concat(kept.slice(0, -1));
-          held = buf;
-        } else {
-          out = held;
-          held = buf;
-        }
-      }
-      if (out && out.length && !res.write(out)) {
-        const drained = await waitDrain(res, opts.writeStallMs);
-        if (!drained) {
-          // The client stopped reading: cancel the engine's work and free the slot.
-          stop();
-          res.destroy();
-          return { kind: 'aborted' };
-        }
-      }
-      if (res.destroyed) break;
+  constructor(
+    private readonly call: UpstreamCall,
+    private readonly res: http.ServerResponse,
+    private readonly opts: RelayOptions,
+    private readonly resolve: (r: RelayResult) => void,
+  ) {
+    call.signal.addEventListener('abort', this, { once: true });
+    if (opts.quiet) {
+      if (opts.quiet.aborted) this.#stalled = opts.quietReason?.() ?? 'the executor went quiet';
+      else opts.quiet.addEventListener('abort', this, { once: true });
     }
-  } catch (err) {
-    if (call.signal.aborted || res.destroyed) return { kind: 'aborted' };
-    const detail = stalled() ?? describe(err);
-    if (scanner) {
-      const rest = scanner.flush();
-      if (rest) res.write(rest);
-      res.end(errorEvent(midStream(stalled(), detail)));
+  }
+
+  /** The client's signal or the watchdog fired (an EventListener object: no closure per call). */
+  handleEvent(e: Event): void {
+    if (e.target === this.call.signal) this.#abort(new Error('the client went away'));
+    else this.stop(this.opts.quietReason?.() ?? 'the executor went quiet');
+  }
+
+  /** Stop the upstream, saying why (the first reason stays). */
+  stop(why?: string): void {
+    if (why && this.#stalled === undefined) this.#stalled = why;
+    this.#abort(new Error(this.#stalled ?? 'stopped'));
+  }
+
+  #abort(err: Error): void {
+    if (this.#controller && !this.#controller.aborted) this.#controller.abort(err);
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.#controller = controller;
+    if (this.call.signal.aborted) controller.abort(new Error('the client went away'));
+    else if (this.#stalled !== undefined) controller.abort(new Error(this.#stalled));
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, status: number, headers: http.IncomingHttpHeaders): void {
+    // An informational answer (1xx) is not the answer.
+    if (this.#settled || status < 200) return;
+    const { opts, res } = this;
+    if ((opts.verdict ?? defaultVerdict)(status, headers) === 'refused') {
+      this.#collect(REFUSAL_BODY_MAX, (body) => ({ kind: 'refused', status, detail: `HTTP ${status}`, headers, body }));
+      return;
+    }
+    const isSse = String(headers['content-type'] ?? '').startsWith('text/event-stream');
+    const tr = opts.translate;
+    if (tr && status < 300) {
+      if (!isSse) {
+        this.#collect(WHOLE_MAX, (body) => {
+          if (this.#gone()) return { kind: 'aborted' };
+          const out = tr.whole(body ?? Buffer.alloc(0));
+          // Parsed once, here, for the count and the executor's bookkeeping alike.
+          const answer = answerOfBody(body, opts.reply);
+          const cached = engineCachedTokens(answer.usage);
+          const count = opts.cachedOut && cached !== undefined ? { [RES_CACHED_TOKENS]: String(cached) } : {};
+          res.writeHead(out.status, { ...opts.responseHeaders, ...count, 'content-type': 'application/json', 'content-length': out.body.length });
+          res.end(out.body);
+          return { kind: 'done', status: out.status, body, usage: answer.usage, ...(answer.reply ? { reply: answer.reply } : {}), ...(cached !== undefined ? { cachedTokens: cached } : {}) };
+        });
+        return;
+      }
+      res.writeHead(status, { ...opts.responseHeaders, 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
+      res.write(tr.stream.start());
+      this.#mode = { kind: 'translate', status, tr, scanner: new SseScanner(false, undefined, opts.reply) };
+      this.#stall = stallWatch(opts.streamStallMs, (why) => this.stop(why));
+      // While the engine is silent (a long prefill), the client's protocol may want a sign of life.
+      const ka = tr.stream.keepAlive;
+      this.#wrote = performance.now();
+      if (ka) this.#keepAlive = setInterval(() => this.#sendKeepAlive(ka), ka.everyMs);
+      return;
+    }
+    if (tr?.failure) {
+      const failure = tr.failure;
+      this.#collect(REFUSAL_BODY_MAX, (body) => {
+        if (this.#gone()) return { kind: 'aborted' };
+        const out = failure(status, body);
+        res.writeHead(status, { ...opts.responseHeaders, 'content-type': 'application/json', 'content-length': out.length });
+        res.end(out);
+        return { kind: 'done', status };
+      });
+      return;
+    }
+    const out: Record<string, string | string[]> = {};
+    for (const k in headers) {
+      const v = headers[k];
+      if (v === undefined || HOP_BY_HOP.has(k) || (k.startsWith('x-viiwork-') && !RES_PASSED_ON.has(k))) continue;
+      out[k] = v;
+    }
+    if (!isSse && headers['content-length'] !== undefined) out['content-length'] = String(headers['content-length']);
+    Object.assign(out, opts.responseHeaders);
+    if (isSse) {
+      out['cache-control'] = 'no-cache';
+      out['x-accel-buffering'] = 'no';
+    }
+    // An executor's count (a forward's answer) passes on as it came; a stream's comes as a trailer.
+    const upstreamCached = cachedTokensValue(headers[RES_CACHED_TOKENS]);
+    if (opts.cachedOut && upstreamCached !== undefined) out[RES_CACHED_TOKENS] = String(upstreamCached);
+    const trailers = isSse && opts.cachedOut === true && canTrail(res);
+    if (trailers) out.trailer = RES_CACHED_TOKENS;
+    // A whole answer whose count only its body tells is held to its end (up to keepBody), so the count can be a header.
+    const deferred = !isSse && opts.cachedOut === true && upstreamCached === undefined && (opts.keepBody ?? 0) > 0;
+    // Headers leave with the first event (one write, not two): a client learns nothing useful from them earlier.
+    if (!deferred) res.writeHead(status, out);
+    this.#mode = { kind: 'pass', status, isSse, headers: out, trailers, deferred, upstreamCached, scanner: isSse ? new SseScanner(opts.stripUsage, undefined, opts.reply === true && status < 300) : undefined, kept: [], keptBytes: 0 };
+    if (isSse) this.#stall = stallWatch(opts.streamStallMs, (why) => this.stop(why));
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, buf: Buffer): void {
+    if (this.#settled) return;
+    const m = this.#mode;
+    if (m.kind === 'collect') {
+      if (m.bytes < m.max) m.parts.push(m.bytes + buf.length > m.max ? buf.subarray(0, m.max - m.bytes) : buf);
+      m.bytes += buf.length;
+      // A translator gets the first `max` bytes of a larger answer (and fails to parse it, which it reports).
+      if (m.bytes >= m.max) this.#finishCollect(m);
+      return;
+    }
+    if (m.kind === 'translate') {
+      const seen = m.scanner.push(buf);
+      this.#stall?.arm();
+      const out = seen ? m.tr.stream.push(seen) : '';
+      if (out) {
+        this.#wrote = performance.now();
+        this.#write(out);
+      }
+      return;
+    }
+    if (m.kind !== 'pass') return;
+    const { opts } = this;
+    let out: Buffer | undefined = buf;
+    if (m.scanner) {
+      out = m.scanner.push(buf);
+      this.#stall?.arm();
     } else {
-      res.destroy();
+      if (opts.keepBody && m.keptBytes < opts.keepBody) {
+        m.kept.push(buf);
+        m.keptBytes += buf.length;
+      }
+      if (m.deferred) {
+        if (m.keptBytes < opts.keepBody!) return;
+        // Too large to hold: it goes as it comes, without the count.
+        m.deferred = false;
+        this.res.writeHead(m.status, m.headers);
+        out = Buffer.concat(m.kept.slice(0, -1));
+        m.held = buf;
+      } else {
+        // A whole answer is written one chunk behind, so a body that arrives in one piece leaves with the
+        // headers and the end in a single write (most JSON answers); a stream is written as it comes.
+        out = m.held;
+        m.held = buf;
+      }
     }
-    return { kind: 'broken', detail };
-  } finally {
-    stall.clear();
+    if (out && out.length) this.#write(out);
+    else if (this.res.destroyed) this.#cutOff();
   }
-  if (call.signal.aborted || res.destroyed) return { kind: 'aborted' };
-  if (scanner) {
-    const done = doneOf(status, scanner.seen, cachedTokensValue(upstream.trailers?.[RES_CACHED_TOKENS]));
-    const rest = scanner.flush();
-    // The trailer goes with the stream's last bytes and its end, in one write.
-    if (trailers && done.cachedTokens !== undefined) res.addTrailers({ [RES_CACHED_TOKENS]: String(done.cachedTokens) });
-    res.end(rest);
-    return done;
+
+  onResponseEnd(_controller: Dispatcher.DispatchController, trailers: http.IncomingHttpHeaders): void {
+    if (this.#settled) return;
+    const m = this.#mode;
+    if (m.kind === 'collect') return this.#finishCollect(m);
+    if (this.#gone()) return this.#settle({ kind: 'aborted' });
+    const { res, opts } = this;
+    if (m.kind === 'translate') {
+      const rest = m.scanner.flush();
+      const done = doneOf(m.status, m.scanner.seen, undefined, m.scanner.reply?.reply);
+      res.end((rest ? m.tr.stream.push(rest) : '') + m.tr.stream.end());
+      return this.#settle(done);
+    }
+    if (m.kind !== 'pass') return this.#settle({ kind: 'broken', detail: 'the upstream ended before its headers' });
+    if (m.scanner) {
+      const done = doneOf(m.status, m.scanner.seen, cachedTokensValue(trailers?.[RES_CACHED_TOKENS]), m.scanner.reply?.reply);
+      const rest = m.scanner.flush();
+      // The trailer goes with the stream's last bytes and its end, in one write.
+      if (m.trailers && done.cachedTokens !== undefined) res.addTrailers({ [RES_CACHED_TOKENS]: String(done.cachedTokens) });
+      res.end(rest);
+      return this.#settle(done);
+    }
+    const body = m.kept.length ? Buffer.concat(m.kept) : undefined;
+    // Parsed once, here: the executor's bookkeeping and score measurement read the same usage.
+    const answer = m.upstreamCached === undefined && (opts.cachedOut || opts.keepBody) ? answerOfBody(body, opts.reply === true && m.status < 300) : undefined;
+    const usage = answer?.usage;
+    const cached = m.upstreamCached ?? (usage ? engineCachedTokens(usage) : undefined);
+    if (m.deferred) {
+      if (cached !== undefined) m.headers[RES_CACHED_TOKENS] = String(cached);
+      res.writeHead(m.status, m.headers);
+      res.end(body);
+    } else res.end(m.held);
+    this.#settle({ kind: 'done', status: m.status, body, ...(usage ? { usage } : {}), ...(answer?.reply ? { reply: answer.reply } : {}), ...(cached !== undefined ? { cachedTokens: cached } : {}) });
   }
-  const body = kept.length ? Buffer.concat(kept) : undefined;
-  // Parsed once, here: the executor's bookkeeping and score measurement read the same usage.
-  const usage = upstreamCached === undefined && (opts.cachedOut || opts.keepBody) ? usageOfBody(body) : undefined;
-  const cached = upstreamCached ?? (usage ? engineCachedTokens(usage) : undefined);
-  if (deferred) {
-    if (cached !== undefined) headers[RES_CACHED_TOKENS] = String(cached);
-    res.writeHead(status, headers);
-    res.end(body);
-  } else res.end(held);
-  return { kind: 'done', status, body, ...(usage ? { usage } : {}), ...(cached !== undefined ? { cachedTokens: cached } : {}) };
+
+  onResponseError(_controller: Dispatcher.DispatchController | undefined, err: Error): void {
+    if (this.#settled) return;
+    const m = this.#mode;
+    // The body of a refusal (or of an answer to translate) is only a hint: what came is what there is.
+    if (m.kind === 'collect') return this.#finishCollect(m);
+    if (this.call.signal.aborted) return this.#settle({ kind: 'aborted' });
+    if (m.kind === 'head') return this.#settle({ kind: 'refused', detail: this.#stalled ?? describe(err) });
+    if (this.res.destroyed) return this.#settle({ kind: 'aborted' });
+    const detail = this.#stalled ?? describe(err);
+    if (m.kind === 'translate') {
+      this.res.end(m.tr.stream.error(midStream(this.#stalled, detail)));
+    } else if (m.scanner) {
+      const rest = m.scanner.flush();
+      if (rest) this.res.write(rest);
+      this.res.end(errorEvent(midStream(this.#stalled, detail)));
+    } else {
+      this.res.destroy();
+    }
+    this.#settle({ kind: 'broken', detail });
+  }
+
+  #collect(max: number, done: (body: Buffer | undefined) => RelayResult): void {
+    this.#mode = { kind: 'collect', max, parts: [], bytes: 0, done };
+  }
+
+  #finishCollect(m: Mode & { kind: 'collect' }): void {
+    if (m.bytes >= m.max) this.#abort(new Error('read enough'));
+    this.#settle(m.done(m.parts.length ? Buffer.concat(m.parts) : undefined));
+  }
+
+  /** Write to the client; a client with no room pauses the upstream until it drains, or is cut off after writeStallMs. */
+  #write(out: Buffer | string): void {
+    const res = this.res;
+    if (res.write(out)) {
+      if (res.destroyed) this.#cutOff();
+      return;
+    }
+    if (this.#drainWait) return;
+    this.#controller?.pause();
+    const w: DrainWait = {
+      onDrain: () => {
+        this.#endDrainWait();
+        this.#controller?.resume();
+      },
+      onClose: () => this.#cutOff(),
+    };
+    if (this.opts.writeStallMs) w.timer = setTimeout(w.onClose, this.opts.writeStallMs);
+    this.#drainWait = w;
+    res.on('drain', w.onDrain);
+    res.on('close', w.onClose);
+  }
+
+  #endDrainWait(): void {
+    const w = this.#drainWait;
+    if (!w) return;
+    this.#drainWait = undefined;
+    clearTimeout(w.timer);
+    this.res.off('drain', w.onDrain);
+    this.res.off('close', w.onClose);
+  }
+
+  /** The client stopped reading or went away: cancel the engine's work (its slot frees) and drop the client. */
+  #cutOff(): void {
+    if (this.#settled) return;
+    this.#settle({ kind: 'aborted' });
+    this.#abort(new Error('the client stopped reading'));
+    this.res.destroy();
+  }
+
+  #sendKeepAlive(ka: { everyMs: number; text: string }): void {
+    if (performance.now() - this.#wrote >= ka.everyMs && !this.res.destroyed) {
+      this.#wrote = performance.now();
+      this.res.write(ka.text);
+    }
+  }
+
+  #gone(): boolean {
+    return this.call.signal.aborted || this.res.destroyed;
+  }
+
+  #settle(r: RelayResult): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.#stall?.clear();
+    clearInterval(this.#keepAlive);
+    this.#endDrainWait();
+    this.call.signal.removeEventListener('abort', this);
+    this.opts.quiet?.removeEventListener('abort', this);
+    this.resolve(r);
+  }
 }
 
 /** Can this response carry trailers (chunked: HTTP/1.1 and no fixed length)? */
 function canTrail(res: http.ServerResponse): boolean {
   const req = res.req as http.IncomingMessage | undefined;
   return req !== undefined && (req.httpVersionMajor > 1 || (req.httpVersionMajor === 1 && req.httpVersionMinor >= 1));
-}
-
-/** A 2xx answer rewritten on its way (see AnswerTranslator); measurement still reads the upstream's own events. */
-async function relayTranslated(
-  upstream: Dispatcher.ResponseData,
-  status: number,
-  isSse: boolean,
-  res: http.ServerResponse,
-  opts: RelayOptions,
-  tr: AnswerTranslator,
-  stop: (why?: string) => void,
-  stalled: () => string | undefined,
-  call: UpstreamCall,
-): Promise<RelayResult> {
-  if (!isSse) {
-    const body = await readSome(upstream.body, WHOLE_MAX);
-    if (call.signal.aborted || res.destroyed) return { kind: 'aborted' };
-    const out = tr.whole(body ?? Buffer.alloc(0));
-    const cached = engineCachedTokens(usageOfBody(body));
-    const count = opts.cachedOut && cached !== undefined ? { [RES_CACHED_TOKENS]: String(cached) } : {};
-    res.writeHead(out.status, { ...opts.responseHeaders, ...count, 'content-type': 'application/json', 'content-length': out.body.length });
-    res.end(out.body);
-    return { kind: 'done', status: out.status, body, ...(cached !== undefined ? { cachedTokens: cached } : {}) };
-  }
-  res.writeHead(status, { ...opts.responseHeaders, 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
-  res.write(tr.stream.start());
-  const scanner = new SseScanner(false);
-  const stall = stallWatch(opts.streamStallMs, stop);
-  // While the engine is silent (a long prefill), the client's protocol may want a sign of life.
-  const ka = tr.stream.keepAlive;
-  let wrote = performance.now();
-  const keepAlive = ka
-    ? setInterval(() => {
-        if (performance.now() - wrote >= ka.everyMs && !res.destroyed) {
-          wrote = performance.now();
-          res.write(ka.text);
-        }
-      }, ka.everyMs)
-    : undefined;
-  try {
-    for await (const chunk of upstream.body) {
-      const seen = scanner.push(chunk as Buffer);
-      stall.arm();
-      const out = seen ? tr.stream.push(seen) : '';
-      if (out) wrote = performance.now();
-      if (out && !res.write(out) && !(await waitDrain(res, opts.writeStallMs))) {
-        stop();
-        res.destroy();
-        return { kind: 'aborted' };
-      }
-    }
-  } catch (err) {
-    if (call.signal.aborted || res.destroyed) return { kind: 'aborted' };
-    const detail = stalled() ?? describe(err);
-    res.end(tr.stream.error(midStream(stalled(), detail)));
-    return { kind: 'broken', detail };
-  } finally {
-    stall.clear();
-    clearInterval(keepAlive);
-  }
-  if (call.signal.aborted || res.destroyed) return { kind: 'aborted' };
-  const rest = scanner.flush();
-  const done = doneOf(status, scanner.seen);
-  res.end((rest ? tr.stream.push(rest) : '') + tr.stream.end());
-  return done;
 }
 
 /** What a client is told when its stream ends early: the stall or quiet member, else the engine's failure. */
@@ -358,51 +470,22 @@ function stallWatch(ms: number | undefined, stop: (why: string) => void): { arm(
   };
 }
 
-function doneOf(status: number, seen: SseObservation, fromExecutor?: number): RelayResult & { kind: 'done' } {
+function doneOf(status: number, seen: SseObservation, fromExecutor?: number, reply?: ChatReply): RelayResult & { kind: 'done' } {
   const cached = fromExecutor ?? engineCachedTokens(seen);
-  return { kind: 'done', status, firstContentAt: seen.firstContentAt, promptTokens: seen.promptTokens, ...(cached !== undefined ? { cachedTokens: cached } : {}) };
+  return {
+    kind: 'done',
+    status,
+    ...(reply ? { reply } : {}),
+    firstContentAt: seen.firstContentAt,
+    promptTokens: seen.promptTokens,
+    ...(seen.completionTokens !== undefined ? { completionTokens: seen.completionTokens } : {}),
+    ...(cached !== undefined ? { cachedTokens: cached } : {}),
+  };
 }
 
 /** An SSE `error` event in OpenAI's error shape. */
 export function errorEvent(message: string, code = 'engine_failed'): string {
   return `event: error\ndata: ${JSON.stringify({ error: { message, type: 'server_error', code } })}\n\n`;
-}
-
-async function readSome(body: Dispatcher.ResponseData['body'], max: number): Promise<Buffer | undefined> {
-  // A translator gets the first `max` bytes of a larger answer (and fails to parse it, which it reports).
-  const parts: Buffer[] = [];
-  let n = 0;
-  try {
-    for await (const chunk of body) {
-      const b = chunk as Buffer;
-      if (n < max) parts.push(b.subarray(0, max - n));
-      n += b.length;
-      if (n >= max) {
-        body.destroy();
-        break;
-      }
-    }
-  } catch {
-    // The body of a refusal is only a hint.
-  }
-  return parts.length ? Buffer.concat(parts) : undefined;
-}
-
-/** True once the client has room again; false when it read nothing for `timeoutMs` or went away. */
-function waitDrain(res: http.ServerResponse, timeoutMs?: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const timer = timeoutMs ? setTimeout(() => done(false), timeoutMs) : undefined;
-    const onDrain = () => done(true);
-    const onClose = () => done(false);
-    function done(ok: boolean) {
-      clearTimeout(timer);
-      res.off('drain', onDrain);
-      res.off('close', onClose);
-      resolve(ok);
-    }
-    res.on('drain', onDrain);
-    res.on('close', onClose);
-  });
 }
 
 /** The error text an upstream gave with a refusal: its OpenAI-shaped message, else its text, at most `max` characters. */

@@ -25,16 +25,18 @@ export const RES_PASSED_ON: ReadonlySet<string> = new Set([RES_OMITTED_TOOLS]);
 
 /**
  * On a receiving node's own refusal of a forward: `full`, `workload`, `auth`
- * or `engine`. The entry node retries only marked refusals; every other
- * status is the answer.
+ * or `engine`; `waited` when a forward that was allowed to wait for a slot
+ * there (its `wait` claim, queue/forward-claims.ts) got none in that time or
+ * gave its place to one that ranks higher. The entry node retries only
+ * marked refusals; every other status is the answer.
  */
 export const RES_REFUSED = 'x-viiwork-refused';
 
-export type RefusalMarker = 'full' | 'workload' | 'auth' | 'engine' | 'memory';
+export type RefusalMarker = 'full' | 'workload' | 'auth' | 'engine' | 'memory' | 'waited';
 
 export function refusalMarker(value: string | string[] | undefined): RefusalMarker | undefined {
   const v = Array.isArray(value) ? value[0] : value;
-  return v === 'full' || v === 'workload' || v === 'auth' || v === 'engine' || v === 'memory' ? v : undefined;
+  return v === 'full' || v === 'workload' || v === 'auth' || v === 'engine' || v === 'memory' || v === 'waited' ? v : undefined;
 }
 
 /**

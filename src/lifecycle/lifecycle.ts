@@ -127,6 +127,9 @@ export const LOAD_GRACE_MS = 10_000;
 /** How often idle entries are looked at (their idle_unload is counted from their last request). */
 export const IDLE_SWEEP_MS = 500;
 
+/** A target's state is that of its entries, the first of these that any of them is in (else unloaded). */
+const STATE_RANK: readonly LifeState[] = ['loaded', 'loading', 'fetching', 'unloading'];
+
 export class Lifecycle {
   readonly #entries: Managed[] = [];
   readonly #lock = new LoadLock();
@@ -195,12 +198,24 @@ export class Lifecycle {
 
   /** State and bytes of one target (the entries whose backends it groups). */
   targetState(backends: readonly Backend[]): { state: LifeState; memory: number; onDemand: boolean; error?: string } {
-    const entries = [...new Set(backends.map((b) => this.#of(b)).filter((m): m is Managed => m !== undefined))];
-    const states = entries.map((m) => this.#state(m));
-    const state: LifeState = (['loaded', 'loading', 'fetching', 'unloading'] as const).find((s) => states.includes(s)) ?? 'unloaded';
-    const memory = Math.max(0, ...entries.map((m) => m.need));
-    const error = entries.find((m) => m.error !== undefined)?.error;
-    return { state, memory, onDemand: entries.some((m) => m.onDemand), ...(error !== undefined && state === 'unloaded' ? { error } : {}) };
+    // Read for every local target on every routing decision: one pass, no intermediate arrays.
+    let rank: number = STATE_RANK.length;
+    let memory = 0;
+    let onDemand = false;
+    let error: string | undefined;
+    const seen: Managed[] = [];
+    for (const b of backends) {
+      const m = this.#of(b);
+      if (m === undefined || seen.includes(m)) continue;
+      seen.push(m);
+      const r = STATE_RANK.indexOf(this.#state(m));
+      if (r >= 0 && r < rank) rank = r;
+      if (m.need > memory) memory = m.need;
+      if (m.onDemand) onDemand = true;
+      if (error === undefined && m.error !== undefined) error = m.error;
+    }
+    const state: LifeState = rank < STATE_RANK.length ? STATE_RANK[rank] : 'unloaded';
+    return error !== undefined && state === 'unloaded' ? { state, memory, onDemand, error } : { state, memory, onDemand };
   }
 
   /** Bytes reserved: every entry loading, loaded or unloading (the figure loads are planned against). */

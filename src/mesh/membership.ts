@@ -1,11 +1,13 @@
 /**
  * This node in the mesh: picks the advertise address, runs memberlist with
- * our metadata and the alias table as user state and user messages, feeds
+ * our metadata and the alias and key tables as user state and user messages, feeds
  * the member table and the capacity poller, and keeps discovery joining.
  */
 import { decode, encodeChange, encodeTable } from '../aliases/codec.ts';
 import type { AliasTable } from '../aliases/table.ts';
 import type { Config } from '../config/schema.ts';
+import { decodeKeys, encodeKeyChange, encodeKeyTable } from '../keys/codec.ts';
+import type { KeyTable } from '../keys/table.ts';
 import { debugEnabled, type Log } from '../log.ts';
 import { MdnsFeeder, defaultRouteAddress } from './discovery/mdns.ts';
 import type { Feeder } from './discovery/feeder.ts';
@@ -16,6 +18,7 @@ import type { Logger } from './memberlist/state.ts';
 import { MemberlistThread } from './thread/memberlist-thread.ts';
 import type { MemberTable } from './members.ts';
 import { encodeMeta } from './meta.ts';
+import { encodeUserState, userStateParts } from './user-state.ts';
 import type { MeshMode } from '../security/secret.ts';
 
 export class MeshStartError extends Error {}
@@ -30,6 +33,8 @@ export interface MembershipDeps {
   mode: MeshMode;
   members: MemberTable;
   aliases: AliasTable;
+  /** The mesh-wide key table (SPEC section 12): spread like aliases; nothing of it on the wire while it is empty. */
+  keys: KeyTable;
   log: Log;
   /** The member list changed (joins, state changes). */
   onMembers: () => void;
@@ -78,6 +83,11 @@ function meshLogger(deps: MembershipDeps): Logger {
   };
 }
 
+/** The push-pull user state: the alias table, and the key table beside it once it holds anything. */
+function userState(deps: Pick<MembershipDeps, 'aliases' | 'keys'>): Buffer {
+  return encodeUserState([encodeTable(deps.aliases.snapshot()), deps.keys.empty ? undefined : encodeKeyTable(deps.keys.snapshot())]);
+}
+
 export class Membership {
   #rejoin: RejoinLoop | undefined;
   #mdns: MdnsFeeder | undefined;
@@ -110,17 +120,23 @@ export class Membership {
       },
       // Read here, on the node's thread, at start and on every updateMeta() (role changes on SIGHUP).
       nodeMeta: () => encodeMeta({ api: deps.apiPort(), ver: deps.version, role: deps.role() }),
-      localState: encodeTable(deps.aliases.snapshot()),
+      localState: userState(deps),
       logger: meshLogger(deps),
       // Only warnings and errors reach the operator unless VIIWORK_DEBUG=1: the engine need not send the rest.
       logLevels: debugEnabled() ? ['debug', 'info', 'warn', 'error'] : ['warn', 'error'],
       notifyMsg: (buf) => {
         const d = decode(buf);
         if (d?.kind === 'change') deps.aliases.merge([d.entry]);
+        const k = d ? undefined : decodeKeys(buf);
+        if (k?.kind === 'change') deps.keys.merge([k.entry]);
       },
       mergeRemoteState: (buf) => {
-        const d = decode(buf);
-        if (d?.kind === 'table') deps.aliases.merge(d.entries);
+        for (const part of userStateParts(buf)) {
+          const d = decode(part);
+          if (d?.kind === 'table') deps.aliases.merge(d.entries);
+          const k = d ? undefined : decodeKeys(part);
+          if (k?.kind === 'table') deps.keys.merge(k.entries);
+        }
       },
       inline: process.env.VIIWORK_GOSSIP_INLINE === '1',
     });
@@ -150,12 +166,18 @@ export class Membership {
     deps.members.update(ml.members());
     // Every change to the alias table travels as a gossip user message; merged changes are passed on too, and stop once nothing changes.
     // The engine answers push-pulls with the table it was last given, so it gets the whole table on every change too.
-    this.#unsubscribe = deps.aliases.onChange((changed) => {
+    const offAliases = deps.aliases.onChange((changed) => {
       for (const e of changed) ml.queueBroadcast(`alias:${e.name}`, encodeChange(e));
-      ml.setLocalState(encodeTable(deps.aliases.snapshot()));
+      ml.setLocalState(userState(deps));
     });
+    // Key changes travel the same way; a revocation reaches every member within a few gossip rounds.
+    const offKeys = deps.keys.onChange((changed) => {
+      for (const e of changed) ml.queueBroadcast(`key:${e.name}`, encodeKeyChange(e));
+      ml.setLocalState(userState(deps));
+    });
+    this.#unsubscribe = () => (offAliases(), offKeys());
     // A change made while the engine started (the API already answers) is in the table, if not in gossip.
-    ml.setLocalState(encodeTable(deps.aliases.snapshot()));
+    ml.setLocalState(userState(deps));
   }
 
   async #startDiscovery(): Promise<void> {

@@ -64,7 +64,8 @@ function translate(req: Obj, limits: TranslationLimits, opts: MessagesToChatOpti
     req.system.forEach((b, i) => {
       const at = `system[${i}]`;
       if (!isObj(b)) return refuse('invalid_request', at, `${at} must be a text block`);
-      if (b.type !== 'text') return void ignored.push(`${at}.type=${String(b.type).slice(0, 40)}`);
+      // Anthropic's API takes only text blocks as system; anything else would have to be dropped unseen.
+      if (b.type !== 'text') return refuse('invalid_request', `${at}.type`, `${at}.type must be "text": system takes text blocks only (got ${show(b.type)}); send images and documents in a user turn`);
       const text = str(b.text, `${at}.text`);
       if (opts.hygiene && text.startsWith(BILLING_HEADER_PREFIX)) return;
       systemParts.push(text);
@@ -89,6 +90,7 @@ function translate(req: Obj, limits: TranslationLimits, opts: MessagesToChatOpti
   if (tools.length > 0) chat.tools = tools;
   translateToolChoice(req.tool_choice, chat, omittedTools);
 
+  if (req.max_tokens === null) refuse('invalid_request', 'max_tokens', 'max_tokens must be a whole number of at least 1 (got null)');
   if (present(req.max_tokens)) {
     const v = req.max_tokens;
     if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) refuse('invalid_request', 'max_tokens', 'max_tokens must be a whole number of at least 1');
@@ -138,10 +140,77 @@ function addTurn(turns: ChatMessage[], systemParts: string[], m: unknown, at: st
   }
 }
 
+/** A content block's `type`, which every block has (a block without one is a 400, as Anthropic answers). */
+function blockType(b: unknown, at: string): string {
+  if (!isObj(b)) return refuse('invalid_request', at, `${at} must be a content block object`);
+  if (typeof b.type !== 'string' || b.type === '') return refuse('invalid_request', `${at}.type`, `${at}.type is missing: every content block has a type such as "text"`);
+  return b.type;
+}
+
+function show(v: unknown): string {
+  return typeof v === 'string' ? JSON.stringify(v.slice(0, 40)) : v === undefined ? 'nothing' : typeof v;
+}
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+const WHITESPACE = /\s/;
+
+/** Is `data` base64 (standard alphabet, padded; line breaks allowed, as MIME encoders write them)? */
+export function isBase64(data: string): boolean {
+  const compact = WHITESPACE.test(data) ? data.replace(/\s+/g, '') : data;
+  return compact.length % 4 === 0 && BASE64.test(compact);
+}
+
+function base64Data(src: Obj, at: string): string {
+  const data = src.data;
+  if (typeof data !== 'string' || !isBase64(data)) return refuse('invalid_request', `${at}.data`, `${at}.data must be a base64 string (got ${typeof data === 'string' ? 'text that is not base64' : show(data)})`);
+  return data;
+}
+
+const IMAGE_TYPES = ['image/jpeg', 'image/png', 'image/gif', 'image/webp'];
+
+/** An image block's source, checked as Anthropic's API checks it. */
+function imageSource(b: Obj, at: string): { url: string } {
+  const src = b.source;
+  if (!isObj(src)) return refuse('invalid_request', `${at}.source`, `${at}.source must be {"type":"base64","media_type":…,"data":…} or {"type":"url","url":…}`);
+  if (src.type === 'base64') {
+    const mt = src.media_type;
+    if (typeof mt !== 'string' || !IMAGE_TYPES.includes(mt)) refuse('invalid_request', `${at}.source.media_type`, `${at}.source.media_type must be one of ${IMAGE_TYPES.join(', ')} (got ${show(mt)})`);
+    return { url: `data:${mt as string};base64,${base64Data(src, `${at}.source`)}` };
+  }
+  if (src.type === 'url') return { url: str(src.url, `${at}.source.url`) };
+  return refuse('unsupported_input', `${at}.source`, `${at}.source must be {"type":"base64",…} or {"type":"url",…}; viiwork has no file store, so file ids cannot be used`);
+}
+
+/** A document block's source, checked; what of it reaches the engine. */
+function documentSource(b: Obj, at: string): { kind: 'file'; mediaType: string; data: string } | { kind: 'text'; text: string } {
+  const src = b.source;
+  const sat = `${at}.source`;
+  if (!isObj(src)) return refuse('invalid_request', sat, `${sat} must be an object such as {"type":"base64","media_type":"application/pdf","data":…} or {"type":"text","data":…}`);
+  switch (src.type) {
+    case 'base64':
+      return { kind: 'file', mediaType: typeof src.media_type === 'string' ? src.media_type : 'application/pdf', data: base64Data(src, sat) };
+    case 'text':
+      return { kind: 'text', text: str(src.data, `${sat}.data`) };
+    case 'url':
+      return { kind: 'text', text: `[document: ${str(src.url, `${sat}.url`)}]` };
+    case 'content': {
+      const c = src.content;
+      if (typeof c === 'string') return { kind: 'text', text: c };
+      if (!Array.isArray(c)) return refuse('invalid_request', `${sat}.content`, `${sat}.content must be a string or a list of content blocks`);
+      return { kind: 'text', text: c.map((x, k) => blockText(x, `${sat}.content[${k}]`)).join('\n') };
+    }
+    case 'file':
+      return refuse('unsupported_input', sat, `${sat} refers to an uploaded file, and viiwork has no file store: send the document as base64 or text`);
+    default:
+      return refuse('invalid_request', `${sat}.type`, `${sat}.type must be "base64", "text", "url" or "content" (got ${show(src.type)})`);
+  }
+}
+
 /** The text of a text-like block; other blocks are described in words (the model still learns they were there). */
 function blockText(b: unknown, at: string): string {
-  if (!isObj(b)) return refuse('invalid_request', at, `${at} must be a content block object`);
-  switch (b.type) {
+  const type = blockType(b, at);
+  if (!isObj(b)) return '';
+  switch (type) {
     case 'text':
       return str(b.text, `${at}.text`);
     case 'tool_reference':
@@ -151,28 +220,29 @@ function blockText(b: unknown, at: string): string {
       const inner = Array.isArray(b.content) ? b.content.map((c, j) => blockText(c, `${at}.content[${j}]`)).join('\n') : '';
       return [typeof b.title === 'string' ? b.title : '', typeof b.source === 'string' ? b.source : '', inner].filter(Boolean).join('\n');
     }
-    case 'document':
-      return isObj(b.source) && b.source.type === 'text' && typeof b.source.data === 'string' ? b.source.data : '[document]';
+    case 'document': {
+      const d = documentSource(b, at);
+      return d.kind === 'text' ? d.text : '[document]';
+    }
     case 'image':
+      imageSource(b, at);
       return '[image]';
     default:
-      return `[${String(b.type).slice(0, 40)}]`;
+      return `[${type.slice(0, 40)}]`;
   }
 }
 
 function imagePart(b: Obj, at: string): ChatContentPart {
-  const src = b.source;
-  if (isObj(src) && src.type === 'base64') return { type: 'image_url', image_url: { url: `data:${str(src.media_type, `${at}.source.media_type`)};base64,${str(src.data, `${at}.source.data`)}` } };
-  if (isObj(src) && src.type === 'url') return { type: 'image_url', image_url: { url: str(src.url, `${at}.source.url`) } };
-  return refuse('unsupported_input', `${at}.source`, `${at}.source must be {"type":"base64",…} or {"type":"url",…}; viiwork has no file store, so file ids cannot be used`);
+  return { type: 'image_url', image_url: imageSource(b, at) };
 }
 
 function addUser(turns: ChatMessage[], blocks: unknown[], at: string): void {
   const parts: ChatContentPart[] = [];
   blocks.forEach((b, j) => {
     const bat = `${at}.content[${j}]`;
-    if (!isObj(b)) return refuse('invalid_request', bat, `${bat} must be a content block object`);
-    switch (b.type) {
+    const type = blockType(b, bat);
+    if (!isObj(b)) return;
+    switch (type) {
       case 'tool_result': {
         // Chat wants each result as a tool message right after the assistant's calls, before any user text.
         const id = str(b.tool_use_id, `${bat}.tool_use_id`);
@@ -184,12 +254,9 @@ function addUser(turns: ChatMessage[], blocks: unknown[], at: string): void {
       case 'image':
         return void parts.push(imagePart(b, bat));
       case 'document': {
-        const src = b.source;
-        if (isObj(src) && src.type === 'base64' && typeof src.data === 'string') {
-          const mt = typeof src.media_type === 'string' ? src.media_type : 'application/pdf';
-          return void parts.push({ type: 'file', file: { file_data: `data:${mt};base64,${src.data}`, ...(typeof b.title === 'string' ? { filename: b.title } : {}) } });
-        }
-        return void parts.push({ type: 'text', text: blockText(b, bat) });
+        const d = documentSource(b, bat);
+        if (d.kind === 'file') return void parts.push({ type: 'file', file: { file_data: `data:${d.mediaType};base64,${d.data}`, ...(typeof b.title === 'string' ? { filename: b.title } : {}) } });
+        return void parts.push({ type: 'text', text: d.text });
       }
       default:
         return void parts.push({ type: 'text', text: blockText(b, bat) });
@@ -205,7 +272,8 @@ function addAssistant(turns: ChatMessage[], blocks: unknown[], at: string): void
   const calls: ChatToolCall[] = [];
   blocks.forEach((b, j) => {
     const bat = `${at}.content[${j}]`;
-    if (!isObj(b)) return refuse('invalid_request', bat, `${bat} must be a content block object`);
+    blockType(b, bat);
+    if (!isObj(b)) return;
     if (b.type === 'text') texts.push(str(b.text, `${bat}.text`));
     else if (b.type === 'tool_use') {
       calls.push({ id: str(b.id, `${bat}.id`), type: 'function', function: { name: str(b.name, `${bat}.name`), arguments: JSON.stringify(b.input ?? {}) } });
@@ -220,11 +288,15 @@ function addAssistant(turns: ChatMessage[], blocks: unknown[], at: string): void
 
 // ---- tools ---------------------------------------------------------------
 
+/** Anthropic's rule for a tool's name. */
+const TOOL_NAME = /^[A-Za-z0-9_-]{1,128}$/;
+
 function translateTools(tools: unknown, limits: TranslationLimits, omitted: string[]): ChatTool[] {
   if (!present(tools)) return [];
   if (!Array.isArray(tools)) return refuse('invalid_request', 'tools', 'tools must be a list');
   if (tools.length > limits.maxTools) refuse('input_too_large', 'tools', `tools has ${tools.length} entries; at most ${limits.maxTools} are accepted`);
   const out: ChatTool[] = [];
+  const nameAt = new Map<string, string>();
   tools.forEach((t, i) => {
     const at = `tools[${i}]`;
     if (!isObj(t)) return refuse('invalid_request', at, `${at} must be an object`);
@@ -233,7 +305,12 @@ function translateTools(tools: unknown, limits: TranslationLimits, omitted: stri
       omitted.push(typeof t.name === 'string' ? t.name : String(t.type));
       return;
     }
-    const fn: ChatTool['function'] = { name: str(t.name, `${at}.name`) };
+    const name = str(t.name, `${at}.name`);
+    if (!TOOL_NAME.test(name)) refuse('invalid_request', `${at}.name`, `${at}.name ${show(name)} is not a tool name: 1 to 128 of A-Z, a-z, 0-9, "_" and "-"`);
+    const first = nameAt.get(name);
+    if (first !== undefined) refuse('invalid_request', `${at}.name`, `${at}.name "${name}" is the name of ${first} too: tool names must be unique`);
+    nameAt.set(name, at);
+    const fn: ChatTool['function'] = { name };
     if (present(t.description)) fn.description = str(t.description, `${at}.description`);
     if (present(t.input_schema)) {
       if (!isObj(t.input_schema)) refuse('invalid_request', `${at}.input_schema`, `${at}.input_schema must be a JSON schema object`);

@@ -3,8 +3,11 @@
  * stream translator shares with it: stop reasons, usage, tool inputs.
  * Pure; never throws on a malformed completion (the caller gets a 502 text).
  */
-import { isObj, readChatCompletion, readChatUsage } from '../chat/index.ts';
+import { readChatCompletion, readChatUsage, toolInput } from '../chat/index.ts';
 import type { AnthropicBlock, AnthropicMessage, AnthropicUsage, MessageMeta, StopReason } from './types.ts';
+
+/** Tool inputs are read in chat/ (the prefix chain reads a Messages reply the same way); kept here for its readers. */
+export { toolInput };
 
 /** How a chat finish_reason ends a message; a turn that called tools ends with tool_use whatever the engine said. */
 export function stopReasonFor(finishReason: unknown, calledTools: boolean): StopReason {
@@ -19,17 +22,6 @@ export function chatUsageToAnthropic(usage: unknown): AnthropicUsage {
   const u = readChatUsage(usage);
   if (!u) return { input_tokens: 0, output_tokens: 0, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 };
   return { input_tokens: Math.max(0, u.promptTokens - u.cachedTokens), output_tokens: u.completionTokens, cache_read_input_tokens: u.cachedTokens, cache_creation_input_tokens: 0 };
-}
-
-/** A tool call's JSON arguments as the `input` object; text that is not a JSON object is kept under `_raw`. */
-export function toolInput(args: string): unknown {
-  if (args.trim() === '') return {};
-  try {
-    const v = JSON.parse(args);
-    return isObj(v) ? v : { _raw: args };
-  } catch {
-    return { _raw: args };
-  }
 }
 
 /** A tool_use id: the engine's call id when it gave one, else one derived from the message id. */

@@ -1,6 +1,7 @@
 /** The node's Prometheus registry (SPEC section 10). One instance per node, so tests can run several nodes in one process. */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { DURATION_BUCKETS, TTFT_BUCKETS } from './gen-ai.ts';
 
 export class Metrics {
   readonly registry = new Registry();
@@ -16,6 +17,21 @@ export class Metrics {
     labelNames: ['model', 'workload'] as const,
     registers: [this.registry],
   });
+  /** Set at each scrape from the gate (queue/gate.ts) by whoever owns it: `lineDepthOf`. */
+  lineDepthOf: (() => { model: string; depth: number }[]) | undefined;
+  readonly forwardLine = (() => {
+    const of = () => this.lineDepthOf?.() ?? [];
+    return new Gauge({
+      name: 'viiwork_forward_line_depth',
+      help: 'Forwards from members waiting here for a slot of the model, ordered with this node’s own waiters by band and key (routing.forward_wait)',
+      labelNames: ['model'] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const l of of()) this.set({ model: l.model }, l.depth);
+      },
+    });
+  })();
   readonly queueWait = new Histogram({
     name: 'viiwork_queue_wait_seconds',
     help: 'Time requests spent in the queue before placement',
@@ -90,6 +106,20 @@ export class Metrics {
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
+  /** SPEC section 12: tokens per key and model on this host (kind: prompt_cached, prompt_uncached, completion). */
+  readonly keyTokens = new Counter({
+    name: 'viiwork_key_tokens_total',
+    help: 'Tokens this host served per client key and model: kind="prompt_cached", "prompt_uncached" or "completion"',
+    labelNames: ['key', 'model', 'kind'] as const,
+    registers: [this.registry],
+  });
+  /** SPEC section 12: requests per key and model (outcome: ok, error, limited). */
+  readonly keyRequests = new Counter({
+    name: 'viiwork_key_requests_total',
+    help: 'Requests per client key and model: outcome="ok" or "error" where they ran, "limited" where a key limit refused them',
+    labelNames: ['key', 'model', 'outcome'] as const,
+    registers: [this.registry],
+  });
   readonly promptTokens = new Counter({
     name: 'viiwork_prompt_tokens_total',
     help: 'Prompt tokens of this node’s own executions by model, host and whether the engine served them from its cache (cache="cached") or processed them ("uncached")',
@@ -102,11 +132,42 @@ export class Metrics {
     labelNames: ['model', 'host', 'source'] as const,
     registers: [this.registry],
   });
+  readonly evictedPrompts = new Counter({
+    name: 'viiwork_evicted_prompts_total',
+    help: 'Live cached prompts this node’s slot choice destroyed (a conversation likely to return, whose slot another request took), by model and host; evicted_tokens_total counts their tokens',
+    labelNames: ['model', 'host'] as const,
+    registers: [this.registry],
+  });
+  readonly evictedTokens = new Counter({
+    name: 'viiwork_evicted_tokens_total',
+    help: 'Tokens of the live cached prompts counted in viiwork_evicted_prompts_total, by model and host',
+    labelNames: ['model', 'host'] as const,
+    registers: [this.registry],
+  });
   readonly cachePredictionError = new Histogram({
     name: 'viiwork_cache_prediction_error_tokens',
     help: 'Absolute difference between the cached tokens the entry predicted and the engine’s own count, per request, by model and executing host',
     labelNames: ['model', 'host'] as const,
     buckets: [0, 16, 64, 256, 1024, 4096, 16384, 65536],
+    registers: [this.registry],
+  });
+  /**
+   * The OpenTelemetry GenAI server metrics (gen-ai.ts), under the names the
+   * OpenTelemetry-to-Prometheus rules give them: observed once per client
+   * request, at its entry node.
+   */
+  readonly genAiTtft = new Histogram({
+    name: 'gen_ai_server_time_to_first_token_seconds',
+    help: 'gen_ai.server.time_to_first_token: time from a request reaching its entry node to the first content, for streamed and whole answers',
+    labelNames: ['gen_ai_operation_name', 'gen_ai_request_model', 'gen_ai_provider_name'] as const,
+    buckets: TTFT_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly genAiDuration = new Histogram({
+    name: 'gen_ai_server_request_duration_seconds',
+    help: 'gen_ai.server.request.duration: time from a request reaching its entry node to its end (error_type set when it failed)',
+    labelNames: ['gen_ai_operation_name', 'gen_ai_request_model', 'gen_ai_provider_name', 'error_type'] as const,
+    buckets: DURATION_BUCKETS,
     registers: [this.registry],
   });
   /** Sampled every 10 ms; each scrape reads the longest delay since the previous one, then starts afresh. */

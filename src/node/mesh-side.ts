@@ -10,6 +10,7 @@ import type { PeerLink } from '../forward/send.ts';
 import type { MemberTable } from '../mesh/members.ts';
 import { Membership, type MembershipDeps } from '../mesh/membership.ts';
 import { memberHeaders } from '../security/headers.ts';
+import { SIGNING_V3_SINCE, versionBefore } from '../security/signing.ts';
 import type { MeshMode } from '../security/secret.ts';
 
 export interface MeshSide {
@@ -81,7 +82,9 @@ export function peerLink(o: {
       const report = o.poller()?.get(host);
       return o.members.get(host)?.state === 'alive' && report !== undefined && o.now() - report.polledAt <= o.staleAfterMs;
     },
-    sign: (method, pathWithQuery, bodySha256, to) => memberHeaders(o.mode, o.self, method, pathWithQuery, bodySha256, to),
+    // A member older than claims (signature v3) gets the forward without them: it would refuse the signature.
+    sign: (method, pathWithQuery, bodySha256, to, claims) =>
+      memberHeaders(o.mode, o.self, method, pathWithQuery, bodySha256, to, claims !== undefined && !versionBefore(o.members.get(to)?.version, SIGNING_V3_SINCE) ? claims : undefined),
     get dispatcher() {
       return o.agent();
     },

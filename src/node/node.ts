@@ -8,7 +8,6 @@ import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Agent } from 'undici';
 import { AliasTable } from '../aliases/table.ts';
-import { ClientKeys } from '../api/client-keys.ts';
 import type { ApiNode, NodePhase } from '../api/ports.ts';
 import type { RequestLimits } from '../api/request.ts';
 import { closeApi, serveApi } from '../api/server.ts';
@@ -18,19 +17,32 @@ import type { CapacityPoller } from '../capacity/poller.ts';
 import { ReleaseWaits } from '../capacity/release-waits.ts';
 import { buildReport, type CapacityReport } from '../capacity/report.ts';
 import { readClientKeys } from '../config/keys.ts';
+import { Keyring } from '../keys/access.ts';
+import { KeyTable } from '../keys/table.ts';
+import { Limiter } from '../keys/limiter.ts';
+import { UsageBook, type ServedRecord, type UsageRow } from '../keys/usage.ts';
+import { meshUsage, recordUsage, settleServed } from './usage-side.ts';
+import { postToMember } from '../forward/member-call.ts';
 import { findsNoMembers, type Config } from '../config/schema.ts';
 import { DecisionFeed } from '../dispatch/decisions.ts';
+import { TimelineBook, type TimelineDoc } from '../dispatch/timeline.ts';
+import { fetchMemberTimeline } from '../api/timeline.ts';
 import { Dispatcher } from '../dispatch/dispatcher.ts';
 import { Loads } from '../dispatch/entry/load.ts';
-import type { Reservation } from '../dispatch/types.ts';
+import type { Reservation, RoutedRequest } from '../dispatch/types.ts';
+import type { ServedUsage } from '../dispatch/ports.ts';
 import type { Backend } from '../engines/backend.ts';
+import { chooseSlot, TurnGaps } from '../route/slots.ts';
 import { CacheBook } from '../engines/cache-book.ts';
 import { hideFromEngines } from '../engines/llamacpp/llamacpp.ts';
-import { SlotTable } from '../engines/targets.ts';
+import { SlotTable, type Lease } from '../engines/targets.ts';
+import type { Workload } from '../workloads/workloads.ts';
 import { FileIndex } from '../files/hash-index.ts';
 import { ModelFilePolicy } from '../files/model-files.ts';
 import { modelFilePaths } from '../files/paths.ts';
 import { FileServer } from '../files/serve.ts';
+import { NodeHistory } from '../history/node-history.ts';
+import { Tracing } from '../telemetry/tracing.ts';
 import { ForwardBook } from '../forward/book.ts';
 import { askMemberLoad, relayLifecycleAsk } from '../forward/lifecycle-ask.ts';
 import type { PeerLink } from '../forward/send.ts';
@@ -46,6 +58,7 @@ import type { Membership } from '../mesh/membership.ts';
 import { Metrics } from '../metrics/metrics.ts';
 import { PerfScores } from '../perf/scores.ts';
 import { QueueSet } from '../queue/fifo.ts';
+import { SlotGate } from '../queue/gate.ts';
 import type { HostView } from '../route/types.ts';
 import { memberHeaders } from '../security/headers.ts';
 import { loadMeshMode, type MeshMode } from '../security/secret.ts';
@@ -53,6 +66,7 @@ import { EMPTY_BODY_SHA256 } from '../security/signing.ts';
 import { VERSION } from '../version.ts';
 import { peerLink, pollMembers, startMeshSide } from './mesh-side.ts';
 import { dispatchPorts, reportSource } from './ports.ts';
+import { OpenBodies } from '../http/open-bodies.ts';
 import { aliasReach, localView, peerViews } from './views.ts';
 
 export type { NodePhase };
@@ -77,17 +91,36 @@ export class ViiworkNode implements ApiNode {
   phase: NodePhase = 'starting';
   readonly metrics = new Metrics();
   readonly meshMode: MeshMode;
-  /** Client keys (api.keys_env, api.keys_file); read once at start. */
-  readonly clientKeys: ClientKeys;
+  /** Request bodies arriving now, per client address (api.max_open_bodies). */
+  readonly openBodies: OpenBodies;
+  /** Client keys: this node's plain keys (api.keys_env, a plain api.keys_file) and the mesh-wide key table (SPEC section 12). */
+  readonly keys: Keyring;
+  /** Keys' limits held across the mesh: this node's windows, its reports to owners, and the keys it owns. */
+  readonly limiter: Limiter;
+  /** Usage per key and model served here, in hourly rollups (SPEC section 12). */
+  readonly usage: UsageBook;
   readonly slots = new SlotTable();
+  /** Every lease of a slot here passes it; forwards that find this node full may wait in its line (queue/gate.ts). */
+  readonly gate: SlotGate<Workload, Lease>;
   /** What this node sent its engines and what their caches are believed to hold (issue 17). */
-  readonly cacheBook = new CacheBook();
+  readonly turnGaps = new TurnGaps();
+  /** The node chooses its slot-kind engines' slots (SPEC 9.6, "Slot choice") and learns turn gaps from them. */
+  readonly cacheBook = new CacheBook({
+    now: () => this.now(),
+    choose: (slots) => chooseSlot(slots, this.turnGaps.chance),
+    onGap: (ms) => this.turnGaps.observe(ms),
+  });
   readonly queues: QueueSet<Reservation>;
   readonly perf: PerfScores;
   readonly members: MemberTable;
   readonly forwards: ForwardBook;
   readonly aliases: AliasTable;
   readonly decisions = new DecisionFeed();
+  readonly timelines: TimelineBook;
+  /** OpenTelemetry traces, when telemetry.otlp_endpoint is set. */
+  readonly tracing: Tracing | undefined;
+  /** Series over time, of this node and of what it sees of every member (SPEC section 10). */
+  readonly history: NodeHistory;
   /** Reports of the other members, polled (made once the mesh is up). */
   poller: CapacityPoller | undefined;
   membership: Membership | undefined;
@@ -133,12 +166,16 @@ export class ViiworkNode implements ApiNode {
     opts: NodeOptions = {},
   ) {
     this.name = config.node.name;
+    this.timelines = new TimelineBook(this.name);
     this.log = opts.log ?? createLog(this.name);
     this.now = opts.now ?? Date.now;
     this.#limits = { maxModelName: config.api.max_model_name, maxJsonDepth: config.api.max_json_depth };
     this.queues = new QueueSet(config.routing.queue_max, config.routing.queue_timeout, this.now);
     this.perf = new PerfScores(config.node.state_dir, this.now);
-    this.slots.onRelease(() => this.queues.pumpAll());
+    this.gate = new SlotGate({ lease: (m: string, w: Workload, k?: string) => this.slots.tryLease(m, w, k), now: this.now });
+    this.metrics.lineDepthOf = () => this.slots.models().map((model) => ({ model, depth: this.gate.depth(model) }));
+    // This node's own queue first, then the line: either way a slot goes to whoever ranks first (the gate asks both).
+    this.slots.onRelease(() => (this.queues.pumpAll(), this.gate.pump()));
     this.#releaseWaits = new ReleaseWaits(this.slots);
     this.meshMode = loadMeshMode(opts.env ?? process.env, config.mesh.open);
     this.#onFatal =
@@ -227,10 +264,37 @@ export class ViiworkNode implements ApiNode {
       apiOf: (host) => this.members.get(host)?.api,
       poller: () => this.poller,
     });
+    this.history = new NodeHistory({
+      self: this.name,
+      now: this.now,
+      hosts: () => this.hostViews(),
+      queuedHere: (model) => this.queues.depth(model),
+      membersAlive: () => 1 + this.members.peers().filter((m) => m.state === 'alive').length,
+      refusedTotal: async () => (await this.metrics.forwards.get()).values.filter((v) => v.labels.outcome === 'refused').reduce((n, v) => n + v.value, 0),
+      log: (msg) => this.log.warn(msg),
+    });
+    const t = config.telemetry;
+    this.tracing = t.otlp_endpoint ? new Tracing({ endpoint: t.otlp_endpoint, sample: t.sample, node: this.name, version: VERSION }) : undefined;
     this.dispatcher = new Dispatcher(dispatchPorts(this, this.#peers, () => this.#interest.hurry()));
     const keys = readClientKeys(config.api, opts.env ?? process.env);
     if (keys.problems.length) throw new Error(keys.problems.map((p) => `${p.key}: ${p.message}; ${p.fix}`).join('\n'));
-    this.clientKeys = new ClientKeys(keys.keys);
+    this.openBodies = new OpenBodies(config.api.max_open_bodies);
+    // A keys file seeds the table (names the mesh has never seen); the table kept in state_dir and the mesh win.
+    this.keys = new Keyring(KeyTable.load(config.node.state_dir, { log: (msg) => this.log.warn(msg), now: this.now }), keys.keys);
+    this.keys.table.seed(keys.table);
+    this.limiter = new Limiter({
+      self: this.name,
+      now: this.now,
+      // Owners are alive viiwork members (suspect ones are still asked; a dead one is not).
+      alive: () => [this.name, ...this.members.peers().filter((m) => m.state === 'alive').map((m) => m.name)],
+      send: async (host, reports) => {
+        const r = await postToMember(this.#peers, host, '/v1/limits', { reports }, 1000);
+        return r.status === 200 ? (r.body as { views?: Record<string, never> }).views : undefined;
+      },
+      stateDir: config.node.state_dir,
+      log: (msg) => this.log.warn(msg),
+    });
+    this.usage = UsageBook.load(this.name, this.now, config.node.state_dir, (msg) => this.log.warn(msg));
     hideFromEngines(config.api.keys_env);
     for (const m of config.models) if (m.api_key_env) hideFromEngines(m.api_key_env);
   }
@@ -300,14 +364,35 @@ export class ViiworkNode implements ApiNode {
     return aliasReach(version, this.aliases.version, this.members.peers(), this.poller);
   }
 
+  keyReach(version: number): { reached: number; members: number } {
+    return aliasReach(version, this.keys.table.version, this.members.peers(), this.poller, 'key_version');
+  }
+
   /** The routing snapshot: this node now, and every alive or suspect peer from its last report. */
   hostViews(): HostView[] {
     const now = this.now();
     const files = this.#modelFiles;
     return [
-      localView(this.name, this.slots, this.perf, now, this.cacheBook, this.lifecycle, (model) => files.fileOf(model), (model) => files.fetchOf(model)),
+      localView(this.name, this.slots, this.perf, now, this.cacheBook, this.lifecycle, files),
       ...peerViews(this.members.peers(), this.poller, this.config.routing.stale_after, now),
     ];
+  }
+
+  /** A local run ended with the engine's answer: usage recorded, the key's limits settled (SPEC 12). */
+  served(rr: RoutedRequest, used: ServedUsage): void {
+    settleServed(this, rr, used);
+  }
+
+  recordUsage(r: ServedRecord): void {
+    recordUsage(this, r);
+  }
+
+  meshUsage(sinceMs: number, key: string | undefined, byHour: boolean): Promise<{ rows: UsageRow[]; missing: string[] }> {
+    return meshUsage(this, this.#peers, this.members, sinceMs, key, byHour);
+  }
+
+  memberTimeline(host: string, id: string): Promise<TimelineDoc | { error: string }> {
+    return fetchMemberTimeline(this.#peers, host, id);
   }
 
   nextRoundRobin(): number {
@@ -321,6 +406,8 @@ export class ViiworkNode implements ApiNode {
 
   async start(): Promise<void> {
     fs.mkdirSync(this.config.node.state_dir, { recursive: true });
+    // Tracing's SDK is loaded on demand; a request that arrives is traced from the first.
+    await this.tracing?.ready;
     const server = await serveApi(this);
     this.#server = server;
     this.log.info(`api listening on ${this.apiUrl}`);
@@ -349,9 +436,11 @@ export class ViiworkNode implements ApiNode {
       this.#modelFiles.loadWaiting();
     }, 250);
     this.#tick.unref();
-    this.#saveTimer = setInterval(() => this.#savePerf(), 30_000);
+    this.#saveTimer = setInterval(() => (this.#savePerf(), this.usage.save()), 30_000);
     this.#saveTimer.unref();
     this.lifecycle.start();
+    this.limiter.start();
+    this.history.start();
     // Off the request path: until a file is hashed it is neither published nor served. A copy in
     // models_dir is not hashed here: only the record its verified fetch left vouches for it.
     void this.fileIndex.track(modelFilePaths(this.config.models));
@@ -396,6 +485,7 @@ export class ViiworkNode implements ApiNode {
         mode: this.meshMode,
         members: this.members,
         aliases: this.aliases,
+        keys: this.keys.table,
         log: this.log,
         onMembers: () => this.#membersChanged(),
         onFatal: (message) => this.#onFatal(message),
@@ -431,7 +521,7 @@ export class ViiworkNode implements ApiNode {
    * stopped, new ones started. Other keys need a restart, and say so.
    */
   async reload(next: Config): Promise<{ added: number; removed: number; restartNeeded: string[] }> {
-    const restartNeeded = (['node', 'api', 'mesh', 'routing'] as const).filter((k) => JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
+    const restartNeeded = (['node', 'api', 'mesh', 'routing', 'telemetry'] as const).filter((k) => JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
     const { removed, added } = await this.#engines.replace(next.models);
     const wasGateway = this.config.models.length === 0;
     this.config = { ...this.config, models: next.models, aliases: next.aliases };
@@ -449,8 +539,11 @@ export class ViiworkNode implements ApiNode {
     this.phase = 'stopping';
     this.#stopping.abort();
     clearInterval(this.#tick);
+    this.history.stop();
     this.lifecycle.stop();
     this.budget.stop();
+    this.limiter.stop();
+    this.usage.save();
     // Hashing stops now; a fetched file's flush is waited for beside the rest of the stop, not before it.
     const files = this.fileIndex.stop();
     await this.poller?.stop();
@@ -467,6 +560,7 @@ export class ViiworkNode implements ApiNode {
       await Promise.all(this.backends.map((b) => b.stop()));
     }
     await files;
+    await this.tracing?.stop();
     this.metrics.stop();
     this.phase = 'stopped';
   }

@@ -3,16 +3,23 @@
  * dispatcher's (dispatch/ports.ts) and the capacity report's source
  * (capacity/report.ts), built from the node's parts. Wiring only.
  */
+import type { Keyring } from '../keys/access.ts';
 import type { AliasTable } from '../aliases/table.ts';
 import type { ReportSource } from '../capacity/report.ts';
+import { membersToRefresh } from '../capacity/fresh.ts';
+import type { CapacityPoller } from '../capacity/poller.ts';
+import type { MemberTable } from '../mesh/members.ts';
 import type { Config } from '../config/schema.ts';
 import type { DecisionFeed } from '../dispatch/decisions.ts';
 import type { Loads } from '../dispatch/entry/load.ts';
-import type { DispatchPorts } from '../dispatch/ports.ts';
-import type { Reservation } from '../dispatch/types.ts';
+import type { DispatchPorts, ServedUsage } from '../dispatch/ports.ts';
+import type { Reservation, RoutedRequest } from '../dispatch/types.ts';
 import type { Backend } from '../engines/backend.ts';
 import type { CacheBook } from '../engines/cache-book.ts';
-import type { SlotTable } from '../engines/targets.ts';
+import type { TurnGaps } from '../route/slots.ts';
+import type { Lease, SlotTable } from '../engines/targets.ts';
+import type { SlotGate } from '../queue/gate.ts';
+import type { Workload } from '../workloads/workloads.ts';
 import { tokenizerFor } from '../engines/tokenize.ts';
 import type { ModelFilePolicy } from '../files/model-files.ts';
 import type { ForwardBook } from '../forward/book.ts';
@@ -23,6 +30,9 @@ import type { Metrics } from '../metrics/metrics.ts';
 import type { PerfScores } from '../perf/scores.ts';
 import type { QueueSet } from '../queue/fifo.ts';
 import type { HostView } from '../route/types.ts';
+import type { NodeHistory } from '../history/node-history.ts';
+import type { TimelineBook } from '../dispatch/timeline.ts';
+import type { Tracing } from '../telemetry/tracing.ts';
 
 /** The node's parts the dispatcher reads (ViiworkNode has them all). */
 export interface DispatchParts {
@@ -30,6 +40,7 @@ export interface DispatchParts {
   readonly config: Config;
   readonly now: () => number;
   readonly slots: SlotTable;
+  readonly gate: SlotGate<Workload, Lease>;
   readonly forwards: ForwardBook;
   readonly queues: QueueSet<Reservation>;
   readonly aliases: AliasTable;
@@ -38,11 +49,32 @@ export interface DispatchParts {
   readonly decisions: DecisionFeed;
   readonly log: Log;
   readonly cacheBook: CacheBook;
+  /** The gaps between conversations' turns this node's slots saw (route/slots.ts): how long an idle conversation stays live. */
+  readonly turnGaps: TurnGaps;
   readonly loads: Loads;
   readonly backends: readonly Backend[];
   readonly warming: Promise<void> | undefined;
+  readonly members: MemberTable;
+  /** Once the mesh is up. */
+  readonly poller: CapacityPoller | undefined;
+  readonly history: NodeHistory;
+  readonly timelines: TimelineBook;
+  readonly tracing: Tracing | undefined;
   hostViews(): HostView[];
   nextRoundRobin(): number;
+  /** A local run ended with the engine's answer (dispatch/ports.ts). */
+  served(rr: RoutedRequest, used: ServedUsage): void;
+}
+
+/** Poll the members a refusal would be decided on, when their reports are stale (capacity/fresh.ts). */
+async function refreshReports(n: DispatchParts, pin: string | undefined): Promise<boolean> {
+  const poller = n.poller;
+  if (!poller) return false;
+  const last = (name: string) => Math.max(poller.get(name)?.polledAt ?? -Infinity, poller.lastPolled(name) ?? -Infinity);
+  const names = membersToRefresh(n.members.peers(), (name) => (last(name) === -Infinity ? undefined : last(name)), n.now(), n.config.routing.stale_after, pin);
+  if (names.length === 0) return false;
+  await poller.pollNow(names);
+  return true;
 }
 
 /** What the dispatcher may use of this node; `peers` calls members, `waiting` hurries them (capacity/interest.ts). */
@@ -55,7 +87,9 @@ export function dispatchPorts(n: DispatchParts, peers: PeerLink, waiting: () => 
     rules: {
       queueMax: r.queue_max,
       queueTimeoutMs: r.queue_timeout,
+      batchQueueTimeoutMs: r.batch_queue_timeout,
       forwardRetry: r.forward_retry,
+      forwardWaitMs: r.forward_wait,
       performance: r.performance,
       streamStallMs: api.stream_stall,
       writeStallMs: api.write_stall,
@@ -67,8 +101,13 @@ export function dispatchPorts(n: DispatchParts, peers: PeerLink, waiting: () => 
     nextRoundRobin: () => n.nextRoundRobin(),
     snapshot: () => n.hostViews(),
     warming: () => n.warming,
+    refresh: (pin) => refreshReports(n, pin),
     waiting,
-    slots: n.slots,
+    slots: {
+      tryLease: (model, workload, key, flow) => n.gate.tryLease(model, workload, key, flow),
+      does: (model, workload) => n.slots.does(model, workload),
+      wait: (model, workload, key, flow, ms, signal) => n.gate.wait(model, workload, key, flow, ms, signal),
+    },
     forwards: n.forwards,
     queues: n.queues,
     aliases: n.aliases,
@@ -79,18 +118,24 @@ export function dispatchPorts(n: DispatchParts, peers: PeerLink, waiting: () => 
     decisions: n.decisions,
     log: n.log,
     cache: n.cacheBook,
+    returnChance: n.turnGaps.chance,
     loads: n.loads,
+    served: (rr, used) => n.served(rr, used),
+    history: n.history.store,
+    timelines: n.timelines,
+    ...(n.tracing ? { tracing: n.tracing } : {}),
   };
 }
 
 /** The node's parts its /v1/capacity report is made of. */
 export interface ReportParts extends Pick<DispatchParts, 'name' | 'now' | 'slots' | 'perf' | 'queues' | 'aliases' | 'cacheBook'> {
   readonly version: string;
+  readonly keys: Keyring;
   readonly lifecycle: Lifecycle;
 }
 
 /** What this node's /v1/capacity report is made of (capacity/report.ts); `files`: its model files and fetches. */
-export function reportSource(n: ReportParts, files: Pick<ModelFilePolicy, 'fileOf' | 'fetchOf'>): ReportSource {
+export function reportSource(n: ReportParts, files: Pick<ModelFilePolicy, 'fileOf' | 'fetchOf' | 'hasFile'>): ReportSource {
   return {
     lifecycle: n.lifecycle,
     name: n.name,
@@ -102,8 +147,13 @@ export function reportSource(n: ReportParts, files: Pick<ModelFilePolicy, 'fileO
     get aliasVersion() {
       return n.aliases.version;
     },
+    // Only once the mesh has keys: a report without them is what it was before keys.
+    get keyVersion() {
+      return n.keys.table.empty ? undefined : n.keys.table.version;
+    },
     cache: n.cacheBook,
     fileOf: (model) => files.fileOf(model),
     fetchOf: (model) => files.fetchOf(model),
+    hasFile: (model) => files.hasFile(model),
   };
 }

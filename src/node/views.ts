@@ -9,41 +9,66 @@ import type { SlotTable } from '../engines/targets.ts';
 import type { Lifecycle } from '../lifecycle/lifecycle.ts';
 import type { MemberInfo } from '../mesh/members.ts';
 import type { PerfScores } from '../perf/scores.ts';
-import type { HostModelView, HostView } from '../route/types.ts';
+import type { HostModelView, HostView, TargetView } from '../route/types.ts';
 
 /** Routing may use this node's own scores up to this old (recomputing them on every request costs more than it is worth). */
 export const ROUTING_SCORE_MAX_AGE_MS = 250;
 
-export function localView(name: string, slots: SlotTable, perf: PerfScores, now: number, cache?: CacheBook, lifecycle?: Pick<Lifecycle, 'targetState' | 'memory'>, fileOf?: (model: string) => ModelFile | undefined, fetchOf?: (model: string) => FetchProgress | undefined): HostView {
+/** What the local view reads of this node's model files (files/model-files.ts). */
+export interface LocalFiles {
+  fileOf(model: string): ModelFile | undefined;
+  fetchOf(model: string): FetchProgress | undefined;
+  hasFile(model: string): boolean | undefined;
+}
+
+export function localView(name: string, slots: SlotTable, perf: PerfScores, now: number, cache?: CacheBook, lifecycle?: Pick<Lifecycle, 'targetState' | 'memory'>, files?: LocalFiles): HostView {
   const models = new Map<string, HostModelView>();
   for (const model of slots.models()) {
     const local = slots.targetsOf(model);
-    const targets = local.map((t) => {
+    // Built on every routing decision: one object per target, filled in place (no spreads).
+    const targets: TargetView[] = [];
+    let ctx = Infinity;
+    let slotCount = 0;
+    let busy = 0;
+    for (const t of local) {
       // The entry prices this node with its own exact record of what it sent its engines.
-      const s = { ...slots.summarize(t), digest: cache?.digest(t), releaseMs: slots.releaseMs(t) };
+      const s: TargetView = slots.summarize(t);
+      s.digest = cache?.routingDigest(t);
+      s.releaseMs = slots.releaseMs(t);
       const life = lifecycle?.targetState(t.backends);
-      return life ? { ...s, state: life.state, memory: life.memory, onDemand: life.onDemand, loadError: life.error } : s;
-    });
+      if (life) {
+        s.state = life.state;
+        s.memory = life.memory;
+        s.onDemand = life.onDemand;
+        s.loadError = life.error;
+      }
+      targets.push(s);
+      slotCount += s.slots;
+      busy += s.busy;
+      for (const b of t.backends) ctx = Math.min(ctx, b.info.context);
+    }
     const p = perf.published(model, ROUTING_SCORE_MAX_AGE_MS);
     models.set(model, {
-      ctx: Math.min(...local.flatMap((t) => t.backends.map((b) => b.info.context))),
+      ctx,
       targets,
-      slots: targets.reduce((n, t) => n + t.slots, 0),
-      busy: targets.reduce((n, t) => n + t.busy, 0),
+      slots: slotCount,
+      busy,
       overheadMs: p.ttft_overhead_ms,
       ratePer1k: p.prefill_ms_per_1k,
       perfSamples: p.perf_samples,
-      ...filesOf(model, fileOf, fetchOf),
+      ...filesOf(model, files),
     });
   }
   return { name, local: true, rttMs: 0, fresh: true, polledAt: now, models, ...(lifecycle ? { memory: lifecycle.memory() } : {}) };
 }
 
-function filesOf(model: string, fileOf?: (model: string) => ModelFile | undefined, fetchOf?: (model: string) => FetchProgress | undefined): Partial<HostModelView> {
-  if (!fileOf) return {};
-  const file = fileOf(model);
-  const progress = fetchOf?.(model);
-  return { hasFile: file !== undefined, ...(file ? { file } : {}), ...(progress ? { fetchProgress: progress } : {}) };
+function filesOf(model: string, files?: LocalFiles): Partial<HostModelView> {
+  if (!files) return {};
+  const file = files.fileOf(model);
+  const progress = files.fetchOf(model);
+  // A model without a file (sim, openai) has no hasFile at all: "not here" would be untrue of it.
+  const has = files.hasFile(model);
+  return { ...(has !== undefined ? { hasFile: has } : {}), ...(file ? { file } : {}), ...(progress ? { fetchProgress: progress } : {}) };
 }
 
 /** A report's models as routing reads them, built once per report (not once per request). */
@@ -72,7 +97,8 @@ function modelsOf(r: PeerReport): ReadonlyMap<string, HostModelView> {
       perfSamples: mr.perf_samples,
       overheadMs: mr.ttft_overhead_ms,
       ratePer1k: mr.prefill_ms_per_1k,
-      hasFile: mr.file !== undefined,
+      // An older node's report has no has_file: then only a published file says the model has one here.
+      ...(mr.has_file !== undefined ? { hasFile: mr.has_file } : mr.file !== undefined ? { hasFile: true } : {}),
       ...(mr.file ? { file: mr.file } : {}),
       ...(mr.fetch ? { fetchProgress: mr.fetch } : {}),
     });
@@ -101,14 +127,20 @@ export function peerViews(peers: readonly MemberInfo[], poller: CapacityPoller |
   return out;
 }
 
-/** Alive viiwork members (this node included, at `own`) whose reports show alias_version ≥ `version`, of how many. */
-export function aliasReach(version: number, own: number, peers: readonly MemberInfo[], poller: Pick<CapacityPoller, 'get'> | undefined): { reached: number; members: number } {
+/** Alive viiwork members (this node included, at `own`) whose reports show alias_version (or `field`) ≥ `version`, of how many. */
+export function aliasReach(
+  version: number,
+  own: number,
+  peers: readonly MemberInfo[],
+  poller: Pick<CapacityPoller, 'get'> | undefined,
+  field: 'alias_version' | 'key_version' = 'alias_version',
+): { reached: number; members: number } {
   let reached = own >= version ? 1 : 0;
   let members = 1;
   for (const m of peers) {
     if (m.state !== 'alive') continue;
     members++;
-    const v = poller?.get(m.name)?.report.alias_version;
+    const v = poller?.get(m.name)?.report[field];
     if (v !== undefined && v >= version) reached++;
   }
   return { reached, members };

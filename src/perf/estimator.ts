@@ -62,9 +62,14 @@ export function estimate(samples: readonly Sample[], now: number): Estimate {
   let rate: number | undefined;
   for (let round = 0; round < 6; round++) {
     const r = rate ?? 0;
-    overhead = median(short.map((s) => s.ttftMs - (r * s.promptTokens) / 1000));
-    const o = overhead ?? 0;
-    rate = median(long.map((s) => ((s.ttftMs - o) * 1000) / s.promptTokens));
+    const nextOverhead = median(short.map((s) => s.ttftMs - (r * s.promptTokens) / 1000));
+    const o = nextOverhead ?? 0;
+    const nextRate = median(long.map((s) => ((s.ttftMs - o) * 1000) / s.promptTokens));
+    // A round that changed neither (always so when one side has no samples) leaves every later round the same.
+    const settled = round > 0 && Object.is(nextOverhead, overhead) && Object.is(nextRate, rate);
+    overhead = nextOverhead;
+    rate = nextRate;
+    if (settled) break;
   }
   return {
     ttft_overhead_ms: overhead === undefined ? undefined : Math.max(0, overhead),

@@ -92,7 +92,7 @@ export function preflight(config: Config, opts: PreflightOptions): Finding[] {
   const keys = readClientKeys(config.api, opts.env);
   for (const p of keys.problems) error(p.key, p.message, p.fix);
   if (keys.problems.length === 0) {
-    if ((config.api.keys_env || config.api.keys_file) && keys.keys.length === 0) {
+    if ((config.api.keys_env || config.api.keys_file) && keys.keys.length === 0 && keys.table.length === 0) {
       error(config.api.keys_file ? 'api.keys_file' : 'api.keys_env', 'holds no keys: every request would be refused', 'add at least one key (one per line in the file, comma-separated in the variable)');
     }
     if (keys.keys.some((k) => k.length < 16)) warn(config.api.keys_file ? 'api.keys_file' : 'api.keys_env', 'a client key is shorter than 16 characters', 'use long random keys, such as the output of `viiwork secret`');

@@ -73,6 +73,11 @@ export function walkPrompt(body: Buffer, scan: ScannedObject, dialect: PromptDia
   return { chain: sink.links, head: sink.head, complete: !src.cut && sink.links.length > 0 };
 }
 
+/** The hash of the link that follows the one hashed `prev` ('' for the first) and ends with `text`. */
+export function linkHash(prev: string, text: string): string {
+  // The previous hash is 16 hex digits (or nothing, first), so hash input never runs ambiguously into the text.
+  return crypto.hash('sha256', prev + text, 'hex').slice(0, 16);
+}
 
 class ChainSink implements Sink {
   readonly links: ChainLink[] = [];
@@ -88,8 +93,7 @@ class ChainSink implements Sink {
   chunk(text: string): void {
     if (this.links.length >= CHAIN_LINKS_MAX) return;
     this.#chars += text.length;
-    // The previous hash is 16 hex digits (or nothing, first), so hash input never runs ambiguously into the text.
-    this.#prev = crypto.hash('sha256', this.#prev + text, 'hex').slice(0, 16);
+    this.#prev = linkHash(this.#prev, text);
     this.links.push({ hash: this.#prev, tokens: tokensIn(this.#chars) });
     if (this.#headNext) {
       this.head = this.links.length - 1;

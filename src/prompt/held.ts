@@ -38,6 +38,8 @@ export interface CacheDigest {
    * turn comes after it and finds its slot.
    */
   readonly busy?: ReadonlySet<string>;
+  /** Per slot, what it holds (slot-kind engines; undefined: not reported). */
+  readonly slots?: readonly SlotHold[];
 }
 
 /**
@@ -55,4 +57,25 @@ export function heldTokens(chain: PrefixChain, held: ReadonlyMap<string, number>
     return own ?? chain[i].tokens;
   }
   return 0;
+}
+
+/**
+ * One slot of a slot-kind engine as a digest tells it (SPEC section 7, "Slot
+ * state"): the chain link its cached prompt ends at, whether it is busy, and
+ * for an idle one since when. What lets an entry node price what a placement
+ * would evict (SPEC 9.6, "Eviction").
+ */
+export interface SlotHold {
+  /** The last link of the prompt it holds (tokens in the engine's count); undefined: the slot is empty. */
+  readonly last?: ChainLink;
+  /**
+   * The link its prompt's head ends at (tools and system: what another conversation shares with it), when
+   * known and short of `last`: what a new conversation reuses if it takes this slot.
+   */
+  readonly head?: ChainLink;
+  /** Tokens of that prompt no other slot of the target holds: what taking the slot destroys at most. */
+  readonly unique: number;
+  readonly busy: boolean;
+  /** Idle slots: when (the reader's clock, ms) its last request ended. */
+  readonly idleSince?: number;
 }

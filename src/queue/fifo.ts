@@ -6,7 +6,15 @@
  * the ones behind it. An attempt that waits for something with a deadline
  * of its own (a warm host, for at most the time it saves) asks to be tried
  * again then through `wake`.
+ *
+ * The order of a pass is fair.ts's: priority bands, then the key with the
+ * least weighted service (its virtual token counter), then arrival. Each
+ * waiter is tried once per pass; after each placement the rest are ordered
+ * again, since the placed key's counter grew. With one anonymous flow (no
+ * keys) that is the arrival order, as it always was.
  */
+import { ANONYMOUS_FLOW, charge, liftedCounter, serviceOrder, type Flow } from './fair.ts';
+import { Reentrant } from './reentrant.ts';
 
 export type QueueOutcome<T> =
   | { ok: true; value: T; queuedMs: number }
@@ -17,6 +25,7 @@ export type Attempt<T> = (wake: (at: number) => void) => T | undefined;
 
 interface Waiter<T> {
   attempt: Attempt<T>;
+  flow: Flow;
   enqueuedAt: number;
   deadline: number;
   timer: NodeJS.Timeout;
@@ -31,14 +40,17 @@ export interface EnqueueOptions {
   /** Put the waiter at the head (a request whose forwards were refused goes back to the front). */
   front?: boolean;
   signal?: AbortSignal;
+  /** Whose request it is, its band and expected cost (fair.ts); default one anonymous interactive flow. */
+  flow?: Flow;
 }
 
 export class WaitQueue<T> {
   readonly #waiters: Waiter<T>[] = [];
+  /** Virtual token counters of the keys that have waited here since the queue was last empty. */
+  readonly #counters = new Map<string, number>();
   /** Clock ms since when the queue has held a waiter without a moment empty (undefined: empty). */
   #busySince: number | undefined;
-  #pumping = false;
-  #again = false;
+  readonly #pump = new Reentrant(() => this.#pass());
 
   constructor(
     readonly max: number,
@@ -71,8 +83,10 @@ export class WaitQueue<T> {
     if (this.#waiters.length >= this.max) return Promise.resolve({ ok: false, reason: 'full', queuedMs: 0 });
     return new Promise((resolve) => {
       const deadline = opts.deadline ?? enqueuedAt + this.timeoutMs;
+      const flow = opts.flow ?? ANONYMOUS_FLOW;
       const waiter: Waiter<T> = {
         attempt,
+        flow,
         enqueuedAt,
         deadline,
         timer: setTimeout(() => finish({ ok: false, reason: 'timeout', queuedMs: this.now() - enqueuedAt }), Math.max(0, deadline - enqueuedAt)),
@@ -87,7 +101,10 @@ export class WaitQueue<T> {
         const i = this.#waiters.indexOf(waiter);
         if (i < 0) return;
         this.#waiters.splice(i, 1);
-        if (this.#waiters.length === 0) this.#busySince = undefined;
+        if (this.#waiters.length === 0) {
+          this.#busySince = undefined;
+          this.#counters.clear();
+        }
         clearTimeout(waiter.timer);
         clearTimeout(waiter.wakeTimer);
         opts.signal?.removeEventListener('abort', onAbort);
@@ -95,6 +112,10 @@ export class WaitQueue<T> {
       };
       if (opts.signal?.aborted) return resolve({ ok: false, reason: 'aborted', queuedMs: 0 });
       opts.signal?.addEventListener('abort', onAbort, { once: true });
+      if (!this.#waiters.some((w) => w.flow.key === flow.key)) {
+        const waiting = this.#waiters.map((w) => w.flow);
+        this.#counters.set(flow.key, liftedCounter(this.#counters.get(flow.key), flow.key, flow.band, waiting, this.#counters));
+      }
       if (opts.front) this.#waiters.unshift(waiter);
       else this.#waiters.push(waiter);
       this.pump();
@@ -103,25 +124,46 @@ export class WaitQueue<T> {
     });
   }
 
-  /** Place every waiter that can be placed now, head first. Re-entrant calls fold into one more pass. */
+  /**
+   * What a key was served beyond what it was charged when placed (the
+   * engine's usage against the estimate; negative when it used less): its
+   * counter moves by that, weighted. Nothing for a key no longer counted.
+   */
+  settle(flow: Pick<Flow, 'key' | 'weight'>, extraCost: number): void {
+    const c = this.#counters.get(flow.key);
+    if (c !== undefined) this.#counters.set(flow.key, Math.max(0, c + charge({ cost: extraCost, weight: flow.weight })));
+  }
+
+  /** The counters now (tests, dashboards). */
+  counters(): ReadonlyMap<string, number> {
+    return this.#counters;
+  }
+
+  /** One pass: each waiter tried once, in service order, ordered again after each placement. */
+  #pass(): void {
+    const tried = new Set<Waiter<T>>();
+    for (;;) {
+      const rest = this.#waiters.filter((w) => !tried.has(w));
+      if (rest.length === 0) return;
+      let placed = false;
+      for (const i of serviceOrder(rest.map((w) => w.flow), this.#counters)) {
+        const w = rest[i];
+        if (!this.#waiters.includes(w)) continue;
+        tried.add(w);
+        const value = w.attempt(w.wake);
+        if (value === undefined) continue;
+        this.#counters.set(w.flow.key, (this.#counters.get(w.flow.key) ?? 0) + charge(w.flow));
+        w.settle({ ok: true, value, queuedMs: this.now() - w.enqueuedAt });
+        placed = true;
+        break;
+      }
+      if (!placed) return;
+    }
+  }
+
+  /** Place every waiter that can be placed now, in service order. Re-entrant calls fold into one more pass. */
   pump(): void {
-    if (this.#pumping) {
-      this.#again = true;
-      return;
-    }
-    this.#pumping = true;
-    try {
-      do {
-        this.#again = false;
-        for (const w of [...this.#waiters]) {
-          if (!this.#waiters.includes(w)) continue;
-          const value = w.attempt(w.wake);
-          if (value !== undefined) w.settle({ ok: true, value, queuedMs: this.now() - w.enqueuedAt });
-        }
-      } while (this.#again);
-    } finally {
-      this.#pumping = false;
-    }
+    this.#pump.run();
   }
 }
 

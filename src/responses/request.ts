@@ -120,7 +120,7 @@ function translate(req: Obj, limits: TranslationLimits, opts: ResponsesToChatOpt
   const chat: ChatRequest = { model: model as string, messages };
 
   const tools = translateTools(req.tools, limits);
-  const toolChoice = translateToolChoice(req.tool_choice, tools.chat, tools.namespaced);
+  const toolChoice = translateToolChoice(req.tool_choice, tools);
   if (toolChoice.tools.length > 0) chat.tools = toolChoice.tools;
   // A choice about tools the engine was not shown at all (every one was a built-in) is left out with them.
   if (toolChoice.choice !== undefined && (toolChoice.tools.length > 0 || tools.omitted.length === 0)) chat.tool_choice = toolChoice.choice;
@@ -310,10 +310,19 @@ export function flatName(namespace: string, name: string): string {
 }
 export const NAMESPACE_SEPARATOR = '__';
 
+/**
+ * A namespace name an engine can take inside a function name (OpenAI's rule
+ * for function names), without the separator: with every flat name unique
+ * as well (checked as they are made), a call maps back to one tool.
+ */
+const NAMESPACE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
 interface Tools {
   chat: ChatTool[];
   echo: Obj[];
   namespaced: Record<string, { namespace: string; name: string }>;
+  /** Namespace names declared. */
+  namespaces: Set<string>;
   /** Types of the built-in tools left out. */
   omitted: string[];
 }
@@ -330,8 +339,18 @@ function functionTool(tool: Obj, at: string, name = str(tool.name, `${at}.name`)
 }
 
 function translateTools(tools: unknown, limits: TranslationLimits): Tools {
-  const out: Tools = { chat: [], echo: [], namespaced: {}, omitted: [] };
+  const out: Tools = { chat: [], echo: [], namespaced: {}, namespaces: new Set(), omitted: [] };
   if (!present(tools)) return out;
+  // Where each flat name and namespace was declared: a second one is a 400 naming both.
+  const flatAt = new Map<string, string>();
+  const namespaceAt = new Map<string, string>();
+  const offer = (fn: ChatTool, at: string) => {
+    const name = fn.function.name;
+    const first = flatAt.get(name);
+    if (first !== undefined) refuse('invalid_request', `${at}.name`, `${at} reaches the engine as "${name.slice(0, 80)}", as ${first} does: tool names (a namespace's functions as namespace__name) must be unique; rename one`);
+    flatAt.set(name, at);
+    out.chat.push(fn);
+  };
   if (!Array.isArray(tools)) return refuse('invalid_request', 'tools', 'tools must be a list');
   if (tools.length > limits.maxTools) refuse('input_too_large', 'tools', `tools has ${tools.length} entries; at most ${limits.maxTools} are accepted`);
   tools.forEach((t, i) => {
@@ -340,13 +359,19 @@ function translateTools(tools: unknown, limits: TranslationLimits): Tools {
     const tool = t as Obj;
     if (tool.type === 'function') {
       const fn = functionTool(tool, at);
-      out.chat.push(fn);
+      offer(fn, at);
       out.echo.push({ type: 'function', name: fn.function.name, description: fn.function.description ?? null, parameters: fn.function.parameters ?? null, strict: fn.function.strict ?? null });
       return;
     }
     if (tool.type === 'namespace') {
       // The engine knows only flat functions: each of the namespace's is offered under one flat name.
       const namespace = str(tool.name, `${at}.name`);
+      if (!NAMESPACE_NAME.test(namespace) || namespace.includes(NAMESPACE_SEPARATOR))
+        refuse('invalid_request', `${at}.name`, `${at}.name ${show(namespace)} is not a namespace name engines accept: 1 to 64 of A-Z, a-z, 0-9, "_" and "-", without "${NAMESPACE_SEPARATOR}"`);
+      const first = namespaceAt.get(namespace);
+      if (first !== undefined) refuse('invalid_request', `${at}.name`, `${at} declares namespace "${namespace}" again (${first} did): merge their tools into one namespace`);
+      namespaceAt.set(namespace, at);
+      out.namespaces.add(namespace);
       if (!Array.isArray(tool.tools)) refuse('invalid_request', `${at}.tools`, `${at}.tools must be a list of function tools`);
       (tool.tools as unknown[]).forEach((inner, j) => {
         const iat = `${at}.tools[${j}]`;
@@ -354,7 +379,7 @@ function translateTools(tools: unknown, limits: TranslationLimits): Tools {
         if ((inner as Obj).type !== 'function') return void out.omitted.push(`${namespace}.${String((inner as Obj).type).slice(0, 40)}`);
         const bare = str((inner as Obj).name, `${iat}.name`);
         const flat = flatName(namespace, bare);
-        out.chat.push(functionTool(inner as Obj, iat, flat));
+        offer(functionTool(inner as Obj, iat, flat), iat);
         out.namespaced[flat] = { namespace, name: bare };
       });
       out.echo.push(tool);
@@ -378,15 +403,22 @@ function forcedOmitted(type: unknown, at: string): never {
   );
 }
 
-function translateToolChoice(choice: unknown, tools: ChatTool[], namespaced: Tools['namespaced']): { tools: ChatTool[]; choice?: ChatRequest['tool_choice'] } {
+function translateToolChoice(choice: unknown, declared: Tools): { tools: ChatTool[]; choice?: ChatRequest['tool_choice'] } {
+  const { chat: tools, namespaced } = declared;
   if (!present(choice)) return { tools };
   if (choice === 'none' || choice === 'auto' || choice === 'required') return { tools, choice };
   if (typeof choice === 'string') return refuse('invalid_request', 'tool_choice', `tool_choice must be "none", "auto", "required" or an object (got ${show(choice)})`);
   if (!isObj(choice)) return refuse('invalid_request', 'tool_choice', 'tool_choice must be a string or an object');
   const c = choice as Obj;
+  // A choice names a function the request declares (the engine would be asked to force one it was never shown).
   const nameOf = (o: Obj, at: string) => {
     const name = str(o.name, `${at}.name`);
-    return typeof o.namespace === 'string' ? flatName(o.namespace, name) : name;
+    const flat = typeof o.namespace === 'string' ? flatName(o.namespace, name) : name;
+    if (!tools.some((t) => t.function.name === flat)) {
+      const what = typeof o.namespace === 'string' ? `function "${name.slice(0, 80)}" of namespace "${o.namespace.slice(0, 80)}"` : `function "${name.slice(0, 80)}"`;
+      refuse('invalid_request', `${at}.name`, `${at} names ${what}, which is not in tools; name one of the request's tools`);
+    }
+    return flat;
   };
   if (c.type === 'function') return { tools, choice: { type: 'function', function: { name: nameOf(c, 'tool_choice') } } };
   if (c.type === 'allowed_tools') {
@@ -399,7 +431,11 @@ function translateToolChoice(choice: unknown, tools: ChatTool[], namespaced: Too
       if (!isObj(t)) return refuse('invalid_request', at, `${at} must be an object`);
       const o = t as Obj;
       if (o.type === 'function') names.add(nameOf(o, at));
-      else if (o.type === 'namespace' && typeof o.name === 'string') for (const [flat, ns] of Object.entries(namespaced)) if (ns.namespace === o.name) names.add(flat);
+      else if (o.type === 'namespace') {
+        const space = str(o.name, `${at}.name`);
+        if (!declared.namespaces.has(space)) refuse('invalid_request', `${at}.name`, `${at} names namespace "${space.slice(0, 80)}", which is not in tools; name one of the request's namespaces`);
+        for (const [flat, ns] of Object.entries(namespaced)) if (ns.namespace === space) names.add(flat);
+      }
     });
     return { tools: tools.filter((t) => names.has(t.function.name)), choice: c.mode as 'auto' | 'required' };
   }

@@ -5,7 +5,9 @@
  */
 import { isScoredWorkload } from '../workloads/workloads.ts';
 import { rendezvousRank } from '../hashing/rendezvous.ts';
-import { BAND, EXPLORE_PROBABILITY, isScored, price, WAIT_WEIGHT, type Priced } from './price.ts';
+import { BAND, EXPLORE_PROBABILITY, isScored, price, servicePrice, WAIT_WEIGHT, type Priced } from './price.ts';
+import { evictionMs } from './slots.ts';
+import { homeRanking, placeSession } from './session-home.ts';
 import type { Candidate, Decision, RouteOptions, RouteReason, RouteRequest } from './types.ts';
 
 const run = (c: Candidate, reason: RouteReason, predictedCached?: number): Decision => ({
@@ -15,6 +17,8 @@ const run = (c: Candidate, reason: RouteReason, predictedCached?: number): Decis
   reason,
   target: c.bestTarget,
   ...(predictedCached !== undefined ? { predictedCached } : c.cached !== undefined ? { predictedCached: c.cached } : {}),
+  ...(c.slot !== undefined ? { slot: c.slot } : {}),
+  ...(c.evicted !== undefined ? { evicted: c.evicted } : {}),
 });
 
 /**
@@ -34,19 +38,35 @@ export function decide(cands: readonly Candidate[], req: RouteRequest, opts: Rou
     if (c) return run(c, 'preferred');
   }
   const steered = req.prefer.length > 0;
-  const priced = opts.performance && isScoredWorkload(req.workload) ? price(live, req.pricedTokens ?? req.promptTokens ?? 0) : undefined;
+  const scoredWork = opts.performance && isScoredWorkload(req.workload);
+  // The common case (one node, or an entry with one executor): one live host, free. Pricing it alone decides nothing.
+  if (scoredWork && live.length === 1 && req.sessionKey === undefined) {
+    const d = alone(live[0], req.pricedTokens ?? req.promptTokens ?? 0);
+    if (d) return d;
+  }
+  const priced = scoredWork ? price(live, req.pricedTokens ?? req.promptTokens ?? 0) : undefined;
   if (!priced) {
     if (free.length === 0) return { kind: 'wait' };
-    // Step 7: a session (or prefix) still picks its host by its ranking, among hosts with a free slot.
-    const key = req.sessionKey ?? req.prefixKey;
-    if (key !== undefined) return ranked(free, live, key, req.sessionKey !== undefined ? 'session' : 'prefix');
+    // Step 7: a session still runs on its home (the weighted ranking), a prefix on its ranking, among hosts with a free slot.
+    if (req.sessionKey !== undefined) return ranked(free, homeRanking(req.sessionKey, live), 'session');
+    if (req.prefixKey !== undefined) return ranked(free, rendezvousRank(req.prefixKey, live.map((c) => c.host)), 'prefix');
     return mostFree(free, opts.roundRobin);
+  }
+
+  // The feed compares the prediction with the engine's own count: the tokens believed held (in the engine's tokens where
+  // the digest has them), not capped at the priced tokens (bytes ÷ 4 may undercount a real tokenizer).
+  const pick = (p: Priced, reason: RouteReason) => run(p.c, reason, p.c.cached ?? p.cached);
+  const noWait = new Set(req.noWait ?? []);
+  if (req.sessionKey !== undefined) {
+    // A session's home decides before any tie band (SPEC 9.6, "Session home"), the same way on every entry node.
+    const home = placeSession(priced, homeRanking(req.sessionKey, live), noWait);
+    if (home?.kind === 'run') return pick(home.p, 'session');
+    if (home?.kind === 'wait') return home.holdMs === undefined ? { kind: 'wait', host: home.host } : { kind: 'wait', host: home.host, holdMs: home.holdMs };
   }
 
   const freePriced = priced.filter((p) => p.c.free > 0);
   const bestFree = freePriced.length ? Math.min(...freePriced.map((p) => p.score)) : Infinity;
   // A full warm host that beats every free one by more than the tie band, even after its (weighted) wait: wait for it.
-  const noWait = new Set(req.noWait ?? []);
   const full = priced.filter((p) => p.c.free === 0 && p.c.healthy && !noWait.has(p.c.host));
   const bestFull = lowest(full, req);
   if (bestFull && bestFull.score * BAND < bestFree) {
@@ -65,16 +85,25 @@ export function decide(cands: readonly Candidate[], req: RouteRequest, opts: Rou
   }
 
   const band = freePriced.filter((p) => p.score <= BAND * bestFree);
-  // The feed compares the prediction with the engine's own count: the tokens believed held (in the engine's tokens where
-  // the digest has them), not capped at the priced tokens (bytes ÷ 4 may undercount a real tokenizer).
-  const pick = (p: Priced, reason: RouteReason) => run(p.c, reason, p.c.cached ?? p.cached);
   if (band.length === 1) return pick(band[0], band[0].c.local ? 'local' : 'scored');
-  // Ties: the session's ranking, this node, the prefix key's ranking, then a draw.
-  if (req.sessionKey !== undefined) return pick(firstRanked(band, live, req.sessionKey), 'session');
+  // Ties: this node, the prefix key's ranking, then a draw (a session decided above, or has no host to say).
   const local = band.find((p) => p.c.local);
   if (local) return pick(local, 'local');
   if (req.prefixKey !== undefined) return pick(firstRanked(band, live, req.prefixKey), 'prefix');
   return pick(weightedDraw(band, opts.random()), 'scored');
+}
+
+/**
+ * One live host with a free slot and a score: what the priced path below
+ * decides for it (its own band, no full host to wait for, nothing unscored
+ * to explore), without building the prices. Undefined when that path could
+ * decide otherwise (no score, or a score the band cannot hold).
+ */
+function alone(c: Candidate, tokens: number): Decision | undefined {
+  if (c.free <= 0 || !isScored(c)) return undefined;
+  const score = servicePrice(c, tokens, c.overheadMs ?? 0, c.ratePer1k ?? 0) + evictionMs(c.evicted, c.ratePer1k ?? 0);
+  if (!(score >= 0) || tokens < 0) return undefined;
+  return run(c, c.local ? 'local' : 'scored', c.cached ?? 0);
 }
 
 /**
@@ -116,9 +145,9 @@ export function weightedDraw(band: readonly Priced[], u: number): Priced {
 }
 
 /** Without prices: the first host of the key's ranking (over every live host) that has a free slot. */
-function ranked(free: readonly Candidate[], live: readonly Candidate[], key: string, reason: 'session' | 'prefix'): Decision {
+function ranked(free: readonly Candidate[], ranking: readonly string[], reason: 'session' | 'prefix'): Decision {
   const byHost = new Map(free.map((c) => [c.host, c]));
-  for (const host of rendezvousRank(key, live.map((c) => c.host))) {
+  for (const host of ranking) {
     const c = byHost.get(host);
     if (c) return run(c, reason);
   }

@@ -72,6 +72,7 @@ export function candidates(inputs: CandidateInputs, model: string, workload: str
       loading: targets.some((t) => (t.loading ?? 0) > 0 || (t.onDemand === true && (t.state === 'loading' || t.state === 'fetching'))),
       available: targets.some((t) => t.onDemand === true && t.state === 'unloaded'),
       free: refused ? 0 : free,
+      slots: targets.reduce((n, t) => n + t.slots, 0),
       rttMs: h.rttMs,
       overheadMs: m.overheadMs,
       ratePer1k: m.ratePer1k,

@@ -4,7 +4,10 @@
  * host's time is mostly the prefill of the tokens it does not hold, plus the
  * wait for a slot:
  *
- *   prediction = wait + ttft_overhead_ms + prefill_ms_per_1k × (tokens − cached) ÷ 1000 + RTT
+ *   prediction = wait + ttft_overhead_ms + prefill_ms_per_1k × (tokens − cached) ÷ 1000 + RTT + eviction
+ *
+ * where eviction is the expected re-prefill of the prompt the request's slot
+ * would destroy there (slots.ts).
  *
  * A missing part is filled with the median of that part over the hosts that
  * have it; a host with no score at all is priced at the median service time
@@ -13,6 +16,7 @@
  * release time is a guess, where prefill is measured.
  */
 import { median } from '../perf/estimator.ts';
+import { evictionMs } from './slots.ts';
 import type { Candidate } from './types.ts';
 
 /** Predictions within this factor of the lowest are ties (SPEC: 10%). */
@@ -35,8 +39,10 @@ export interface Priced {
   c: Candidate;
   /** Expected ms to first token: wait + service. */
   prediction: number;
-  /** Overhead + prefill of the uncached tokens + RTT. */
+  /** Overhead + prefill of the uncached tokens + RTT + what its slot would evict (free hosts). */
   service: number;
+  /** Of service: the expected re-prefill of what this placement destroys there (SPEC 9.6, "Eviction"). */
+  evictMs: number;
   /** Expected ms until a slot is there for this request: 0 with one free. */
   wait: number;
   /** The ranking: service + WAIT_WEIGHT × wait. */
@@ -61,12 +67,23 @@ export function price(cands: readonly Candidate[], tokens: number): Priced[] | u
   const medOverhead = median(scored.flatMap((c) => (c.overheadMs === undefined ? [] : [c.overheadMs]))) ?? 0;
   const medRate = median(scored.flatMap((c) => (c.ratePer1k === undefined ? [] : [c.ratePer1k]))) ?? 0;
   const medRelease = median(cands.flatMap((c) => (c.free === 0 && c.releaseMs !== undefined ? [c.releaseMs] : [])));
-  const uncached = (c: Candidate) => Math.max(0, tokens - Math.min(c.cached ?? 0, tokens));
-  const service = (c: Candidate) => (c.overheadMs ?? medOverhead) + ((c.ratePer1k ?? medRate) * uncached(c)) / 1000 + c.rttMs;
-  const medService = median(scored.map(service))!;
-  return cands.map((c) => {
-    const s = isScored(c) ? service(c) : medService;
+  const services: number[] = [];
+  for (const c of scored) services.push(servicePrice(c, tokens, medOverhead, medRate));
+  const medService = median(services)!;
+  const out: Priced[] = [];
+  for (const c of cands) {
+    // A free slot still holds its last conversation: taking it costs that conversation's re-prefill, at this host's
+    // rate, as likely as it is to return. A full host's slot is whichever frees first: unknown, not priced.
+    const evictMs = c.free > 0 ? evictionMs(c.evicted, c.ratePer1k ?? medRate) : 0;
+    const s = (isScored(c) ? servicePrice(c, tokens, medOverhead, medRate) : medService) + evictMs;
     const wait = c.free > 0 ? 0 : (c.releaseMs ?? medRelease ?? s) * (1 + (c.ahead ?? 0));
-    return { c, prediction: s + wait, service: s, wait, score: s + WAIT_WEIGHT * wait, cached: Math.min(c.cached ?? 0, tokens) };
-  });
+    out.push({ c, prediction: s + wait, service: s, evictMs, wait, score: s + WAIT_WEIGHT * wait, cached: Math.min(c.cached ?? 0, tokens) });
+  }
+  return out;
+}
+
+/** A host's service time for a prompt of `tokens`: overhead, the prefill of what it lacks, RTT (a missing part priced at the medians given). */
+export function servicePrice(c: Candidate, tokens: number, medOverhead: number, medRate: number): number {
+  const uncached = Math.max(0, tokens - Math.min(c.cached ?? 0, tokens));
+  return (c.overheadMs ?? medOverhead) + ((c.ratePer1k ?? medRate) * uncached) / 1000 + c.rttMs;
 }

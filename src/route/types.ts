@@ -5,6 +5,7 @@
  */
 import type { Descriptor } from '../workloads/workloads.ts';
 import type { CacheDigest } from '../prompt/held.ts';
+import type { Eviction } from './slots.ts';
 
 export type RouteReason = 'local' | 'scored' | 'session' | 'prefix' | 'pinned' | 'preferred' | 'explore' | 'most-free' | 'queued';
 
@@ -135,6 +136,8 @@ export interface Candidate {
   /** At least one eligible target is on demand and unloaded there: it can be loaded (SPEC section 11). */
   available?: boolean;
   free: number;
+  /** Healthy slots over its eligible targets: a session home's weight (SPEC 9.6, "Session home"); undefined: not counted. */
+  slots?: number;
   rttMs: number;
   overheadMs?: number;
   ratePer1k?: number;
@@ -146,6 +149,10 @@ export interface Candidate {
   releaseMs?: number;
   /** Requests this node already sent or holds for the host beyond its free slots: they start there before this one. */
   ahead?: number;
+  /** The slot this request would take there (predicted from the digest's slot state, warmth.ts); undefined: unknown. */
+  slot?: number;
+  /** What taking that slot destroys (SPEC 9.6, "Eviction"); undefined: nothing of worth. */
+  evicted?: Eviction;
 }
 
 export type Decision =
@@ -157,6 +164,9 @@ export type Decision =
       target: string;
       /** The cached tokens the price assumed there (SPEC 9.6: recorded against the engine's own count); undefined: not priced. */
       predictedCached?: number;
+      /** The slot the entry predicts the executor takes, and what that evicts (the decision feed). */
+      slot?: number;
+      evicted?: Eviction;
     }
   /**
    * Nothing to run on now. With `host`: the request waits for that full host,

@@ -6,6 +6,7 @@
  */
 import { heldTokens, type PrefixChain } from '../prompt/held.ts';
 import { eligibleTargets } from './eligibility.ts';
+import { chainHashes, chooseSlot, slotViews, type ReturnChance, type SlotPick } from './slots.ts';
 import type { Candidate, HostView } from './types.ts';
 
 /** This node's record of what it routed where (dispatch/entry/recent-routes.ts). */
@@ -14,8 +15,10 @@ export interface RouteMemory {
    * Tokens of `chain` held by the prompts this node routed to `host` for
    * `model` at or after `since`, looking at the `slots` most recent of them
    * (a slot holds one prompt; older ones are gone from its cache).
+   * `continued`: only prompts that `chain` continues (their last link is in
+   * it) count, as a slot-kind engine's slot choice reuses only those.
    */
-  held(host: string, model: string, chain: PrefixChain, since: number, slots: number): number;
+  held(host: string, model: string, chain: PrefixChain, since: number, slots: number, continued?: boolean): number;
 }
 
 export interface WarmthInputs {
@@ -26,6 +29,10 @@ export interface WarmthInputs {
   memory: RouteMemory;
   /** Requests this node holds in its queue for a host (waiting for its warm slot), this one excluded. */
   holding?: (host: string) => number;
+  /** Now (clock ms), for the idle times of digests' slots; with `chance`, what a placement evicts is predicted. */
+  now?: number;
+  /** The chance an idle conversation returns (slots.ts TurnGaps). */
+  chance?: ReturnChance;
 }
 
 /**
@@ -35,16 +42,29 @@ export interface WarmthInputs {
  * that digest was polled (a request just sent counts at once, so a burst of
  * related requests does not scatter). This node's own record is exact and
  * never pruned by a poll: this node's digest is of now.
+ *
+ * A free host whose digest tells its slots is priced by the slot the
+ * executor will choose (slots.ts, the same rule): a continuation reuses the
+ * deepest link held (its prompt, and the reply after it when the client
+ * echoed it); any other slot reuses what the entry can see of it, its
+ * head (tools and system) when this prompt shares it, else nothing, however
+ * many other slots hold a shared system prompt (the executor keeps those for
+ * their own conversations). The own record then counts only the prompts this
+ * one continues.
  */
 export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Candidate[] {
   if (w.chain.length === 0 && !w.holding) return [...cands];
   const byName = new Map(w.hosts.map((h) => [h.name, h]));
+  const hashes = w.chance && w.chain.length ? chainHashes(w.chain) : undefined;
   return cands.map((c) => {
     const h = byName.get(c.host);
     const m = h?.models.get(w.model);
     let fromDigest = 0;
     let digested = false;
     let slots = 0;
+    let pick: SlotPick | undefined;
+    let fromPick = 0;
+    let slotKind = false;
     if (m) {
       for (const t of eligibleTargets(m, w.workload)) {
         slots += t.slots;
@@ -52,11 +72,41 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
         digested = true;
         // With a free slot the engine places the request there: what only busy slots hold does not count.
         fromDigest = Math.max(fromDigest, heldTokens(w.chain, t.digest.held, c.free > 0 ? t.digest.busy : undefined));
+        // The slot the executor will choose (the same rule, read from the digest): the target whose choice costs least.
+        if (hashes && c.free > 0 && t.digest.slots?.length) {
+          slotKind = true;
+          // A slot busy at the poll with a prompt this one continues ran this conversation's previous turn, which has
+          // ended (a next turn is sent after its answer): it is idle now, as the digest's busy links already say.
+          const views = slotViews(t.digest.slots, hashes, w.now ?? 0).map((v) => (v.busy && v.tokens > 0 && v.shared >= v.tokens ? { ...v, busy: false, idleMs: 0 } : v));
+          const p = chooseSlot(views, w.chance!);
+          // Every slot busy in the digest, yet one is free (this node's forward there ended since the poll): it is
+          // one of them, just idle; which is unknown, so what it reuses is priced by the same rule, and no slot named.
+          const q = p ?? chooseSlot(views.map((v) => (v.busy ? { ...v, busy: false, idleMs: 0 } : v)), w.chance!);
+          const v = q && views[q.index];
+          // A continuation reuses the deepest link held (the reply after its prompt, too); another slot its head.
+          const reuse = !q || !v ? 0 : v.tokens > 0 && v.shared >= v.tokens ? Math.max(q.reused, heldTokens(w.chain, t.digest.held, p ? t.digest.busy : undefined)) : q.reused;
+          if (p && (!pick || pickCost(p) < pickCost(pick))) {
+            pick = p;
+            fromPick = reuse;
+          } else if (!pick) fromPick = Math.max(fromPick, reuse);
+        }
       }
     }
     const since = !c.local && digested && h ? h.polledAt : -Infinity;
-    const own = w.chain.length === 0 ? 0 : w.memory.held(c.host, w.model, w.chain, since, Math.max(1, slots));
+    // This node's own digest is of now, evictions included: its record of routes here would only add what is gone.
+    const own = w.chain.length === 0 || (c.local && digested) ? 0 : w.memory.held(c.host, w.model, w.chain, since, Math.max(1, slots), slotKind);
     const ahead = (c.ahead ?? 0) + (w.holding?.(c.host) ?? 0);
-    return { ...c, cached: Math.max(fromDigest, own), ...(ahead > 0 ? { ahead } : {}) };
+    return {
+      ...c,
+      cached: Math.max(slotKind ? fromPick : fromDigest, own),
+      ...(ahead > 0 ? { ahead } : {}),
+      ...(pick ? { slot: pick.index } : {}),
+      ...(pick?.evicted ? { evicted: pick.evicted } : {}),
+    };
   });
+}
+
+/** A pick's expected destruction less what it reuses, in tokens: how targets of one host compare. */
+function pickCost(p: SlotPick): number {
+  return (p.evicted ? p.evicted.tokens * p.evicted.chance : 0) - p.reused;
 }

@@ -4,6 +4,7 @@
  * the API has judged them.
  */
 import type { IncomingHttpHeaders } from 'node:http';
+import { HEADER_CLAIMS } from './claims.ts';
 import type { MeshMode } from './secret.ts';
 
 /** The sender's node name. Alone, it is an open-mesh forward claim. */
@@ -85,8 +86,11 @@ export function stripMeshHeaders<T extends HeaderBag>(headers: T): T {
   return out as T;
 }
 
-/** Headers that make a request one from member `self` to member `to`: signed in a secured mesh, the name alone in an open one. */
-export function memberHeaders(mode: MeshMode, self: string, method: string, pathWithQuery: string, bodySha256: string, to: string): Record<string, string> {
-  if (mode.mode === 'open') return { [HEADER_NODE]: self };
-  return { ...mode.signer.sign({ method, pathWithQuery, node: self, to, bodySha256 }) };
+/**
+ * Headers that make a request one from member `self` to member `to`: signed in a secured mesh, the name alone in an
+ * open one; with `claims` (claims.ts, encoded), those too (signed v3 in a secured mesh).
+ */
+export function memberHeaders(mode: MeshMode, self: string, method: string, pathWithQuery: string, bodySha256: string, to: string, claims?: string): Record<string, string> {
+  if (mode.mode === 'open') return claims === undefined ? { [HEADER_NODE]: self } : { [HEADER_NODE]: self, [HEADER_CLAIMS]: claims };
+  return { ...mode.signer.sign({ method, pathWithQuery, node: self, to, bodySha256, claims }) };
 }

@@ -18,14 +18,24 @@
  *     <receiving node name>
  *     <SHA-256 of the body, 64 lowercase hex; of zero bytes when empty>
  *
- * Version 1 (viiwork before 0.2.0) is the same without the receiver line and
- * with the tag `viiwork-forward-v1`; it is accepted only from members whose
- * reported version predates 0.2.0, so a rolling upgrade keeps working and a
- * captured v2 forward cannot be replayed to another member.
+ * Version 3 (viiwork 0.3.0 on) signs a forward that carries claims
+ * (claims.ts): the same lines with the tag `viiwork-forward-v3`, then one
+ * more, the `X-Viiwork-Claims` header exactly as sent (empty when absent).
+ * A forward without claims is still signed v2, which v3 extends by that
+ * line alone: a v2 signature vouches for a request with no claims, and a
+ * claims header beside a v1 or v2 signature is refused, so no claim can be
+ * added to a signed forward on its way. A sender signs v3 only to members
+ * whose reported version is 0.3.0 or later (older ones know no claims, and
+ * get the forward without them).
+ *
+ * Version 1 (viiwork before 0.2.0) is the same as v2 without the receiver
+ * line and with the tag `viiwork-forward-v1`; it is accepted only from
+ * members whose reported version predates 0.2.0, so a rolling upgrade keeps
+ * working and a captured v2 forward cannot be replayed to another member.
  *
  * None of the fields can contain "\n" (a request line cannot, and the
  * verifier checks the header formats first), so the join is unambiguous.
- * `X-Viiwork-Auth` = `v2=` + hex(HMAC-SHA256(key, canonical string)).
+ * `X-Viiwork-Auth` = `v2=` (or `v3=`) + hex(HMAC-SHA256(key, canonical string)).
  *
  * A verifier accepts a timestamp at most 120 s away from its own clock,
  * each nonce once (nonces are remembered for 240 s, the longest time a
@@ -36,6 +46,7 @@ import crypto from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Transform, type TransformCallback } from 'node:stream';
 import { NODE_NAME } from '../config/schema.ts';
+import { HEADER_CLAIMS } from './claims.ts';
 import {
   FORWARD_HEADERS,
   HEADER_AUTH,
@@ -54,9 +65,11 @@ import {
  * only from members whose reported version predates v2 (a rolling upgrade).
  */
 export const SIGNING_VERSION = 'v2';
-const CANONICAL_TAGS = { v1: 'viiwork-forward-v1', v2: 'viiwork-forward-v2' } as const;
+const CANONICAL_TAGS = { v1: 'viiwork-forward-v1', v2: 'viiwork-forward-v2', v3: 'viiwork-forward-v3' } as const;
 /** The first viiwork version that signs v2. */
 export const SIGNING_V2_SINCE = '0.2.0';
+/** The first viiwork version that reads claims (signature v3). */
+export const SIGNING_V3_SINCE = '0.3.0';
 /** HKDF salt for the request-signing key. Changing it breaks every mixed-version mesh. */
 export const SIGNING_SALT = 'viiwork/v2 request-signing salt';
 /** HKDF info for the request-signing key. */
@@ -73,7 +86,7 @@ export const EMPTY_BODY_SHA256 = crypto.createHash('sha256').digest('hex');
 
 const TS_FORMAT = /^\d{1,16}$/;
 const NONCE_FORMAT = /^[0-9a-f]{32}$/;
-const AUTH_FORMAT = /^(v1|v2)=([0-9a-f]{64})$/;
+const AUTH_FORMAT = /^(v1|v2|v3)=([0-9a-f]{64})$/;
 const SHA256_FORMAT = /^[0-9a-f]{64}$/;
 
 /** The HMAC key for one mesh secret. Not the gossip key: derived by HKDF. */
@@ -137,25 +150,29 @@ export interface SignableRequest {
   bodySha256: string;
   /** Receiving node name (v2). Absent: a v1 signature (for tests of the upgrade rule only). */
   to?: string;
+  /** The `X-Viiwork-Claims` value the forward carries (claims.ts): signed v3. Needs `to`. */
+  claims?: string;
 }
 
 /** The canonical string that is MACed; exported for tests and docs. */
 export function canonicalString(req: SignableRequest & { ts: string; nonce: string }): string {
   const head = [req.method.toUpperCase(), req.pathWithQuery, req.ts, req.nonce, req.node];
   if (req.to === undefined) return [CANONICAL_TAGS.v1, ...head, req.bodySha256.toLowerCase()].join('\n');
-  return [CANONICAL_TAGS.v2, ...head, req.to, req.bodySha256.toLowerCase()].join('\n');
+  if (req.claims === undefined) return [CANONICAL_TAGS.v2, ...head, req.to, req.bodySha256.toLowerCase()].join('\n');
+  return [CANONICAL_TAGS.v3, ...head, req.to, req.bodySha256.toLowerCase(), req.claims].join('\n');
 }
 
 function mac(key: Buffer, text: string): Buffer {
   return crypto.createHmac('sha256', key).update(text, 'utf8').digest();
 }
 
-/** The four headers of a signed forward, with their canonical (capitalised) names. */
+/** The four headers of a signed forward, with their canonical (capitalised) names, and its claims when it carries any. */
 export interface SignedHeaders {
   'X-Viiwork-Node': string;
   'X-Viiwork-Ts': string;
   'X-Viiwork-Nonce': string;
   'X-Viiwork-Auth': string;
+  'X-Viiwork-Claims'?: string;
 }
 
 /**
@@ -166,13 +183,17 @@ export interface SignedHeaders {
 export function signRequest(key: Buffer, req: SignableRequest & { now?: number; nonce?: string }): SignedHeaders {
   const ts = String(Math.floor(req.now ?? Date.now()));
   const nonce = req.nonce ?? crypto.randomBytes(16).toString('hex');
+  if (req.claims !== undefined && req.to === undefined) throw new Error('claims are signed v3, which names the receiver');
   const text = canonicalString({ ...req, ts, nonce });
-  return {
+  const version = req.to === undefined ? 'v1' : req.claims === undefined ? 'v2' : 'v3';
+  const headers: SignedHeaders = {
     'X-Viiwork-Node': req.node,
     'X-Viiwork-Ts': ts,
     'X-Viiwork-Nonce': nonce,
-    'X-Viiwork-Auth': `${req.to === undefined ? 'v1' : 'v2'}=${mac(key, text).toString('hex')}`,
+    'X-Viiwork-Auth': `${version}=${mac(key, text).toString('hex')}`,
   };
+  if (req.claims !== undefined) headers['X-Viiwork-Claims'] = req.claims;
+  return headers;
 }
 
 /** Signs with the primary secret's derived key. */
@@ -212,7 +233,8 @@ export function versionBefore(ver: string | undefined, since: string): boolean {
   return false;
 }
 
-export type VerifyResult = { ok: true; node: string; ts: number } | { ok: false; reason: string };
+/** `claims`: the `X-Viiwork-Claims` value a v3 signature covers, when the forward carries one. */
+export type VerifyResult = { ok: true; node: string; ts: number; claims?: string } | { ok: false; reason: string };
 
 export interface VerifierOptions {
   /** Raw mesh secrets, primary first; a MAC with any of them is accepted. */
@@ -313,10 +335,13 @@ export class RequestVerifier {
     if (!NONCE_FORMAT.test(nonce)) return { ok: false, reason: 'malformed X-Viiwork-Nonce (expected 32 lowercase hex)' };
     const authMatch = AUTH_FORMAT.exec(auth);
     if (!authMatch) return { ok: false, reason: 'malformed X-Viiwork-Auth (expected v2=<64 hex>)' };
-    const version = authMatch[1] as 'v1' | 'v2';
+    const version = authMatch[1] as 'v1' | 'v2' | 'v3';
     if (version === 'v1' && !input.acceptV1?.(node)) {
       return { ok: false, reason: `signature v1 (no receiver) from a member that signs ${SIGNING_VERSION}: upgrade-only fallback refused` };
     }
+    const claimsValue = headerValue(input.headers, HEADER_CLAIMS);
+    if (Array.isArray(claimsValue)) return { ok: false, reason: 'forward headers repeated' };
+    if (claimsValue !== undefined && version !== 'v3') return { ok: false, reason: `X-Viiwork-Claims outside the signature (a ${version} signature does not cover it)` };
     if (!SHA256_FORMAT.test(input.bodySha256)) return { ok: false, reason: 'body hash is not SHA-256 hex' };
 
     const now = this.#now();
@@ -332,7 +357,8 @@ export class RequestVerifier {
       bodySha256: input.bodySha256,
       ts: tsText,
       nonce,
-      to: version === 'v2' ? input.self : undefined,
+      to: version === 'v1' ? undefined : input.self,
+      claims: version === 'v3' ? (claimsValue ?? '') : undefined,
     });
     const given = Buffer.from(authMatch[2], 'hex');
     let good = false;
@@ -346,6 +372,6 @@ export class RequestVerifier {
     if (this.#nonces.has(nonce, now)) return { ok: false, reason: 'nonce seen before (replay)' };
     if (ts <= this.#nonces.floorTs) return { ok: false, reason: 'timestamp older than the replay window can vouch for (nonce cache full)' };
     this.#nonces.add(nonce, ts, now);
-    return { ok: true, node, ts };
+    return claimsValue !== undefined ? { ok: true, node, ts, claims: claimsValue } : { ok: true, node, ts };
   }
 }

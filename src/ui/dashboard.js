@@ -33,7 +33,7 @@ const TONE = {
 // ---------------------------------------------------------------- DOM helpers
 
 /** An element with attributes and children; strings become text nodes. */
-function h(tag, attrs, ...children) {
+export function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
   if (attrs) {
     for (const [k, v] of Object.entries(attrs)) {
@@ -160,7 +160,7 @@ function askForKey(usedKey) {
   return true;
 }
 
-async function getJson(path, { accept503 = false } = {}) {
+export async function getJson(path, { accept503 = false } = {}) {
   const ctrl = new AbortController();
   const timer = setTimeout(() => ctrl.abort(), TIMEOUT_MS);
   try {
@@ -288,7 +288,7 @@ function renderFeed(rows) {
       rows.map((d) =>
         h(
           'tr',
-          { class: feed.freshSeqs.has(d.seq) ? 'fresh' : null, 'data-seq': d.seq },
+          { class: feed.freshSeqs.has(d.seq) ? 'fresh' : null, 'data-seq': d.seq, 'data-timeline': d.timeline, title: d.timeline ? 'click: this request’s timeline' : null },
           td(clock(d.at), 'mono'),
           td(text(d.entry)),
           td(text(d.executor)),
@@ -306,10 +306,11 @@ function renderFeed(rows) {
   });
 }
 
-/** Predicted against actual cached tokens (issue 17): how well routing knows the caches, per request. */
+/** Predicted against actual cached tokens (issue 17): how well routing knows the caches, per request; the slot it took, what it evicted (issue 25). */
 function cachedCell(d) {
   if (!isNum(d.predicted_cached) && !isNum(d.cached_tokens)) return '—';
-  return `${num(d.predicted_cached)} / ${num(d.cached_tokens)}`;
+  const slot = isNum(d.slot) ? h('div', { class: 'muted small' }, `slot ${d.slot}`, isNum(d.evicted_tokens) ? `, evicted ${num(d.evicted_tokens)} tok idle ${ago(d.evicted_idle_ms ?? 0)}` : '') : null;
+  return [`${num(d.predicted_cached)} / ${num(d.cached_tokens)}`, slot];
 }
 
 // --------------------------------------------------------------- header
@@ -524,6 +525,22 @@ function hostCell(x, report) {
     h('div', { class: 'line' }, `${Math.max(0, isNum(x.free) ? x.free : slots - busy)} free · `, h('span', { class: fresh ? 'ok-text' : 'warn-text' }, fresh ? 'fresh' : 'stale'), ` · ${ago(x.report_age_ms)}`),
     perf,
     targetLines,
+    slotLines(targets),
+  );
+}
+
+/** Each engine slot and what it holds (issue 25): busy, or idle with its prompt's tokens and for how long; empty. */
+function slotLines(targets) {
+  const slots = Array.isArray(targets) ? targets.flatMap((t) => (Array.isArray(t.slot_state) ? t.slot_state : [])) : [];
+  if (!slots.length) return null;
+  return h(
+    'div',
+    { class: 'slots line small', 'data-slots': slots.length },
+    slots.map((s, i) => {
+      const what = s.busy ? 'busy' : isNum(s.tokens) && s.tokens > 0 ? `${num(s.tokens)} tok, idle ${isNum(s.idle_ms) ? ago(s.idle_ms) : '—'}` : 'empty';
+      const title = isNum(s.unique_tokens) ? `${num(s.unique_tokens)} tokens no other slot holds` : '';
+      return h('div', { class: s.busy ? 'slot busy' : s.tokens > 0 ? 'slot held' : 'slot empty', title, 'data-slot': i }, `slot ${i}: ${what}`);
+    }),
   );
 }
 

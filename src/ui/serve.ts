@@ -1,13 +1,15 @@
 /**
  * The dashboards' static files (SPEC section 10): `/` (the mesh), `/node`
  * (this machine), and their one script and one style sheet under `/ui/`.
- * Plain files in this folder, read once when the module loads; nothing is
- * built. Only the paths listed here are served, so no request path ever
+ * Plain files in this folder (and uPlot's from its package), read once when
+ * the module loads; nothing is built. Only the paths listed here are served, so no request path ever
  * reaches the file system.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import type http from 'node:http';
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
 
 interface Asset {
   body: Buffer;
@@ -17,13 +19,27 @@ interface Asset {
 
 const HTML = 'text/html; charset=utf-8';
 
-/** URL path → file in this folder and its content type. */
-const ROUTES: Record<string, [file: string, type: string]> = {
+const JS = 'text/javascript; charset=utf-8';
+const CSS = 'text/css; charset=utf-8';
+
+/** URL path → file (in this folder, or a URL of a file elsewhere) and its content type. */
+const ROUTES: Record<string, [file: string | URL, type: string]> = {
   '/': ['mesh.html', HTML],
   '/node': ['node.html', HTML],
-  '/ui/dashboard.js': ['dashboard.js', 'text/javascript; charset=utf-8'],
-  '/ui/dashboard.css': ['dashboard.css', 'text/css; charset=utf-8'],
+  '/ui/dashboard.js': ['dashboard.js', JS],
+  '/ui/dashboard.css': ['dashboard.css', CSS],
+  '/ui/charts.js': ['charts.js', JS],
+  '/ui/charts.css': ['charts.css', CSS],
+  '/ui/timeline.js': ['timeline.js', JS],
+  '/ui/usage.js': ['usage.js', JS],
+  // The charting library, served from the installed package (no CDN: the dashboards work on an offline LAN).
+  '/ui/uplot.js': [packageFile('uplot/dist/uPlot.esm.js'), JS],
+  '/ui/uplot.css': [packageFile('uplot/dist/uPlot.min.css'), CSS],
 };
+
+function packageFile(spec: string): URL {
+  return pathToFileURL(createRequire(import.meta.url).resolve(spec));
+}
 
 /**
  * The pages load only their own script and style and talk only to this

@@ -103,9 +103,17 @@ export function descriptorDoes(d: Descriptor, w: Workload): boolean {
   return w === 'transcription' && d.audio && d.workloads.includes('chat');
 }
 
+/** Keys already made, per descriptor object (routing asks for every target on every request; nothing edits a descriptor). */
+const keys = new WeakMap<Descriptor, { workloads: readonly string[]; audio: boolean; key: string }>();
+
 /** A canonical string for a descriptor, for stable sorting and grouping. */
 export function descriptorKey(d: Descriptor): string {
-  return [...d.workloads].sort().join(',') + (d.audio ? '|audio' : '');
+  const k = keys.get(d);
+  // The same arrays and flag as when the key was made: the same key (a descriptor given new workloads gets a new one).
+  if (k && k.workloads === d.workloads && k.audio === d.audio && k.workloads.length === d.workloads.length) return k.key;
+  const key = [...d.workloads].sort().join(',') + (d.audio ? '|audio' : '');
+  keys.set(d, { workloads: d.workloads, audio: d.audio, key });
+  return key;
 }
 
 /** Descriptors of an older node that publishes no `targets`. */

@@ -3,8 +3,11 @@
  * demo in its own process group, interrupted once it serves, leaves no process
  * in that group (children and not-yet-reaped zombies included).
  *
- * TSX_DISABLE_CACHE makes tsx transform every file through esbuild, so the demo
- * has children (tsx's esbuild services), as on a first run or after an upgrade.
+ * The first case runs the demo from its sources (VIIWORK_FROM_SOURCE=1) with
+ * TSX_DISABLE_CACHE, which makes tsx transform every file through esbuild, so
+ * the demo has children (tsx's esbuild services), as on a first run or after
+ * an upgrade; the second runs it as `npx viiwork demo` does after `npm ci`
+ * (compiled, when dist/ is current).
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -38,11 +41,11 @@ function groupMembers(pgid: number): string[] {
   return found;
 }
 
-function startDemo(): { child: ChildProcess; output: () => string } {
+function startDemo(fromSource: boolean): { child: ChildProcess; output: () => string } {
   const child = spawn(process.execPath, [path.resolve('bin/viiwork.js'), 'demo', '--quiet', '--net', NET, '--port', String(PORT), '--requests', '1'], {
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, TSX_DISABLE_CACHE: '1' },
+    env: { ...process.env, ...(fromSource ? { VIIWORK_FROM_SOURCE: '1', TSX_DISABLE_CACHE: '1' } : {}) },
   });
   let text = '';
   child.stdout!.on('data', (d) => (text += d));
@@ -81,7 +84,7 @@ async function interruptAndWait(child: ChildProcess, toGroup: boolean, output: (
 
 describe('viiwork demo on Ctrl-C', { skip: !fs.existsSync('/proc/self/stat') && 'needs /proc' }, () => {
   it('once it serves, leaves no process of its group behind within a second (SIGINT to the demo alone)', async (t) => {
-    const { child, output } = startDemo();
+    const { child, output } = startDemo(true);
     try {
       await waitFor(() => output().includes('Ctrl-C stops the demo') || child.exitCode !== null, { timeoutMs: 120_000, intervalMs: 50, what: 'the demo to serve' });
       assert.equal(child.exitCode, null, output());
@@ -97,7 +100,7 @@ describe('viiwork demo on Ctrl-C', { skip: !fs.existsSync('/proc/self/stat') && 
   });
 
   it('mid-run, as soon as its first node answers, ends the same way (SIGINT to the group, as a terminal sends it)', async (t) => {
-    const { child, output } = startDemo();
+    const { child, output } = startDemo(false);
     try {
       await waitFor(
         async () => {

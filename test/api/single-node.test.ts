@@ -347,6 +347,7 @@ describe('/metrics', () => {
         'viiwork_queue_wait_seconds',
         'viiwork_ttft_seconds_count{model="mm"} 1',
         'viiwork_forwards_total',
+        'viiwork_forward_line_depth{model="mm"} 0',
         'viiwork_capacity_report_age_seconds',
         'viiwork_members{state="alive"} 1',
         'viiwork_engine_restarts_total',

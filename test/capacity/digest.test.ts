@@ -1,7 +1,7 @@
 /** Issue 17, item 2: the cache digest on the wire, its bounds and its versioned resending; release_ms. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { decodeLinks, encodeDigest, parseHeld, readWire, DIGEST_MAX_BYTES } from '../../src/capacity/digest.ts';
+import { decodeLinks, decodeSlots, encodeDigest, encodeSlots, parseHeld, readWire, DIGEST_MAX_BYTES } from '../../src/capacity/digest.ts';
 import { parseReport, resolveDigests, digestKey } from '../../src/capacity/poller.ts';
 import { engineCachedTokens, usageOfBody } from '../../src/http/engine-usage.ts';
 import { releaseEstimate, nextMeanBusy } from '../../src/engines/release.ts';
@@ -9,6 +9,26 @@ import { releaseEstimate, nextMeanBusy } from '../../src/engines/release.ts';
 const hex = (i: number) => i.toString(16).padStart(16, '0');
 
 describe('digest wire format', () => {
+  it('slot state (issue 25): what each slot holds, busy or idle for how long, empty; idle times become moments on the reader’s clock', () => {
+    const slots = [
+      { last: { hash: hex(7), tokens: 27000 }, unique: 19000, busy: false, idleSince: 10_000 },
+      { last: { hash: hex(8), tokens: 9000 }, unique: 1000, busy: true },
+      { unique: 0, busy: false },
+    ];
+    const wire = encodeSlots(slots, 12_500);
+    assert.deepEqual(wire, [[hex(7), 27000, 19000, 2500], [hex(8), 9000, 1000, -1], ['', 0, 0, 0]]);
+    // Through JSON, as a report travels; read by a node whose poll left at 50,000 on its own clock.
+    const read = decodeSlots(JSON.parse(JSON.stringify(wire)), 50_000);
+    assert.deepEqual(read, [
+      { last: { hash: hex(7), tokens: 27000 }, unique: 19000, busy: false, idleSince: 47_500 },
+      { last: { hash: hex(8), tokens: 9000 }, unique: 1000, busy: true },
+      { unique: 0, busy: false, idleSince: 50_000 },
+    ]);
+    for (const bad of [[['zz', 1, 1, 1]], [[hex(1), 'x', 1, 1]], [[hex(1), 1, 1]], 'slots', Array(200).fill(['', 0, 0, 0])]) assert.equal(decodeSlots(bad, 0), undefined, JSON.stringify(bad).slice(0, 40));
+    // A report's digest with slots parses; with malformed slots, its links still serve.
+    assert.deepEqual(readWire({ v: 3, links: '', slots: wire })?.slots, wire);
+  });
+
   it('round-trips which links only busy slots hold', () => {
     const w = encodeDigest(3, [
       { hash: hex(1), tokens: 900, busy: true },

@@ -23,6 +23,7 @@ function drive(events: EntryEvent[], from = INITIAL, r = rules): { actions: Entr
 }
 
 const refusedFull = { kind: 'ran', outcome: { kind: 'refused', by: 'full', detail: 'HTTP 429 (full)' } } as const;
+const waitedOut = { kind: 'ran', outcome: { kind: 'refused', by: 'waited', detail: 'HTTP 429 (waited)' } } as const;
 
 describe('placement state machine', () => {
   const table: { name: string; events: EntryEvent[]; from?: EntryState; rules?: typeof rules; last: EntryAction; state?: Partial<EntryState> }[] = [
@@ -50,6 +51,11 @@ describe('placement state machine', () => {
     },
     { name: 'deadline with no refusal meanwhile: 429', events: [{ kind: 'waited', how: 'timeout' }], last: { kind: 'fail', failure: 'queue-timeout' } },
     { name: 'deadline after a refused forward: 503', events: [refusedFull, refusedFull, { kind: 'waited', how: 'timeout' }], last: { kind: 'fail', failure: 'queue-timeout-refused' } },
+    {
+      name: 'a forward that waited at a full executor as long as it could is retried, and its deadline stays a 429',
+      events: [waitedOut, waitedOut, { kind: 'waited', how: 'timeout' }],
+      last: { kind: 'fail', failure: 'queue-timeout' },
+    },
     { name: 'an answer of any status ends it (no retry)', events: [{ kind: 'ran', outcome: { kind: 'answered', status: 429 } }], last: { kind: 'end' } },
     { name: 'the client leaving ends it', events: [{ kind: 'waited', how: 'aborted' }], last: { kind: 'end' } },
     {
@@ -87,6 +93,7 @@ describe('placement state machine', () => {
 describe('what an executor’s answer means to the entry node', () => {
   const table: [number, Record<string, string>, 'answer' | 'refused'][] = [
     [429, { 'x-viiwork-refused': 'full' }, 'refused'],
+    [429, { 'x-viiwork-refused': 'waited' }, 'refused'],
     [503, { 'x-viiwork-refused': 'workload' }, 'refused'],
     [401, { 'x-viiwork-refused': 'auth' }, 'refused'],
     [502, { 'x-viiwork-refused': 'engine' }, 'refused'],

@@ -12,8 +12,6 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { Agent, request } from 'undici';
-import { parseInference } from '../../src/api/request.ts';
-import { endpointFor } from '../../src/workloads/workloads.ts';
 import { DecisionFeed } from '../../src/dispatch/decisions.ts';
 import { Dispatcher } from '../../src/dispatch/dispatcher.ts';
 import type { DispatchPorts } from '../../src/dispatch/ports.ts';
@@ -30,6 +28,7 @@ import { WAIT_WEIGHT } from '../../src/route/price.ts';
 import type { HostView } from '../../src/route/types.ts';
 import { startFakeEngine, type FakeEngine } from '../fakes/fake-engine.ts';
 import { waitFor } from '../fakes/wait.ts';
+import { entryServer } from '../helpers/entry-server.ts';
 
 const CHAT = { workloads: ['chat', 'completion'], audio: false };
 const silent = { info() {}, warn() {}, error() {}, debug() {} };
@@ -111,16 +110,7 @@ describe('the dispatcher waits for a full host whose cache holds the prompt, as 
       log: silent,
     };
     const dispatcher = new Dispatcher(ports);
-    entry = http.createServer(async (req, res) => {
-      const chunks: Buffer[] = [];
-      for await (const c of req) chunks.push(c as Buffer);
-      const u = new URL(req.url!, 'http://x');
-      try {
-        await dispatcher.serveClient(await parseInference(req, u, endpointFor(u.pathname)!, Buffer.concat(chunks)), res, new AbortController().signal);
-      } catch (err) {
-        sendError(res, err as ApiError);
-      }
-    });
+    entry = entryServer(dispatcher);
     url = await listen(entry);
   });
   after(async () => {

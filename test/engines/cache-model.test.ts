@@ -175,3 +175,36 @@ describe('helpers', () => {
     assert.deepEqual(scaleChain(chain(['a']), undefined), chain(['a']));
   });
 });
+
+describe('the node’s slot choice in the executor’s model (issue 25)', () => {
+  it('keeps each conversation in its slot, tells the gaps between turns, and publishes each slot’s state', async () => {
+    const { chooseSlot, TurnGaps } = await import('../../src/route/slots.ts');
+    const gaps = new TurnGaps();
+    const m = cacheModel({ kind: 'chosen', slots: 2, choose: (s) => chooseSlot(s, gaps.chance), onGap: (ms) => gaps.observe(ms) });
+    let ms = 1000;
+    let n = 0;
+    const run = (c: PrefixChain) => {
+      const t = m.begin(c, ++n, ms);
+      ms += 200; // the turn runs
+      m.finish(t, { processed: true, cachedTokens: t.predicted }, ++n, ms);
+      ms += 700; // think time
+      return t;
+    };
+    // Two conversations on one system prompt: llama-server's rule would put the second in the first's slot.
+    const a1 = run(chain(['s', 'a1']));
+    const b1 = run(chain(['s', 'b1']));
+    assert.notEqual(a1.slot, b1.slot, 'the second takes the empty slot, not the live first one');
+    const a2 = run(chain(['s', 'a1', 'r', 'a2']));
+    const b2 = run(chain(['s', 'b1', 'r', 'b2']));
+    assert.deepEqual([a2.slot, a2.predicted, b2.slot, b2.predicted], [a1.slot, 200, b1.slot, 200]);
+    assert.equal(gaps.size, 2, 'each continued turn told its gap');
+    const states = m.slotStates!();
+    assert.deepEqual(
+      states.map((s) => [s.last?.hash, s.last?.tokens, s.unique, s.busy, ms - s.idleSince!]),
+      [
+        [a1.slot === 0 ? 's/a1/r/a2' : 's/b1/r/b2', 400, 300, false, a1.slot === 0 ? 1600 : 700],
+        [a1.slot === 0 ? 's/b1/r/b2' : 's/a1/r/a2', 400, 300, false, a1.slot === 0 ? 700 : 1600],
+      ],
+    );
+  });
+});

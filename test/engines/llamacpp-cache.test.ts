@@ -105,3 +105,64 @@ describe('the slot model against the real llama-server', { skip: !present && `no
     assert.equal(back.predicted, 0);
   });
 });
+
+/**
+ * Issue 25, item 2: the node chooses the slot and tells llama-server
+ * (`id_slot`). Two conversations sharing a long system prompt, interleaved
+ * on a 2-slot backend. llama-server's own rule would put the second in the
+ * first's slot (their shared prefix is over its 0.5 similarity) and each
+ * next turn would find only the system prompt; the node's choice (the slot
+ * this prompt continues, else an empty one before a live conversation's)
+ * keeps each in its own slot, and the engine's own counts show both warm.
+ */
+describe('the node’s slot choice against the real llama-server (2 slots)', { skip: !present && `no llama-server at ${BINARY}` }, () => {
+  let t: TestNode;
+  before(async () => {
+    const dir = tempDir('viiwork-llama-slots-');
+    const model = writeTinyGguf(path.join(dir, 'tiny.gguf'), { contextLength: 2048 });
+    t = await startNode({
+      api: { host: '127.0.121.2' },
+      models: [{ name: 'tiny', engine: 'llamacpp', path: model, parallel: 2, context: 2048, llamacpp: { binary: BINARY, args: ['--threads', '1'] } }],
+    });
+    await waitFor(() => t.node.backends[0].state === 'healthy', { timeoutMs: 60_000, what: 'llama-server healthy' });
+  });
+  after(() => t?.stop());
+
+  const shared = `${SYSTEM} `.repeat(5);
+  function agent(topic: string, turns: number) {
+    const messages: { role: string; content: string }[] = [{ role: 'system', content: shared }];
+    for (let i = 1; i <= turns; i++) {
+      messages.push({ role: 'user', content: `${topic} question number ${i}, asked at some length so that the turn has tokens of its own?` });
+      if (i < turns) messages.push({ role: 'assistant', content: `${topic} answer ${i}.` });
+    }
+    return messages;
+  }
+
+  async function ask(messages: { role: string; content: string }[]) {
+    const body = { model: 'tiny', messages, max_tokens: 3, temperature: 0 };
+    const r = await request(`${t.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const text = await r.body.text();
+    assert.equal(r.statusCode, 200, text);
+    const doc = JSON.parse(text);
+    return { promptTokens: doc.usage.prompt_tokens as number, reported: Number(r.headers['x-viiwork-cached-tokens']) };
+  }
+
+  it('two conversations interleaved both stay warm: each next turn reuses its whole previous prompt', async (ctx) => {
+    const prev: Record<string, number> = {};
+    for (let turn = 1; turn <= 3; turn++) {
+      for (const topic of ['rain', 'snow']) {
+        const a = await ask(agent(topic, turn));
+        ctx.diagnostic(`${topic} turn ${turn}: prompt ${a.promptTokens}, cached ${a.reported}`);
+        // The second conversation's first turn takes the empty slot, not the first's (which would have shared the system prompt).
+        if (turn === 1 && topic === 'snow') assert.ok(a.reported < 0.25 * a.promptTokens, `snow's first turn reused ${a.reported}: it took rain's slot`);
+        if (turn > 1) {
+          // Its whole previous prompt (less the template's closing tokens), far more than the system prompt alone.
+          assert.ok(a.reported >= prev[topic] - 8, `${topic} turn ${turn} found ${a.reported} cached of its previous ${prev[topic]}`);
+        }
+        prev[topic] = a.promptTokens;
+      }
+    }
+    // The shared system prompt alone is well below what each turn reused: the test tells the two rules apart.
+    assert.ok(shared.length < 0.8 * prev.rain);
+  });
+});

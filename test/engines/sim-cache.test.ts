@@ -52,6 +52,28 @@ function expectedCached(prev: Msg[], answer: string, next: Msg[]): number {
 const SYSTEM_A = 'You are a careful assistant for the accounting team. Answer in short sentences. '.repeat(8);
 const SYSTEM_B = 'Tu es un assistant pour les jardiniers; réponds avec des exemples concrets. '.repeat(8);
 
+describe('the sim engine takes id_slot as llama-server does (issue 25)', () => {
+  let b: SimBackend;
+  before(async () => {
+    b = await startSim(2);
+  });
+  after(() => b.stop());
+
+  test('a request naming a slot runs there, whatever the engine’s own rule would pick, and reuses what that slot holds', async () => {
+    const a = [{ role: 'system', content: SYSTEM_A }, { role: 'user', content: 'first' }];
+    const first = await chat(b, a, { id_slot: 1 });
+    assert.equal(first.slot, 1);
+    // The engine's own rule would take slot 1 again (it shares the system prompt); the node says slot 0: cold there.
+    const other = await chat(b, [{ role: 'system', content: SYSTEM_A }, { role: 'user', content: 'second' }], { id_slot: 0 });
+    assert.equal(other.slot, 0);
+    assert.equal(other.usage.prompt_tokens_details.cached_tokens, 0);
+    const next = [...a, { role: 'assistant', content: first.choices[0].message!.content }, { role: 'user', content: 'more' }];
+    const again = await chat(b, next, { id_slot: 1 });
+    assert.equal(again.slot, 1);
+    assert.equal(again.usage.prompt_tokens_details.cached_tokens, expectedCached(a, first.choices[0].message!.content, next));
+  });
+});
+
 describe('sim engine prompt cache over HTTP', () => {
   let one: SimBackend;
   let two: SimBackend;

@@ -144,6 +144,21 @@ describe('model files served to members of a secured mesh', () => {
     }
   });
 
+  it('a signed request with a query string is 400 query_not_allowed, whatever the query; the bare URL is served (issue 28, item 6)', async () => {
+    for (const q of ['?x=1', '?', `?sha=${sha}`, '?range=0-10']) {
+      const url = `/v1/files/${sha}${q}`;
+      // Signed over the path with its query, as a member's fetch would be: the signature is good, the URL is not.
+      const r = await rawGet(a.ip, url, signed(url));
+      assert.equal(r.status, 400, `${url}: ${r.head}`);
+      assert.equal(JSON.parse(r.body.toString()).error.code, 'query_not_allowed', url);
+    }
+    // A stranger still learns nothing: 403 before the query is looked at.
+    assert.equal((await rawGet(a.ip, `/v1/files/${sha}?x=1`)).status, 403);
+    const p = `/v1/files/${sha}`;
+    const ok = await rawGet(a.ip, p, { ...signed(p), range: 'bytes=0-9' });
+    assert.equal(ok.status, 206);
+  });
+
   it('at most two transfers at once (a third: 429 marked), at transfer_rate', async () => {
     const p = `/v1/files/${sha}`;
     const t0 = Date.now();

@@ -6,12 +6,27 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { after } from 'node:test';
 import { request } from 'undici';
 import { stringify } from 'yaml';
 import { waitFor } from '../fakes/wait.ts';
 import { tempDir } from './node.ts';
 
 const BIN = path.resolve('bin/viiwork.js');
+
+/**
+ * Every node this file started that has not exited. A test whose setup
+ * fails part way (a node that cannot start) may leave others it started
+ * unknown to its after(); their pipes would keep the file's process, and
+ * with it the whole run, alive. When the file's tests are done, whatever
+ * is left is killed. (Only under the test runner: benchmarks import this too.)
+ */
+const live = new Set<ChildProcess>();
+if (process.env.NODE_TEST_CONTEXT) {
+  after(() => {
+    for (const p of live) p.kill('SIGKILL');
+  });
+}
 
 export interface MeshNodeSpec {
   name: string;
@@ -27,6 +42,8 @@ export interface MeshNodeSpec {
   stateDir?: string;
   /** Extra `node` keys (name and state_dir are set by the helper), such as memory_budget. */
   node?: Record<string, unknown>;
+  /** The `telemetry` section (SPEC section 10). */
+  telemetry?: Record<string, unknown>;
 }
 
 export interface MeshNode {
@@ -67,6 +84,7 @@ export async function startMeshNode(spec: MeshNodeSpec, opts: { waitHealthy?: bo
     routing: spec.routing ?? {},
     models: spec.models ?? [],
     aliases: spec.aliases ?? {},
+    ...(spec.telemetry ? { telemetry: spec.telemetry } : {}),
   };
   const file = path.join(dir, 'viiwork.yaml');
   fs.writeFileSync(file, stringify(doc));
@@ -79,7 +97,13 @@ export async function startMeshNode(spec: MeshNodeSpec, opts: { waitHealthy?: bo
     out += d;
     if (process.env.TEST_LOGS) process.stderr.write(d);
   });
-  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  live.add(proc);
+  const exited = new Promise<number | null>((resolve) =>
+    proc.once('exit', (code) => {
+      live.delete(proc);
+      resolve(code);
+    }),
+  );
   const node: MeshNode = {
     name: spec.name,
     ip: spec.ip,
@@ -100,18 +124,32 @@ export async function startMeshNode(spec: MeshNodeSpec, opts: { waitHealthy?: bo
     },
   };
   if (opts.waitHealthy !== false) {
-    await waitFor(
-      async () => {
-        if (proc.exitCode !== null) throw new Error(`node ${spec.name} exited with ${proc.exitCode}:\n${out}`);
-        const r = await request(`${node.url}/health`);
-        await r.body.text();
-        return r.statusCode === 200;
-      },
-      { timeoutMs: 20_000, what: `node ${spec.name} healthy` },
-    ).catch((err) => {
-      proc.kill('SIGKILL');
-      throw new Error(`${(err as Error).message}\n--- ${spec.name} log ---\n${out}`);
+    let gone = false;
+    // A node that exits (a taken address, a refused config) fails at once, not at the deadline.
+    const died = exited.then((code) => {
+      gone = true;
+      throw new Error(`node ${spec.name} exited with ${code} before it was healthy`);
     });
+    await Promise.race([
+      died,
+      waitFor(
+        async () => {
+          if (gone) return true;
+          const r = await request(`${node.url}/health`);
+          await r.body.text();
+          return r.statusCode === 200;
+        },
+        { timeoutMs: 60_000, what: `node ${spec.name} healthy` },
+      ),
+    ])
+      .then(() => {
+        if (gone) throw new Error(`node ${spec.name} exited before it was healthy`);
+      })
+      .catch((err) => {
+        proc.kill('SIGKILL');
+        throw new Error(`${(err as Error).message}\n--- ${spec.name} log ---\n${out}`);
+      });
+    died.catch(() => {});
   }
   return node;
 }
@@ -149,12 +187,20 @@ export async function waitModelOn(node: MeshNode, model: string, hosts: string[]
 }
 
 /**
- * Starts nodes in order, each after the first seeded to it, pushing each into
- * `into` as it comes up (so a test's after() stops those started even when a
- * later one fails), then waits for them to converge.
+ * Starts the first node, then the others together, each seeded to the
+ * first, pushing them into `into` in the order given (every one that came
+ * up, so a test's after() stops them even when another failed), then waits
+ * for them to converge.
  */
 export async function startSeeded(into: MeshNode[], specs: Omit<MeshNodeSpec, 'seeds'>[]): Promise<void> {
-  for (const spec of specs) into.push(await startMeshNode({ ...spec, seeds: into.length ? [into[0].gossip] : [] }));
+  if (!specs.length) return;
+  const first = await startMeshNode({ ...specs[0], seeds: into.length ? [into[0].gossip] : [] });
+  into.push(first);
+  const seeds = [into[0].gossip];
+  const rest = await Promise.allSettled(specs.slice(1).map((spec) => startMeshNode({ ...spec, seeds })));
+  for (const r of rest) if (r.status === 'fulfilled') into.push(r.value);
+  const failed = rest.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
   await waitConverged(into);
 }
 

@@ -63,4 +63,31 @@ describe('SSE scanning on bytes', () => {
     assert.equal(s.push(crlf)?.toString(), 'data: {"choices":[{"delta":{"content":"a"}}]}\r\n\r\n');
     assert.equal(s.flush()?.toString(), 'data: {"cho');
   });
+
+  it('gathers the reply (CJK, emoji, escapes) whole however the stream is split, and still reads the usage', () => {
+    const texts = ['日本語', 'の "quoted" \\ ', '😀👍🏽', '\n中文字', 'é', '🇫🇮'];
+    const stream =
+      `data: ${JSON.stringify({ choices: [{ index: 0, delta: { role: 'assistant' } }] })}\n\n` +
+      texts.map(piece).join('') +
+      `data: ${JSON.stringify({ choices: [], usage: { prompt_tokens: 12, completion_tokens: 6 } })}\n\n` +
+      'data: [DONE]\n\n';
+    const bytes = Buffer.from(stream);
+    for (let at = 1; at < bytes.length; at += 3) {
+      const s = new SseScanner(false, () => 1, true);
+      const out = [s.push(bytes.subarray(0, at)), s.push(bytes.subarray(at)), s.flush()].filter((b): b is Buffer => b !== undefined);
+      assert.ok(Buffer.concat(out).equals(bytes), `bytes intact, split at ${at}`);
+      assert.equal(s.reply?.reply?.text, texts.join(''), `split at ${at}`);
+      assert.equal(s.seen.promptTokens, 12);
+    }
+  });
+
+  it('a reply with reasoning is no reply; tool calls are gathered by name and arguments', () => {
+    const ev = (delta: object) => `data: ${JSON.stringify({ choices: [{ index: 0, delta }] })}\n\n`;
+    const reasoned = new SseScanner(false, () => 1, true);
+    reasoned.push(Buffer.from(ev({ content: 'a' }) + ev({ reasoning_content: 'hmm' }) + ev({ content: 'b' })));
+    assert.equal(reasoned.reply?.reply, undefined);
+    const tools = new SseScanner(false, () => 1, true);
+    tools.push(Buffer.from(ev({ content: 'x' }) + ev({ tool_calls: [{ index: 0, function: { name: 'get', arguments: '{"a"' } }] }) + ev({ tool_calls: [{ index: 0, function: { arguments: ':1}' } }] })));
+    assert.deepEqual(tools.reply?.reply, { text: 'x', calls: [{ name: 'get', args: '{"a":1}' }] });
+  });
 });

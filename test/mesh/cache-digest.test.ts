@@ -74,13 +74,19 @@ describe('cache digests and cached-token feedback across a mesh', () => {
     assert.ok(cached > 0, `the second turn reused the first one's prompt (trailer ${cached})`);
     assert.equal(cached, engineCount, 'the trailer is the engine’s own count');
 
-    // The executor's digest holds every link of the second turn's chain, in the engine's tokens.
+    // The executor’s digest holds the second turn’s conversation, in the engine’s tokens.
     const report = await getJson(`${exec.url}/v1/capacity`);
     const target = report.models.find((m: { name: string }) => m.name === 'm').targets[0];
     assert.ok(target.digest?.links, 'a digest with links');
     const digest = decodeLinks(target.digest.v, target.digest.links)!;
     const chain = chainOf(turn(2));
-    for (const link of chain) assert.ok(digest.held.has(link.hash), `link ${link.hash} is held`);
+    // The digest publishes a sample of a slot's links (the last ones, ever further back, and the first:
+    // engines/cache-model.ts sampledIndices), now with the reply's link after the prompt's: the second turn's last
+    // link (what its next turn continues) and its first (what an edit or a shared system prompt finds) among them.
+    assert.ok(digest.held.has(chain[chain.length - 1].hash), `the turn's last link is held: ${JSON.stringify([...digest.held])}`);
+    assert.ok(digest.held.has(chain[0].hash), 'its first link is held');
+    const extra = [...digest.held.keys()].filter((h) => !chain.some((l) => l.hash === h));
+    assert.ok(extra.length <= 1, `beyond the prompt's links, at most the reply's: ${extra}`);
     assert.ok(JSON.stringify(target.digest).length <= 16 * 1024);
 
     // Unchanged since the version a poll holds: the digest is not sent again; after a change it is.

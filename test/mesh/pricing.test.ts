@@ -2,10 +2,9 @@
  * Issue 17 over a real mesh (SPEC section 9, step 6): with measured scores
  * on every host, a conversation's turns entering through three different
  * nodes stay on one host while it has room (with a session key or without:
- * the other entries read the host's cache digest), and two conversations that
- * share a long system prompt meet on the host that holds it — the second
- * one's own session ranking points elsewhere, but the entry node's record
- * of what it just routed prices the warm host far below the cold ones.
+ * the other entries read the host's cache digest), and a second conversation
+ * that shares a long system prompt with a live one is priced as the
+ * executor will serve it (issue 25: the live conversation's slot is kept).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -99,7 +98,7 @@ describe('pricing by uncached prefill across a mesh', () => {
     }
   });
 
-  it('sends a second conversation to the host that holds their shared system prompt, though its own ranking points elsewhere', async () => {
+  it("prices a second conversation sharing a system prompt as the executor will serve it: the live conversation's slot is not taken", async () => {
     const system = { role: 'system', content: `You are the shared agent. ${'z'.repeat(16_000)}` }; // about 4,000 tokens: 160 ms of prefill
     // The first conversation goes where its session ranking says (every host is cold for it).
     const first = await post(`${gw.url}/v1/chat/completions`, { model: 'm', max_tokens: 2, messages: [system, { role: 'user', content: 'first' }] }, { 'x-session-id': 'shared-1' });
@@ -107,11 +106,19 @@ describe('pricing by uncached prefill across a mesh', () => {
     const home = String(first.headers['x-viiwork-node']);
     // A second conversation whose own session ranking puts another host first.
     const key = Array.from({ length: 50 }, (_, i) => `shared-other-${i}`).find((k) => rendezvousRank(k, HOSTS)[0] !== home)!;
+    const seen = (await getJson<{ last: number }>(`${gw.url}/v1/decisions`)).last;
     const second = await post(`${gw.url}/v1/chat/completions`, { model: 'm', max_tokens: 2, messages: [system, { role: 'user', content: 'second' }] }, { 'x-session-id': key });
     assert.equal(second.status, 200, second.text);
-    assert.equal(second.headers['x-viiwork-node'], home, `ran on ${second.headers['x-viiwork-node']}, the system prompt is on ${home}`);
-    // And the engine there served the shared system prompt from its cache.
+    // Issue 17 sent it to the host holding the system prompt. Since issue 25 the executor keeps a live conversation's
+    // slot while an empty one exists (SPEC 9.6, "Slot choice"; docs/decisions.md), so the second conversation starts
+    // cold there too, and an entry prices each host by the slot its executor will choose: the system prompt held in
+    // another conversation's slot is worth nothing to it, and what the entry predicts is what the engine reuses.
     const usage = JSON.parse(second.text).usage as { prompt_tokens: number; prompt_tokens_details?: { cached_tokens?: number } };
-    assert.ok((usage.prompt_tokens_details?.cached_tokens ?? 0) >= 3900, JSON.stringify(usage));
+    assert.ok(usage.prompt_tokens >= 3900, JSON.stringify(usage));
+    const feed = await getJson<{ data: { entry: string; route: string; predicted_cached?: number | null; cached_tokens?: number | null }[] }>(`${gw.url}/v1/decisions?since=${seen}`);
+    const row = feed.data.find((d) => d.entry === 'gw' && d.route !== 'forwarded');
+    assert.ok(row, JSON.stringify(feed.data));
+    const cached = usage.prompt_tokens_details?.cached_tokens ?? 0;
+    assert.ok(Math.abs((row.predicted_cached ?? 0) - cached) <= 0.1 * usage.prompt_tokens, `predicted ${row.predicted_cached}, the engine reused ${cached} of ${usage.prompt_tokens}`);
   });
 });

@@ -21,8 +21,8 @@ describe('stopping an executor while traffic flows through a gateway', () => {
   before(async () => {
     engB = await startFakeEngine({ name: 'b', outputTokens: 4, chunkDelayMs: 2 });
     engC = await startFakeEngine({ name: 'c', outputTokens: 4, chunkDelayMs: 2 });
-    b = await startMeshNode({ name: 'B', ip: IP(2), models: [{ name: 'm', engine: 'openai', url: engB.url, parallel: 8 }] });
-    c = await startMeshNode({ name: 'C', ip: IP(3), seeds: [b.gossip], models: [{ name: 'm', engine: 'openai', url: engC.url, parallel: 8 }] });
+    b = await startMeshNode({ name: 'B', ip: IP(2), models: [{ name: 'm', engine: 'openai', url: engB.url, parallel: 4 }] });
+    c = await startMeshNode({ name: 'C', ip: IP(3), seeds: [b.gossip], models: [{ name: 'm', engine: 'openai', url: engC.url, parallel: 4 }] });
     g = await startMeshNode({ name: 'G', ip: IP(1), seeds: [b.gossip], routing: { queue_timeout: '20s' } });
     await waitConverged([g, b, c]);
     await waitModelOn(g, 'm', ['B', 'C']);
@@ -40,13 +40,16 @@ describe('stopping an executor while traffic flows through a gateway', () => {
     const executors: Record<string, number> = {};
     let stopped = false;
     let servedAfterStop = 0;
+    let sent = 0;
     const once = async (stream: boolean) => {
+      // A prompt of its own: one shared prompt would rightly stay on the executor that holds it cached.
+      const content = `hello ${sent++}`;
       try {
         const r = await request(`${g.url}/v1/chat/completions`, {
           method: 'POST',
           dispatcher: client,
           headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ model: 'm', stream, messages: [{ role: 'user', content: 'hello' }] }),
+          body: JSON.stringify({ model: 'm', stream, messages: [{ role: 'user', content }] }),
         });
         const text = await r.body.text();
         statuses[r.statusCode] = (statuses[r.statusCode] ?? 0) + 1;
@@ -58,26 +61,30 @@ describe('stopping an executor while traffic flows through a gateway', () => {
         failures.push(`no answer: ${(err as Error).message}`);
       }
     };
-    // Eight clients in a loop until B has exited and C has answered 40 more.
+    // Eight clients (more than one executor's four slots) in a loop until B has exited and C has answered 40 more.
     let done = false;
     const workers = Array.from({ length: 8 }, async (_, k) => {
       while (!done) await once(k % 2 === 0);
     });
-    // Let traffic reach both executors, then stop B under it.
-    const t0 = Date.now();
-    while ((executors.B ?? 0) < 20 || (executors.C ?? 0) < 20) {
-      if (Date.now() - t0 > 30_000) throw new Error(`traffic did not reach both executors: ${JSON.stringify(executors)}`);
-      await new Promise((r) => setTimeout(r, 20));
+    try {
+      // Let traffic reach both executors, then stop B under it.
+      const t0 = Date.now();
+      while ((executors.B ?? 0) < 20 || (executors.C ?? 0) < 20) {
+        if (Date.now() - t0 > 30_000) throw new Error(`traffic did not reach both executors: ${JSON.stringify(executors)}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await b.stop();
+      stopped = true;
+      const t1 = Date.now();
+      while (servedAfterStop < 40) {
+        if (Date.now() - t1 > 30_000) break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    } finally {
+      // The clients stop on every path: a loop left running would spin the test process for ever.
+      done = true;
+      await Promise.all(workers);
     }
-    await b.stop();
-    stopped = true;
-    const t1 = Date.now();
-    while (servedAfterStop < 40) {
-      if (Date.now() - t1 > 30_000) break;
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    done = true;
-    await Promise.all(workers);
     assert.deepEqual(failures, [], `statuses ${JSON.stringify(statuses)}, executors ${JSON.stringify(executors)}`);
     assert.ok(servedAfterStop >= 40, `only ${servedAfterStop} answered after B stopped`);
   });

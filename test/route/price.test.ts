@@ -185,8 +185,8 @@ describe('what a host holds: its digest and this node’s own recent routes', ()
       warm.map((c) => c.cached),
       hosts.map((h) => (h.name === home ? second[0].tokens : 0)),
     );
-    const otherSession = ['k0', 'k1', 'k2', 'k3', 'k4', 'k5'].find((k) => rendezvousRank(k, ['a', 'b', 'c'])[0] !== home)!;
-    const d2 = decide(warm, req({ sessionKey: otherSession, promptTokens: second.at(-1)!.tokens }), opts());
+    // Without a session key (a session key has a home of its own, SPEC 9.6), it goes where the system prompt is.
+    const d2 = decide(warm, req({ promptTokens: second.at(-1)!.tokens }), opts());
     assert.equal(where(d2), `${home}/scored`);
   });
 

@@ -118,8 +118,9 @@ describe('dashboards in a browser', { skip: HAVE_CHROMIUM ? false : `${CHROMIUM}
     const cells = await row.locator('td').allInnerTexts();
     const [, entry, executor, model, workload, route, queued, ttft, cached, outcome] = cells;
     assert.deepEqual({ entry, executor, model, workload, route, outcome }, { entry: 'n1', executor: 'n1', model: 'demo', workload: 'chat', route: 'prefix', outcome: '200' });
-    // Predicted and engine-counted cached tokens: a first request finds nothing cached, and the sim says so.
-    assert.equal(cached, '0 / 0');
+    // Predicted and engine-counted cached tokens: a first request finds nothing cached, and the sim says so;
+    // the slot the node chose for it (issue 25), which evicted nothing.
+    assert.equal(cached, '0 / 0\nslot 0');
     assert.match(queued, /^\d+ ms$/);
     assert.match(ttft, /^\d+ ms$/, 'a streamed answer has a TTFT');
     assert.equal(await page.evaluate('window.__sameDocument'), true, 'the page was not reloaded');
@@ -204,6 +205,7 @@ describe('dashboards in a browser', { skip: HAVE_CHROMIUM ? false : `${CHROMIUM}
       assert.match(await cell('qwen', 'old3').innerText(), /stale · 4\.2 s/);
       assert.match(await cell('qwen', 'old3').innerText(), /older node: chat and completion only/);
       assert.match(await cell('qwen', 'n1').innerText(), /queue 2 · 140 ms overhead · 95 ms\/1k/);
+      assert.match(await cell('qwen', 'n1').innerText(), /slot 0: busy\s+slot 1: 27,?000 tok, idle 2\.5 s/);
       assert.equal(await fleetPage.locator('#grid tr[data-model="bge-m3"] td.none').count(), 2, 'hosts without the model');
       assert.match(String(await fleetPage.locator('#grid thead th', { hasText: 'old3' }).textContent()), /suspect/);
       assert.match(await fleetPage.locator('#members tr[data-member="gone4"]').innerText(), /dead/);
@@ -249,7 +251,8 @@ function cannedFleet(at: number): Record<string, unknown> {
         {
           name: 'qwen',
           hosts: [
-            { node: 'n1', local: true, fresh: true, report_age_ms: 0, slots: 2, busy: 1, free: 1, targets: [{ ...chat, slots: 2, busy: 1, free: 1 }] },
+            // What each slot holds (issue 25): one busy, one idle with a 27,000-token prompt.
+            { node: 'n1', local: true, fresh: true, report_age_ms: 0, slots: 2, busy: 1, free: 1, targets: [{ ...chat, slots: 2, busy: 1, free: 1, slot_state: [{ tokens: 9000, unique_tokens: 1000, busy: true }, { tokens: 27000, unique_tokens: 19000, busy: false, idle_ms: 2500 }] }] },
             { node: 'gpu2', local: false, fresh: true, report_age_ms: 420, slots: 8, busy: 3, free: 5, targets: [{ ...chat, slots: 6, busy: 3, free: 3 }, { workloads: ['chat', 'transcription'], audio: true, slots: 2, busy: 0, free: 2 }] },
             { node: 'old3', local: false, fresh: false, report_age_ms: 4200, slots: 2, busy: 2, free: 0, targets: null },
           ],

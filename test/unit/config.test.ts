@@ -35,7 +35,7 @@ describe('config', () => {
     assert.equal(c.mesh.capacity_poll, 1000);
     assert.equal(c.mesh.label, 'viiwork-v2');
     assert.equal(c.mesh.tailnet_socket, '/var/run/tailscale/tailscaled.sock');
-    assert.deepEqual(c.routing, { performance: true, queue_max: 64, queue_timeout: 20_000, forward_retry: 1, stale_after: 3000, prefix_affinity: true, load_wait: 300_000, scale_after: 10_000 });
+    assert.deepEqual(c.routing, { performance: true, queue_max: 64, queue_timeout: 20_000, batch_queue_timeout: 600_000, forward_retry: 1, forward_wait: 0, stale_after: 3000, prefix_affinity: true, load_wait: 300_000, scale_after: 10_000 });
     assert.deepEqual(c.api.allowed_hosts, []);
     assert.equal(c.api.keys_env, '');
     assert.equal(c.api.keys_file, '');
@@ -57,6 +57,11 @@ describe('config', () => {
     assert.deepEqual(problems('models:\n - {name: a, engine: sim}\n - {name: b, engine: sim, parallel: 0}'), ['models[1].parallel: expected a positive integer']);
     assert.deepEqual(problems('routing: {queue_timeout: soon}'), ['routing.queue_timeout: expected a duration such as "500ms", "20s" or "10m", got "soon"']);
     assert.deepEqual(problems('node: {name: "-bad"}'), ['node.name: expected a name matching [A-Za-z0-9][A-Za-z0-9._-]{0,62}']);
+    assert.deepEqual(problems('routing: {forward_wait: soon}'), ['routing.forward_wait: expected 0 (off) or a duration such as "500ms" or "2s", got "soon"']);
+  });
+
+  it('routing.forward_wait may be off: 0 or 0s', () => {
+    for (const v of ['0', '0s', '"0"']) assert.equal(parseConfigText(`routing: {forward_wait: ${v}}`).routing.forward_wait, 0);
   });
 
   it('rejects unknown keys, including another engine’s keys', () => {

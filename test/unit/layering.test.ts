@@ -16,8 +16,8 @@ export const LAYERS: string[][] = [
   // The prompt's vocabulary (prefix chain, canonical segments, token estimates, what a target holds): read by
   // route/, engines/, capacity/ and dispatch/ alike, so none of them reaches into another for it.
   ['prompt'],
-  ['route', 'queue', 'security', 'metrics', 'aliases', 'responses', 'messages'],
-  ['mesh', 'engines', 'preflight'],
+  ['route', 'queue', 'security', 'metrics', 'aliases', 'responses', 'messages', 'keys'],
+  ['mesh', 'engines', 'preflight', 'history', 'telemetry'],
   ['lifecycle'],
   ['forward', 'capacity'],
   ['dispatch', 'files'],

@@ -7,6 +7,10 @@
  * and record what happened.
  */
 import type http from 'node:http';
+import { chainClaims } from '../../prompt/chain-claim.ts';
+import { encodeClaims } from '../../security/claims.ts';
+import { ANONYMOUS_FLOW, type Flow } from '../../queue/fair.ts';
+import { bandClaim, waitClaim } from '../../queue/forward-claims.ts';
 import { sendForward } from '../../forward/send.ts';
 import { ApiError, errors } from '../../http/errors.ts';
 import { RES_ALIAS, RES_MODEL } from '../../http/viiwork-headers.ts';
@@ -15,7 +19,9 @@ import { decide } from '../../route/decide.ts';
 import { holdStep, NO_HOLD, type HoldState } from '../../route/hold.ts';
 import type { Candidate, HostView, RouteReason } from '../../route/types.ts';
 import { warmCandidates } from '../../route/warmth.ts';
+import { returnChance, type ReturnChance } from '../../route/slots.ts';
 import { sha256HexAsync } from '../../security/signing.ts';
+import { allowsModel } from '../../keys/access.ts';
 import { isScoredWorkload, promptDialectOf } from '../../workloads/workloads.ts';
 import type { Executor } from '../execute/execute.ts';
 import type { Hygiene } from '../execute/tool-order.ts';
@@ -25,19 +31,44 @@ import { candidatesFor, checkServable, failureError } from '../servable.ts';
 import { meshHeaders, newTrace, recordRequest, type ResponseMeta, type Trace } from '../trace.ts';
 import type { DispatchRequest, Reservation, Routed, RoutedRequest, RunOutcome } from '../types.ts';
 import { resolveModelName } from './alias.ts';
+import { flowOf } from './flow.ts';
 import { prefixKeyOf } from './prefix.ts';
 import { RecentRoutes } from './recent-routes.ts';
 import { INITIAL, step, type EntryAction, type EntryEvent, type EntryState } from './steps.ts';
+
+/** Without observed turn gaps: the prior (route/slots.ts). */
+const returnChance0: ReturnChance = (idleMs) => returnChance(idleMs, []);
 
 /** One request's wait for a warm host (route/hold.ts), shared by its attempts. */
 interface HoldCell {
   state: HoldState;
 }
 
-/** The body members get, made once per request (signing and retries reuse it), and its SHA-256. */
+/**
+ * A keyed (or batch) request's flow, which every lease here shows the gate (queue/gate.ts), and whether it may wait at a
+ * full member rather than here (interactive work only), before `deadline`. Absent without keys: nothing is shown and
+ * nothing waits anywhere but here, as before.
+ */
+interface LineCell {
+  flow: Flow;
+  deadline: number;
+  waitThere: boolean;
+}
+
+/** What a wait at a member leaves for the answer to come back in before the entry's own deadline. */
+const LINE_MARGIN_MS = 250;
+
+/** A member whose line was full (it refused a forward that could wait) is not sent one to wait for this long. */
+const LINE_FULL_MS = 500;
+
+/** The body members get, made once per request (signing and retries reuse it), its SHA-256, and its claims. */
 interface ForwardCell {
   body?: Buffer;
   sha256?: string;
+  /** Encoded (security/claims.ts); null: none to carry. */
+  claims?: string | null;
+  /** The request's own record: its timeline id and trace context go with the claims. */
+  trace?: Trace;
 }
 
 export class Entry {
@@ -45,6 +76,10 @@ export class Entry {
   readonly #routes: RecentRoutes;
   /** model \0 host → requests of this node waiting for that host's warm slot. */
   readonly #holding = new Map<string, number>();
+  /** model \0 host → this node's forwards waiting in that member's line (queue/gate.ts). */
+  readonly #lineWaits = new Map<string, number>();
+  /** model \0 host → until when that member's line is taken as full (clock ms). */
+  readonly #lineFull = new Map<string, number>();
 
   constructor(
     private readonly p: DispatchPorts,
@@ -56,6 +91,7 @@ export class Entry {
 
   async serveClient(req: DispatchRequest, res: http.ServerResponse, signal: AbortSignal): Promise<void> {
     const trace = newTrace(null, 'not-routed');
+    if (this.p.tracing) trace.span = this.p.tracing.begin(req.traceparent, trace.startedAt);
     const workload = req.endpoint.workload;
     let routed: Routed = { model: req.model, workload };
     try {
@@ -67,10 +103,17 @@ export class Entry {
         await warming;
         hosts = this.p.snapshot();
       }
-      routed = this.#route(req, hosts);
-      const rr: RoutedRequest = { ...req, ...routed };
-      if (req.endpoint.action === 'count_tokens') return await this.#countTokens(rr, res, signal, trace, hosts);
-      await this.#place(rr, res, signal, trace, hosts);
+      try {
+        routed = this.#route(req, hosts);
+        await this.#serve({ ...req, ...routed }, res, signal, trace, hosts);
+      } catch (err) {
+        // Refused before any waiting (404, 400, 503) on reports that may be old: poll those members once, then
+        // decide again on what they say now (SPEC section 7's first-request poll).
+        if (trace.known || !(err instanceof ApiError) || !(await this.p.refresh?.(req.pin))) throw err;
+        hosts = this.p.snapshot();
+        routed = this.#route(req, hosts);
+        await this.#serve({ ...req, ...routed }, res, signal, trace, hosts);
+      }
     } catch (err) {
       trace.outcome = err instanceof ApiError ? String(err.status) : 'error';
       throw err;
@@ -79,10 +122,16 @@ export class Entry {
     }
   }
 
+  #serve(rr: RoutedRequest, res: http.ServerResponse, signal: AbortSignal, trace: Trace, hosts: readonly HostView[]): Promise<void> {
+    return rr.endpoint.action === 'count_tokens' ? this.#countTokens(rr, res, signal, trace, hosts) : this.#place(rr, res, signal, trace, hosts);
+  }
+
   /** What routing learns of the request: its model (an alias resolved), and for scored work one bounded walk of the prompt. */
   #route(req: DispatchRequest, hosts: readonly HostView[]): Routed {
     const workload = req.endpoint.workload;
     const resolved = resolveModelName(this.p.aliases, req.model, workload, hosts);
+    // SPEC section 12: an alias cannot take a key to a model outside its scope.
+    if (resolved !== undefined && req.caller && !allowsModel(req.caller, resolved)) throw errors.modelNotAllowed(req.caller.name, resolved);
     const named = resolved !== undefined ? { model: resolved, alias: req.model, workload } : { model: req.model, workload };
     if (!req.scan || !isScoredWorkload(workload)) return named;
     // One bounded walk gives the chain pricing uses and the prefix key.
@@ -90,6 +139,7 @@ export class Entry {
     return {
       ...named,
       chain: walk.chain,
+      ...(walk.head >= 0 ? { chainHead: walk.head } : {}),
       ...(walk.complete ? { pricedTokens: walk.chain[walk.chain.length - 1].tokens } : {}),
       ...(req.sessionKey === undefined && this.p.rules.prefixAffinity ? { prefixKey: prefixKeyOf(walk) } : {}),
     };
@@ -134,11 +184,16 @@ export class Entry {
       p.loads && !first.some((c) => c.healthy) && first.some((c) => c.available || c.loading)
         ? await p.loads.ensure(rr.model, rr.workload, 'request', `a ${rr.workload} request entering ${p.name}`, hosts, rr.pin)
         : false;
-    const deadline = arrived + (forLoad ? Math.max(p.rules.queueTimeoutMs, p.loads!.waitMs) : p.rules.queueTimeoutMs);
+    // A batch request may wait longer before its 429 (SPEC section 12).
+    const waitMs = rr.priority === 'batch' ? (p.rules.batchQueueTimeoutMs ?? p.rules.queueTimeoutMs) : p.rules.queueTimeoutMs;
+    const deadline = arrived + (forLoad ? Math.max(waitMs, p.loads!.waitMs) : waitMs);
+    const flow = flowOf(rr);
+    // Only interactive work waits at a member: batch work is patient, and waits at its entry as before.
+    const line: LineCell | undefined = flow !== ANONYMOUS_FLOW ? { flow, deadline, waitThere: flow.band === 'interactive' && (p.rules.forwardWaitMs ?? 0) > 0 } : undefined;
     const queue = p.queues.get(rr.model, rr.workload);
     const rules = { queueMax: p.rules.queueMax, forwardRetry: p.rules.forwardRetry };
     const extra = aliasHeaders(rr);
-    const fwd: ForwardCell = {};
+    const fwd: ForwardCell = { trace };
     let state: EntryState = INITIAL;
     let reserved: Reservation | undefined;
     let event: EntryEvent = { kind: 'arrived', queueDepth: queue.depth };
@@ -150,14 +205,14 @@ export class Entry {
         switch (action.kind) {
           case 'try': {
             const failed = state.failed;
-            reserved = this.#attempt(rr, failed, hold, undefined, first && { cands: first, hosts });
+            reserved = this.#attempt(rr, failed, hold, line, undefined, first && { cands: first, hosts });
             first = undefined;
             event = { kind: 'tried', placed: reserved !== undefined, routeLeft: reserved !== undefined || this.#routeLeft(rr, failed) };
             break;
           }
           case 'wait': {
             const failed = state.failed;
-            const out = queue.enqueue((wake) => this.#attempt(rr, failed, hold, wake) ?? this.#loadFailed(rr, arrived), { signal, deadline, front: action.front });
+            const out = queue.enqueue((wake) => this.#attempt(rr, failed, hold, line, wake) ?? this.#loadFailed(rr, arrived), { signal, deadline, front: action.front, flow });
             p.waiting();
             const outcome = await out;
             if (outcome.ok) {
@@ -175,6 +230,8 @@ export class Entry {
             const route: RouteReason = state.queued ? 'queued' : where.reason;
             trace.queuedMs = queuedMs;
             trace.route = route;
+            trace.placedAt = performance.now();
+            trace.cands = where.cands;
             const outcome = await this.#run(rr, fwd, where, res, signal, { origin: p.name, route, queuedMs, extra }, trace);
             event = { kind: 'ran', outcome };
             break;
@@ -185,7 +242,7 @@ export class Entry {
           case 'fail':
             if (action.failure === 'queue-timeout' && forLoad && !candidatesFor(p, rr).some((c) => c.healthy)) throw errors.loadTimeout(rr.model, deadline - arrived);
             if (action.failure === 'queue-timeout' && this.#onlyLoading(rr)) throw errors.modelLoading(rr.model, p.rules.queueTimeoutMs);
-            throw failureError(action.failure, rr.model, p.rules.queueTimeoutMs, state.engineError);
+            throw failureError(action.failure, rr.model, waitMs, state.engineError);
         }
       }
     } finally {
@@ -232,6 +289,7 @@ export class Entry {
     rr: RoutedRequest,
     failed: readonly string[],
     hold: HoldCell,
+    line: LineCell | undefined,
     wake?: (at: number) => void,
     known?: { cands: Candidate[]; hosts: readonly HostView[] },
   ): Reservation | undefined {
@@ -248,34 +306,95 @@ export class Entry {
         chain: rr.chain ?? [],
         memory: this.#routes,
         holding: (host) => (this.#holding.get(`${rr.model}\0${host}`) ?? 0) - (host === own ? 1 : 0),
+        now: p.now(),
+        chance: p.returnChance ?? returnChance0,
       });
     }
     const opts = { performance: p.rules.performance, random: p.random, roundRobin: p.nextRoundRobin() };
     // Without a queue nothing can wait for a warm host: it runs on the best free one.
     const never = p.rules.queueMax === 0 ? cands.map((c) => c.host) : [];
-    const step = holdStep(hold.state, (extra) => decide(cands, { ...rr, noWait: [...(extra.noWait ?? []), ...never] }, opts), p.now());
+    const step = holdStep(
+      hold.state,
+      (extra) => {
+        const noWait = never.length ? [...(extra.noWait ?? []), ...never] : extra.noWait;
+        // No host to leave out (the usual case): the request as it is, not a copy of it.
+        return decide(cands, noWait?.length ? { ...rr, noWait } : rr, opts);
+      },
+      p.now(),
+    );
     this.#setHold(rr.model, hold, step.state);
     if (step.wakeAt !== undefined) wake?.(step.wakeAt);
     const d = step.decision;
-    if (d.kind === 'wait') return undefined;
+    if (d.kind === 'wait') return line?.waitThere ? this.#waitThere(rr, d.host, cands, line, hold.state.hold?.until ?? Infinity) : undefined;
     if (d.local) {
-      const lease = p.slots.tryLease(rr.model, rr.workload, rr.sessionKey ?? rr.prefixKey);
+      const lease = p.slots.tryLease(rr.model, rr.workload, rr.sessionKey ?? rr.prefixKey, line?.flow);
       if (!lease) return undefined;
       if (rr.chain) this.#routes.record(d.host, rr.model, rr.chain);
-      return { kind: 'local', lease, reason: d.reason, predictedCached: d.predictedCached };
+      return { kind: 'local', lease, reason: d.reason, predictedCached: d.predictedCached, cands };
     }
     const routed = rr.chain ? this.#routes.record(d.host, rr.model, rr.chain) : undefined;
     const ended = p.forwards.start(d.host, rr.model, rr.workload, d.target);
     // The record learns when the forward ended: a digest polled before that shows its slot busy, and it is free now.
     const end = routed ? (how: 'served' | 'refused') => (routed.end(), ended(how)) : ended;
-    return { kind: 'remote', host: d.host, reason: d.reason, end, predictedCached: d.predictedCached };
+    // An interactive keyed request sent where a slot looked free may still wait there if it was taken meanwhile: the
+    // member then orders it with its own waiters instead of refusing it back into a race for the next one.
+    const waitUntil = line?.waitThere && line.deadline - LINE_MARGIN_MS - p.now() >= LINE_MARGIN_MS ? { waitUntil: line.deadline - LINE_MARGIN_MS } : {};
+    return { kind: 'remote', host: d.host, reason: d.reason, end, predictedCached: d.predictedCached, cands, ...waitUntil };
   }
 
-  /** One signed forward of the request to member `host`, its answer relayed to `res` with `responseHeaders`. */
-  async #forward(rr: RoutedRequest, fwd: ForwardCell, host: string, res: http.ServerResponse, signal: AbortSignal, responseHeaders: Record<string, string>): Promise<RunOutcome> {
+  /**
+   * Nothing is free for a keyed request: it may wait in a full member's line instead of here (queue/gate.ts), so that
+   * member's next slot goes to whoever ranks first across every entry node, not to whoever hears of it first. The member
+   * the decision waits for (a warm one, or the pin), else the one where this node waits least per slot (then the soonest
+   * release). Never this node (its own queue asks the same gate), nor a member whose line was just full, and no more of
+   * this node's waits at a member than it has slots. A member marked full for plain forwards (it refused one of this
+   * node's batch forwards, say) is still waited at: full is what a wait is for.
+   */
+  #waitThere(rr: RoutedRequest, named: string | undefined, cands: readonly Candidate[], line: LineCell, holdUntil: number): Reservation | undefined {
+    const p = this.p;
+    // A warm host is waited for only while that pays (route/hold.ts), and no wait outlasts the request's own deadline.
+    const until = Math.min(line.deadline - LINE_MARGIN_MS, holdUntil);
+    if (until - p.now() < LINE_MARGIN_MS) return undefined;
+    const now = p.now();
+    const waits = (host: string) => this.#lineWaits.get(`${rr.model}\0${host}`) ?? 0;
+    const full = (host: string) => (this.#lineFull.get(`${rr.model}\0${host}`) ?? -Infinity) > now;
+    const room = (c: Candidate) => !c.local && c.fresh && c.healthy && !full(c.host) && waits(c.host) < (c.slots ?? 1);
+    const want = named ?? rr.pin;
+    let pick: Candidate | undefined;
+    if (want !== undefined) pick = cands.find((c) => c.host === want && room(c));
+    else {
+      const load = (c: Candidate) => waits(c.host) / (c.slots ?? 1);
+      for (const c of cands) if (room(c) && (!pick || load(c) < load(pick) || (load(c) === load(pick) && (c.releaseMs ?? Infinity) < (pick.releaseMs ?? Infinity)))) pick = c;
+    }
+    if (!pick) return undefined;
+    const host = pick.host;
+    const k = `${rr.model}\0${host}`;
+    this.#lineWaits.set(k, waits(host) + 1);
+    const routed = rr.chain ? this.#routes.record(host, rr.model, rr.chain) : undefined;
+    const ended = p.forwards.start(host, rr.model, rr.workload, pick.bestTarget);
+    const end = (how: 'served' | 'refused') => {
+      const n = waits(host) - 1;
+      if (n > 0) this.#lineWaits.set(k, n);
+      else this.#lineWaits.delete(k);
+      routed?.end();
+      ended(how);
+    };
+    return { kind: 'remote', host, reason: 'queued', end, predictedCached: pick.cached, cands, waitUntil: until };
+  }
+
+  /** One signed forward of the request to member `host`, its answer relayed to `res` with `responseHeaders`; `waitUntil`: it may wait there for a slot until then. */
+  async #forward(rr: RoutedRequest, fwd: ForwardCell, host: string, res: http.ServerResponse, signal: AbortSignal, responseHeaders: Record<string, string>, waitUntil?: number): Promise<RunOutcome> {
     const p = this.p;
     const body = (fwd.body ??= await forwardBody(rr));
     if (p.peers.signsBody) fwd.sha256 ??= await sha256HexAsync(body);
+    // The executor reads the chain walked here instead of walking the prompt again, and accounts and scopes by the key's name (SPEC 12).
+    // With them, the timeline id (the executor keeps its part of the request under it) and the trace context.
+    const t = fwd.trace;
+    if (fwd.claims === undefined)
+      fwd.claims = encodeClaims({ ...chainClaims(rr), key: rr.caller?.name, band: bandClaim(rr.priority), req: t && `${p.name}:${t.id}`, traceparent: t?.span?.traceparent }) ?? null;
+    // A wait at the member is this attempt's alone: the claim says how long is left of it now.
+    const wait = waitUntil === undefined ? undefined : waitClaim(Math.min(p.rules.forwardWaitMs ?? 0, waitUntil - p.now()));
+    const claims = wait === undefined ? (fwd.claims ?? undefined) : fwd.claims ? `${fwd.claims};wait=${wait}` : `wait=${wait}`;
     return sendForward(
       p.peers,
       {
@@ -283,6 +402,7 @@ export class Entry {
         path: rr.path,
         body,
         bodySha256: fwd.sha256 ?? '',
+        claims,
         contentType: rr.scan ? 'application/json' : rr.contentType,
         stream: rr.stream,
         // The executor picks the backend by the same key, so the conversation finds its warm slot there too.
@@ -294,6 +414,12 @@ export class Entry {
       },
       res,
     );
+  }
+
+  #noteLineFull(model: string, host: string): void {
+    const now = this.p.now();
+    for (const [k, until] of this.#lineFull) if (until <= now) this.#lineFull.delete(k);
+    this.#lineFull.set(`${model}\0${host}`, now + LINE_FULL_MS);
   }
 
   /** Move a request's hold, keeping the count of requests waiting for each host. */
@@ -325,13 +451,17 @@ export class Entry {
     const p = this.p;
     let outcome: RunOutcome = { kind: 'aborted' };
     try {
-      outcome = await this.#forward(rr, fwd, where.host, res, signal, { ...h.extra, ...meshHeaders(where.host, h.origin, h.route, h.queuedMs) });
+      trace.forwardAt = performance.now();
+      outcome = await this.#forward(rr, fwd, where.host, res, signal, { ...h.extra, ...meshHeaders(where.host, h.origin, h.route, h.queuedMs) }, where.waitUntil);
     } finally {
       // Ended either way; the end of a served forward frees its slot in this node's view at once and wakes the queues.
       where.end(outcome.kind === 'refused' || outcome.kind === 'engine-failed' ? 'refused' : 'served');
     }
     if (outcome.kind === 'refused' || outcome.kind === 'engine-failed') {
-      p.forwards.refuse(where.host, rr.model, rr.workload);
+      // A forward that waited there as long as it could was not refused: the member stays open to the next wait. One that
+      // could have waited but was refused found the member's line full: no more waits are sent there for a moment.
+      if (outcome.kind === 'engine-failed' || outcome.by !== 'waited') p.forwards.refuse(where.host, rr.model, rr.workload);
+      if (outcome.kind === 'refused' && outcome.by === 'full' && where.waitUntil !== undefined) this.#noteLineFull(rr.model, where.host);
       p.metrics.forwards.inc({ outcome: outcome.kind === 'refused' ? 'refused' : 'engine-failed' });
       p.log.debug('forward refused', { host: where.host, model: rr.model, outcome: outcome.kind, detail: outcome.kind === 'refused' ? outcome.detail : outcome.text });
     } else {

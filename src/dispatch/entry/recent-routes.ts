@@ -23,6 +23,8 @@ interface Route {
   /** When the request ended there (undefined: still running, or never told). */
   endedAt?: number;
   held: Map<string, number>;
+  /** The hash of its prompt's last link. */
+  last: string;
 }
 
 /** One recorded route: tell it when the request ends. */
@@ -43,7 +45,7 @@ export class RecentRoutes implements RouteMemory {
     const key = `${host}\0${model}`;
     const list = (this.#routes.get(key) ?? []).filter((r) => now - r.at <= ROUTE_MAX_AGE_MS);
     const kept = chain.length <= HEAD_LINKS + TAIL_LINKS ? chain : [...chain.slice(0, HEAD_LINKS), ...chain.slice(-TAIL_LINKS)];
-    const route: Route = { at: now, held: new Map(kept.map((l) => [l.hash, l.tokens])) };
+    const route: Route = { at: now, held: new Map(kept.map((l) => [l.hash, l.tokens])), last: chain[chain.length - 1].hash };
     list.push(route);
     if (list.length > ROUTES_PER_HOST) list.splice(0, list.length - ROUTES_PER_HOST);
     this.#routes.set(key, list);
@@ -52,7 +54,7 @@ export class RecentRoutes implements RouteMemory {
     return { end: () => void (route.endedAt ??= this.now()) };
   }
 
-  held(host: string, model: string, chain: PrefixChain, since: number, slots: number): number {
+  held(host: string, model: string, chain: PrefixChain, since: number, slots: number, continued = false): number {
     const list = this.#routes.get(`${host}\0${model}`);
     if (!list) return 0;
     const now = this.now();
@@ -64,7 +66,7 @@ export class RecentRoutes implements RouteMemory {
       // busy with it, and what only busy slots hold does not count with a free slot: this node knows better.
       if (r.at < since && !(r.endedAt !== undefined && r.endedAt >= since)) continue;
       for (let k = chain.length - 1; k >= 0 && chain[k].tokens > best; k--) {
-        if (r.held.has(chain[k].hash)) {
+        if (continued ? chain[k].hash === r.last : r.held.has(chain[k].hash)) {
           best = chain[k].tokens;
           break;
         }

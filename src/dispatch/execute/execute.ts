@@ -7,25 +7,45 @@
  * the answer, and measures it (scores, cached tokens, metrics).
  */
 import type http from 'node:http';
+import type { Sender } from '../../forward/verify.ts';
+import { chainOfClaim, headOfClaim } from '../../prompt/chain-claim.ts';
 import type { CacheRun } from '../../engines/cache-book.ts';
 import type { Lease } from '../../engines/targets.ts';
 import { usageOfBody } from '../../http/engine-usage.ts';
 import { ApiError, errors, sendError, sendJson } from '../../http/errors.ts';
 import { relay, upstreamErrorText, type AnswerTranslator } from '../../http/relay.ts';
 import { RES_OMITTED_TOOLS } from '../../http/viiwork-headers.ts';
-import { prefixChain } from '../../prompt/chain.ts';
+import { CHAIN_LINKS_MAX, CHAIN_WALK_MAX, walkPrompt } from '../../prompt/chain.ts';
+import { replyLink } from '../../prompt/reply.ts';
 import type { PrefixChain } from '../../prompt/held.ts';
 import { errorShapeOf, isScoredWorkload, promptDialectOf } from '../../workloads/workloads.ts';
 import type { DispatchPorts } from '../ports.ts';
 import { candidatesFor, checkServable } from '../servable.ts';
 import { meshHeaders, newTrace, recordRequest, type ResponseMeta, type Trace } from '../trace.ts';
 import type { DispatchRequest, RoutedRequest, RunOutcome } from '../types.ts';
+import { isTimelineOf } from '../timeline.ts';
+import { ANONYMOUS_FLOW } from '../../queue/fair.ts';
+import { waitOfClaim } from '../../queue/forward-claims.ts';
+import { flowOf } from '../entry/flow.ts';
 import { measure } from './measure.ts';
 import { countTokens, planMessages } from './messages.ts';
 import { planResponses } from './responses.ts';
 import type { Hygiene } from './tool-order.ts';
 import type { TranslatedPlan } from './translated-plan.ts';
 import { engineBody } from './upstream-body.ts';
+
+/**
+ * Whether the reply is worth reading for the cache record: a chat-kind
+ * prompt whose chain reached its end (a chain cut at its bound ends short of
+ * the prompt, so a link after it would never be met).
+ */
+function recordsReply(rr: RoutedRequest, chain: PrefixChain | undefined): boolean {
+  const dialect = promptDialectOf(rr.endpoint);
+  return chain !== undefined && chain.length > 0 && chain.length < CHAIN_LINKS_MAX && rr.body.length <= CHAIN_WALK_MAX && dialect !== undefined && dialect !== 'completions';
+}
+
+/** A verified forward's sender and claims. */
+export type ForwardSender = Extract<Sender, { kind: 'forward' }>;
 
 export class Executor {
   constructor(
@@ -34,10 +54,18 @@ export class Executor {
   ) {}
 
   /** A verified forward from member `from`: a free local slot of a capable target now, or a marked refusal. */
-  async serveForward(req: DispatchRequest, from: string, res: http.ServerResponse, signal: AbortSignal): Promise<void> {
+  async serveForward(req: DispatchRequest, sender: ForwardSender, res: http.ServerResponse, signal: AbortSignal): Promise<void> {
+    const from = sender.from;
     const trace = newTrace(this.p.name, 'forwarded');
-    // A forward names the model it runs as (the entry resolved any alias).
-    const rr: RoutedRequest = { ...req, workload: req.endpoint.workload };
+    // This run is part of the entry's timeline (kept here under its id), and of its trace.
+    const origin = sender.claims.get('req');
+    if (origin !== undefined && isTimelineOf(origin, from)) trace.origin = origin;
+    const parent = sender.claims.get('traceparent');
+    if (parent !== undefined) trace.parent = parent;
+    // A forward names the model it runs as (the entry resolved any alias), and carries the chain the entry walked.
+    const chain = chainOfClaim(sender.claims.get('chain'));
+    const head = chain && headOfClaim(sender.claims.get('head'), chain.length);
+    const rr: RoutedRequest = chain ? { ...req, workload: req.endpoint.workload, chain, ...(head !== undefined ? { chainHead: head } : {}) } : { ...req, workload: req.endpoint.workload };
     try {
       if (!this.p.slots.does(rr.model, rr.workload)) throw errors.forwardLacksModel(rr.model, rr.workload);
       trace.known = true;
@@ -47,9 +75,14 @@ export class Executor {
         trace.route = 'local';
         return await this.countHere(rr, res, signal, {});
       }
-      const lease = this.p.slots.tryLease(rr.model, rr.workload, rr.sessionKey);
-      if (!lease) throw errors.forwardNoSlot();
-      const o = await this.run(rr, lease, res, signal, { origin: from, route: 'local', queuedMs: 0, extra: {} }, trace);
+      const admitted = await this.#admitForward(rr, sender, signal);
+      if (!admitted) {
+        trace.outcome = 'aborted';
+        return;
+      }
+      const { lease, waitedMs } = admitted;
+      if (waitedMs > 0) trace.queuedMs = waitedMs;
+      const o = await this.run(rr, lease, res, signal, { origin: from, route: 'local', queuedMs: waitedMs, extra: {} }, trace);
       if (o.kind === 'engine-failed') {
         // Marked, so the entry node tries another host or answers 502 with this text.
         sendError(res, errors.engineFailed(o.text, true), meshHeaders(this.p.name, from, 'local', 0), errorShapeOf(req.endpoint.dialect));
@@ -63,16 +96,37 @@ export class Executor {
     }
   }
 
+  /**
+   * A slot for a verified forward: a free one it may take now (the gate, queue/gate.ts: none while a request that ranks at
+   * least as high waits here), else — when its entry allows a wait (the `wait` claim, at most routing.forward_wait) — the
+   * first one the line grants it. Throws the marked refusal otherwise; undefined when the entry went away meanwhile.
+   */
+  async #admitForward(rr: RoutedRequest, sender: ForwardSender, signal: AbortSignal): Promise<{ lease: Lease; waitedMs: number } | undefined> {
+    const p = this.p;
+    const flow = flowOf(rr);
+    const keyed = flow === ANONYMOUS_FLOW ? undefined : flow;
+    const lease = p.slots.tryLease(rr.model, rr.workload, rr.sessionKey, keyed);
+    if (lease) return { lease, waitedMs: 0 };
+    const ms = keyed ? waitOfClaim(sender.claims.get('wait'), p.rules.forwardWaitMs ?? 0) : 0;
+    if (ms <= 0 || !p.slots.wait) throw errors.forwardNoSlot();
+    const o = await p.slots.wait(rr.model, rr.workload, rr.sessionKey, flow, ms, signal);
+    if (o.ok) return { lease: o.lease, waitedMs: Math.max(1, o.waitedMs) };
+    if (o.reason === 'aborted') return undefined;
+    throw o.reason === 'full' ? errors.forwardNoSlot() : errors.forwardWaited(ms);
+  }
+
   /** count_tokens answered here: this node's tokenizer for the model, else the estimate. */
   async countHere(rr: RoutedRequest, res: http.ServerResponse, signal: AbortSignal, extra: Record<string, string>): Promise<void> {
     const counted = await countTokens(rr, this.p.tokenizer?.(rr.model), signal);
     if (!res.destroyed) sendJson(res, 200, counted, extra);
   }
 
-  /** The chain the engine's cache model is told of: the entry's, else (a forward) the same chain from the body received. */
-  #chainOf(rr: RoutedRequest): PrefixChain | undefined {
+  /** The chain the engine's cache model is told of (and its head): the entry's, else (a forward) the same chain from the body received. */
+  #chainOf(rr: RoutedRequest): { chain: PrefixChain; head?: number } | undefined {
     if (!isScoredWorkload(rr.workload) || !rr.scan || !this.p.cache) return undefined;
-    return rr.chain ?? prefixChain(rr.body, rr.scan, promptDialectOf(rr.endpoint), { hygiene: this.hygiene.on });
+    if (rr.chain) return { chain: rr.chain, head: rr.chainHead };
+    const walk = walkPrompt(rr.body, rr.scan, promptDialectOf(rr.endpoint), { hygiene: this.hygiene.on });
+    return { chain: walk.chain, head: walk.head >= 0 ? walk.head : undefined };
   }
 
   /** The dialect's plan for this target: as sent, translated to chat completions, or refused (a body too large to translate). */
@@ -96,9 +150,21 @@ export class Executor {
       if (!base) return { kind: 'engine-failed', host: p.name, text: `backend ${lease.backend.id} has no address` };
       // What this request asks of the engine's cache, in the executor's record (issue 17): where it runs, what it reuses.
       const generation = isScoredWorkload(rr.workload);
-      const chain = this.#chainOf(rr);
-      run = chain && chain.length ? p.cache!.begin(lease.backend, chain) : undefined;
+      const walked = this.#chainOf(rr);
+      const chain = walked?.chain;
+      run = chain && chain.length ? p.cache!.begin(lease.backend, chain, walked.head) : undefined;
+      trace.grantedAt = lease.grantedAt;
       if (run && trace.predictedCached === undefined) trace.predictedCached = run.predicted;
+      if (run?.ticket.slot !== undefined) trace.slot = run.ticket.slot;
+      const evicted = run?.ticket.evicted;
+      if (evicted) {
+        // A live conversation's cache destroyed to run this one: the operator's count of what placement cost.
+        trace.evicted = { tokens: evicted.tokens, idleMs: evicted.idleMs };
+        if (evicted.chance >= 0.5) {
+          p.metrics.evictedPrompts.inc({ model: rr.model, host: p.name });
+          p.metrics.evictedTokens.inc({ model: rr.model, host: p.name }, evicted.tokens);
+        }
+      }
       let { body, stripUsage } = await engineBody(rr, run?.idSlot);
       let path = rr.path;
       let translate: AnswerTranslator | undefined;
@@ -108,6 +174,7 @@ export class Executor {
         // The executor's own answer about the request itself: unmarked, so it reaches the client once.
         sendError(res, plan.error, responseHeaders, errorShapeOf(rr.endpoint.dialect));
         trace.outcome = String(plan.error.status);
+        p.served?.(rr, { status: plan.error.status });
         return { kind: 'answered', status: plan.error.status };
       }
       if (plan.kind === 'translate') {
@@ -119,6 +186,7 @@ export class Executor {
         accept: rr.stream ? 'text/event-stream' : 'application/json',
         ...lease.backend.authHeaders(),
       };
+      trace.engineAt = performance.now();
       const result = await relay({ origin: base, path, method: 'POST', headers, body, signal }, res, {
         responseHeaders,
         stripUsage,
@@ -127,6 +195,7 @@ export class Executor {
         writeStallMs: p.rules.writeStallMs,
         translate,
         cachedOut: generation,
+        reply: recordsReply(rr, chain),
       });
       p.log.debug('request', { model: rr.model, workload: rr.workload, backend: lease.backend.id, route: h.route, result: result.kind });
       switch (result.kind) {
@@ -145,8 +214,19 @@ export class Executor {
           trace.firstContentAt = result.firstContentAt;
           trace.outcome = String(result.status);
           trace.cachedTokens = result.cachedTokens;
-          trace.promptTokens = result.promptTokens ?? (result.usage ?? (result.body ? usageOfBody(result.body) : undefined))?.promptTokens;
-          run?.finish({ processed: true, promptTokens: trace.promptTokens, cachedTokens: result.cachedTokens });
+          // A whole answer's body is parsed once, here, for what the stream's scanner would have counted.
+          const whole = result.firstContentAt === undefined || result.promptTokens === undefined || result.completionTokens === undefined;
+          const usage = whole ? (result.usage ?? (result.body ? usageOfBody(result.body) : undefined)) : undefined;
+          trace.promptTokens = result.promptTokens ?? usage?.promptTokens;
+          trace.completionTokens = result.completionTokens ?? usage?.completionTokens;
+          if (result.firstContentAt === undefined && trace.engineAt !== undefined && usage?.promptMs !== undefined) {
+            trace.prefilledAt = Math.min(trace.engineAt + usage.promptMs, performance.now());
+          }
+          // The engine's slot now holds the reply too, and the next turn echoes it: recorded as the chain's next link.
+          const dialect = promptDialectOf(rr.endpoint);
+          const reply = result.reply && chain && dialect && result.status < 300 ? replyLink(chain, result.reply, dialect) : undefined;
+          run?.finish({ processed: true, promptTokens: trace.promptTokens, cachedTokens: result.cachedTokens, ...(reply ? { reply } : {}) });
+          p.served?.(rr, { status: result.status, promptTokens: trace.promptTokens, cachedTokens: result.cachedTokens, completionTokens: trace.completionTokens });
           if (generation && trace.promptTokens !== undefined) {
             const cached = Math.min(trace.promptTokens, result.cachedTokens ?? trace.predictedCached ?? 0);
             p.metrics.promptTokens.inc({ model: rr.model, host: p.name, cache: 'cached' }, cached);
@@ -154,7 +234,7 @@ export class Executor {
           }
           if (generation && result.status < 300) {
             // Score measurement subtracts the tokens the engine served from its cache; when it gives no count, the prediction.
-            const m = measure(lease.grantedAt, result, trace.predictedCached);
+            const m = measure(lease.grantedAt, usage && !result.usage ? { ...result, usage } : result, trace.predictedCached);
             if (m) {
               p.recordScore(rr.model, m.promptTokens, m.ttftMs);
               p.metrics.ttft.observe({ model: rr.model }, m.ttftMs / 1000);

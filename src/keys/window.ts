@@ -1,0 +1,108 @@
+/**
+ * What one node admitted for one key (SPEC section 12, limits): requests
+ * and tokens over the last minute (60 one-second buckets, a sliding
+ * window), tokens of the current UTC day, and requests in flight. Plain
+ * data with pure updates, so it can be reported, summed by the owner and
+ * saved in state_dir as it is.
+ */
+
+export const WINDOW_S = 60;
+export const DAY_MS = 86_400_000;
+
+/** A sliding minute: `stamps[i]` is the second whose count `counts[i]` holds. */
+export interface Minute {
+  stamps: number[];
+  counts: number[];
+}
+
+export const emptyMinute = (): Minute => ({ stamps: new Array(WINDOW_S).fill(-1), counts: new Array(WINDOW_S).fill(0) });
+
+/** Add `n` (may be negative: a settlement) at clock `nowMs`. */
+export function addTo(m: Minute, nowMs: number, n: number): void {
+  const s = Math.floor(nowMs / 1000);
+  const i = s % WINDOW_S;
+  if (m.stamps[i] !== s) {
+    m.stamps[i] = s;
+    m.counts[i] = 0;
+  }
+  m.counts[i] += n;
+}
+
+/** The total of the last 60 seconds at `nowMs`. */
+export function minuteTotal(m: Minute, nowMs: number): number {
+  const s = Math.floor(nowMs / 1000);
+  let t = 0;
+  for (let i = 0; i < WINDOW_S; i++) if (m.stamps[i] > s - WINDOW_S && m.stamps[i] <= s) t += m.counts[i];
+  return Math.max(0, t);
+}
+
+/** One key at one node. */
+export interface KeyWindow {
+  requests: Minute;
+  tokens: Minute;
+  /** The UTC day (ms since the epoch ÷ DAY_MS) `dayTokens` counts. */
+  day: number;
+  dayTokens: number;
+  inflight: number;
+}
+
+export const emptyWindow = (nowMs: number): KeyWindow => ({ requests: emptyMinute(), tokens: emptyMinute(), day: Math.floor(nowMs / DAY_MS), dayTokens: 0, inflight: 0 });
+
+/** Count tokens (admitted, or a settlement's difference) at `nowMs`, in the minute and the day. */
+export function addTokens(w: KeyWindow, nowMs: number, n: number): void {
+  addTo(w.tokens, nowMs, n);
+  const day = Math.floor(nowMs / DAY_MS);
+  if (day !== w.day) {
+    w.day = day;
+    w.dayTokens = 0;
+  }
+  w.dayTokens = Math.max(0, w.dayTokens + n);
+}
+
+/**
+ * Undo one admission made at `atMs` (a request and its tokens) at `nowMs`:
+ * out of the second it was counted in while the minute still holds that
+ * second, and out of the day while it is the same day. What has left the
+ * window is not taken again.
+ */
+export function takeBack(w: KeyWindow, atMs: number, tokens: number, nowMs: number): void {
+  const s = Math.floor(atMs / 1000);
+  if (s > Math.floor(nowMs / 1000) - WINDOW_S) {
+    const i = s % WINDOW_S;
+    if (w.requests.stamps[i] === s) w.requests.counts[i] -= 1;
+    if (w.tokens.stamps[i] === s) w.tokens.counts[i] -= tokens;
+  }
+  if (w.day === Math.floor(atMs / DAY_MS)) w.dayTokens = Math.max(0, w.dayTokens - tokens);
+}
+
+/** What a node reports of a key to its owner: totals, so a report lost or repeated changes nothing, and a new owner rebuilds at once. */
+export interface Totals {
+  rpm: number;
+  tpm: number;
+  day: number;
+  /** The UTC day `day` counts. */
+  dayOf: number;
+  concurrent: number;
+}
+
+export function totalsOf(w: KeyWindow, nowMs: number): Totals {
+  const day = Math.floor(nowMs / DAY_MS);
+  return { rpm: minuteTotal(w.requests, nowMs), tpm: minuteTotal(w.tokens, nowMs), day: w.day === day ? w.dayTokens : 0, dayOf: day, concurrent: w.inflight };
+}
+
+/** A window from untrusted JSON (the state file), or undefined. */
+export function parseWindow(x: unknown): KeyWindow | undefined {
+  const o = x as Record<string, unknown> | null;
+  const minute = (m: unknown): Minute | undefined => {
+    const v = m as Minute | null;
+    return v && Array.isArray(v.stamps) && Array.isArray(v.counts) && v.stamps.length === WINDOW_S && v.counts.length === WINDOW_S && [...v.stamps, ...v.counts].every((n) => typeof n === 'number' && Number.isFinite(n))
+      ? { stamps: [...v.stamps], counts: [...v.counts] }
+      : undefined;
+  };
+  if (!o || typeof o !== 'object') return undefined;
+  const requests = minute(o.requests);
+  const tokens = minute(o.tokens);
+  if (!requests || !tokens || typeof o.day !== 'number' || typeof o.dayTokens !== 'number') return undefined;
+  // In flight at a stop is over after a restart.
+  return { requests, tokens, day: o.day, dayTokens: Math.max(0, o.dayTokens), inflight: 0 };
+}

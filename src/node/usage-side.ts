@@ -1,0 +1,63 @@
+/**
+ * What a node does with a run's usage (SPEC section 12): the key's hourly
+ * rollups and metrics, the settlement of its limits from the engine's own
+ * counts, and the mesh-wide usage merged from every member's rows.
+ */
+import type { RoutedRequest } from '../dispatch/types.ts';
+import type { ServedUsage } from '../dispatch/ports.ts';
+import { postToMember, type MemberLink } from '../forward/member-call.ts';
+import type { Keyring } from '../keys/access.ts';
+import type { Limiter } from '../keys/limiter.ts';
+import { admissionTokens } from '../keys/limits.ts';
+import { mergeRows, parseRows, type ServedRecord, type UsageBook, type UsageRow } from '../keys/usage.ts';
+import type { MemberTable } from '../mesh/members.ts';
+import type { Metrics } from '../metrics/metrics.ts';
+import { GENERATION_WORKLOADS } from '../workloads/workloads.ts';
+
+export interface UsageSide {
+  readonly keys: Keyring;
+  readonly limiter: Limiter;
+  readonly usage: UsageBook;
+  readonly metrics: Metrics;
+}
+
+/** One request's usage here: the hourly rollups and the per-key metrics. */
+export function recordUsage(n: UsageSide, r: ServedRecord): void {
+  n.usage.record(r);
+  n.metrics.keyRequests.inc({ key: r.key, model: r.model, outcome: r.outcome });
+  if (r.promptCached) n.metrics.keyTokens.inc({ key: r.key, model: r.model, kind: 'prompt_cached' }, r.promptCached);
+  if (r.promptUncached) n.metrics.keyTokens.inc({ key: r.key, model: r.model, kind: 'prompt_uncached' }, r.promptUncached);
+  if (r.completion) n.metrics.keyTokens.inc({ key: r.key, model: r.model, kind: 'completion' }, r.completion);
+}
+
+/** A local run ended with the engine's answer: its usage recorded, and the key's tokens settled against what admission held back. */
+export function settleServed(n: UsageSide, rr: RoutedRequest, used: ServedUsage): void {
+  const c = rr.caller;
+  if (c || n.keys.enabled) {
+    const prompt = used.promptTokens ?? 0;
+    const cached = Math.min(prompt, used.cachedTokens ?? 0);
+    recordUsage(n, { key: c?.name ?? 'anonymous', model: rr.model, outcome: used.status < 400 ? 'ok' : 'error', promptCached: cached, promptUncached: prompt - cached, completion: used.completionTokens ?? 0 });
+  }
+  if (!c || Object.keys(c.limits).length === 0) return;
+  const held = admissionTokens(rr.promptTokens, rr.maxTokens, GENERATION_WORKLOADS.includes(rr.workload));
+  // A refusal (the engine's own 4xx, or this executor's about the request) that reports no usage ran nothing: no tokens.
+  if (used.promptTokens === undefined && used.completionTokens === undefined) {
+    if (used.status >= 400) n.limiter.settle(c.name, -held);
+    return;
+  }
+  n.limiter.settle(c.name, (used.promptTokens ?? rr.promptTokens ?? 0) + (used.completionTokens ?? 0) - held);
+}
+
+/** Every alive member's usage rows (this node's included), merged: the mesh-wide /v1/usage. */
+export async function meshUsage(n: UsageSide, link: MemberLink, members: MemberTable, sinceMs: number, key: string | undefined, byHour: boolean): Promise<{ rows: UsageRow[]; missing: string[] }> {
+  const peers = members.peers().filter((m) => m.state === 'alive' && m.api);
+  const missing: string[] = [];
+  const theirs = await Promise.all(
+    peers.map(async (m) => {
+      const r = await postToMember(link, m.name, '/v1/usage/local', { since: sinceMs, key, by_hour: byHour }, 5000);
+      if (r.status !== 200) missing.push(m.name);
+      return r.status === 200 ? parseRows((r.body as { rows?: unknown }).rows) : [];
+    }),
+  );
+  return { rows: mergeRows([...n.usage.rows(sinceMs, key, byHour), ...theirs.flat()]), missing: missing.sort() };
+}

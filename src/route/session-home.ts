@@ -1,0 +1,55 @@
+/**
+ * A session's home (SPEC section 9, step 6, "Session home"): the first host
+ * of the session key's rendezvous ranking over every eligible fresh host,
+ * weighted by each host's slots for the model, so every entry node names the
+ * same home and homes spread in proportion to cache room. A turn runs at
+ * home while the home has a free slot and its price is within the seed's
+ * band of the best free host's; a full, warm home is waited for by the wait
+ * rule; only then does the turn move, to the next host of its ranking that
+ * is within the band, which again every entry node names alike.
+ *
+ * Pure: priced candidates in, a choice out.
+ */
+import { weightedRendezvousRank } from '../hashing/rendezvous.ts';
+import { BAND, WAIT_WEIGHT, type Priced } from './price.ts';
+import type { Candidate } from './types.ts';
+
+/** The seed's band: a session stays on a host priced within this factor of the best free one. */
+export const SESSION_BAND = 1.25;
+
+/** The key's ranking over `hosts`, weighted by their slots (a host whose slots are not counted weighs one). */
+export function homeRanking(key: string, hosts: readonly Candidate[]): string[] {
+  return weightedRendezvousRank(
+    key,
+    hosts.filter((c) => c.healthy).map((c) => ({ name: c.host, weight: c.slots ?? 1 })),
+  );
+}
+
+export type HomeChoice =
+  | { kind: 'run'; p: Priced }
+  /** The home is full and its warm slot beats every free host even after the wait: wait for it (holdMs: at most so long). */
+  | { kind: 'wait'; host: string; holdMs?: number };
+
+/**
+ * Where the session's turn goes among `priced` hosts, ranked by `ranking`;
+ * undefined when the session decides nothing (no host of its ranking is
+ * priced, or nothing is free and its home is not worth waiting for).
+ * `noWait`: hosts already waited for as long as they paid.
+ */
+export function placeSession(priced: readonly Priced[], ranking: readonly string[], noWait: ReadonlySet<string>): HomeChoice | undefined {
+  const byHost = new Map(priced.map((p) => [p.c.host, p]));
+  const free = priced.filter((p) => p.c.free > 0);
+  const bestFree = free.length ? Math.min(...free.map((p) => p.score)) : Infinity;
+  const home = ranking.map((h) => byHost.get(h)).find((p) => p !== undefined);
+  if (!home) return undefined;
+  if (home.c.free > 0 && home.score <= SESSION_BAND * bestFree) return { kind: 'run', p: home };
+  if (home.c.free === 0 && (home.c.cached ?? 0) > 0 && !noWait.has(home.c.host) && home.score * BAND < bestFree) {
+    if (bestFree === Infinity) return { kind: 'wait', host: home.c.host };
+    return { kind: 'wait', host: home.c.host, holdMs: Math.max(0, (bestFree - home.service) / WAIT_WEIGHT) };
+  }
+  for (const h of ranking) {
+    const p = byHost.get(h);
+    if (p && p.c.free > 0 && p.score <= SESSION_BAND * bestFree) return { kind: 'run', p };
+  }
+  return undefined;
+}

@@ -1,0 +1,167 @@
+/**
+ * Slots of a slot-kind engine (SPEC section 9, step 6, "Eviction" and "Slot
+ * choice"): a free slot is not empty. It still holds the prompt of the last
+ * request that ran there, and a request placed in it destroys that cache.
+ * Which slot a request takes, and what that costs, are decided here, the
+ * same way on the executor (which knows its slots exactly) and on an entry
+ * node (which reads them from the digest), so price and choice agree.
+ *
+ * Pure: idle times and the observed gaps between turns come in; no clock.
+ */
+import type { PrefixChain, SlotHold } from '../prompt/held.ts';
+
+/** One slot as the chooser sees it for one prompt. */
+export interface SlotView {
+  readonly busy: boolean;
+  /** Tokens of the prompt it holds (0: empty). */
+  readonly tokens: number;
+  /** Tokens at the start of this request's prompt the slot already holds. */
+  readonly shared: number;
+  /** Of the prompt it holds, tokens no other slot of the engine holds. */
+  readonly unique: number;
+  /** Idle slots: ms since its last request ended. */
+  readonly idleMs?: number;
+}
+
+/** What a placement destroys: the tokens, how long their conversation has been idle, and the chance it returns. */
+export interface Eviction {
+  readonly tokens: number;
+  readonly idleMs: number;
+  readonly chance: number;
+}
+
+export interface SlotPick {
+  readonly index: number;
+  /** Tokens of this prompt the slot already holds. */
+  readonly reused: number;
+  /** undefined: nothing of worth is destroyed (the slot was empty, continued, or its prompt is held elsewhere). */
+  readonly evicted?: Eviction;
+}
+
+/** The chance that a conversation idle for so long comes back, from the gaps between turns observed. */
+export type ReturnChance = (idleMs: number) => number;
+
+/**
+ * The slot a request takes among `slots` (SPEC 9.6, "Slot choice"): the
+ * idle slot whose prompt this one continues (its whole cached prompt is a
+ * prefix of this one: nothing is destroyed), the longest; else the idle
+ * slot whose cached prompt is worth least — an empty one, or one whose
+ * conversation is dead, or whose tokens other slots hold too, is worth
+ * nothing — ties to the one holding more of this prompt, then the longest
+ * idle. undefined when every slot is busy.
+ */
+export function chooseSlot(slots: readonly SlotView[], chance: ReturnChance): SlotPick | undefined {
+  let cont = -1;
+  for (let i = 0; i < slots.length; i++) {
+    const s = slots[i];
+    if (s.busy || s.tokens === 0 || s.shared < s.tokens) continue;
+    if (cont < 0 || s.shared > slots[cont].shared) cont = i;
+  }
+  if (cont >= 0) return { index: cont, reused: slots[cont].shared };
+  let best = -1;
+  let bestWorth = Infinity;
+  for (let i = 0; i < slots.length; i++) {
+    const s = slots[i];
+    if (s.busy) continue;
+    const w = worth(s, chance);
+    const b = best >= 0 ? slots[best] : undefined;
+    if (!b || w < bestWorth || (w === bestWorth && (s.shared > b.shared || (s.shared === b.shared && (s.idleMs ?? Infinity) > (b.idleMs ?? Infinity))))) {
+      best = i;
+      bestWorth = w;
+    }
+  }
+  if (best < 0) return undefined;
+  const s = slots[best];
+  const lost = lostTokens(s);
+  const evicted = lost > 0 && bestWorth > 0 ? { tokens: lost, idleMs: s.idleMs ?? 0, chance: chance(s.idleMs ?? 0) } : undefined;
+  return evicted ? { index: best, reused: s.shared, evicted } : { index: best, reused: s.shared };
+}
+
+/** Tokens taking the slot destroys: what it holds beyond what this prompt keeps, and that no other slot holds. */
+function lostTokens(s: SlotView): number {
+  return Math.max(0, Math.min(s.unique, s.tokens - s.shared));
+}
+
+/** Expected tokens of re-prefill that taking the slot costs its conversation. */
+function worth(s: SlotView, chance: ReturnChance): number {
+  const lost = lostTokens(s);
+  return lost === 0 ? 0 : lost * chance(s.idleMs ?? 0);
+}
+
+/** The expected ms of re-prefill an eviction costs, at a host's rate per 1k tokens (SPEC 9.6: added to its price). */
+export function evictionMs(e: Eviction | undefined, ratePer1k: number): number {
+  return e ? (ratePer1k * e.tokens * e.chance) / 1000 : 0;
+}
+
+/**
+ * A digest's slots as the chooser sees them for a prompt with `hashes` (the
+ * set of its chain's hashes) at `now`: a slot whose last link is in the
+ * chain holds this prompt's start up to it; one whose head link (tools and
+ * system) is in it shares that much; of the others the entry knows only
+ * that they hold something else. The executor, which knows every link,
+ * sees the same but for conversations that part after their head.
+ */
+export function slotViews(slots: readonly SlotHold[], hashes: ReadonlySet<string>, now: number): SlotView[] {
+  return slots.map((s) => {
+    const tokens = s.last?.tokens ?? 0;
+    const shared = s.last && hashes.has(s.last.hash) ? tokens : s.head && hashes.has(s.head.hash) ? s.head.tokens : 0;
+    const idleMs = s.busy ? undefined : Math.max(0, now - (s.idleSince ?? now));
+    return idleMs === undefined ? { busy: s.busy, tokens, shared, unique: s.unique } : { busy: s.busy, tokens, shared, unique: s.unique, idleMs };
+  });
+}
+
+/** The set of a chain's hashes (built once per request, looked up per slot). */
+export function chainHashes(chain: PrefixChain): Set<string> {
+  return new Set(chain.map((l) => l.hash));
+}
+
+/** Below this many observed gaps, the prior: a conversation idle under PRIOR_LIVE_MS is live, one idle twice that is dead. */
+export const MIN_GAPS = 8;
+export const PRIOR_LIVE_MS = 60_000;
+/** Gaps kept (the most recent). */
+export const MAX_GAPS = 256;
+
+/**
+ * The gaps between a conversation's turns this node observes (the time from
+ * the end of one turn to the arrival of the next on its slot), the most
+ * recent MAX_GAPS; and from them the chance that a conversation idle for t
+ * returns: the share of observed gaps longer than t (smoothed), and none
+ * past twice the longest gap seen (SPEC 9.6: "one idle far past those gaps
+ * costs nothing").
+ */
+export class TurnGaps {
+  readonly #ring: number[] = [];
+  #next = 0;
+  #sorted: number[] | undefined;
+
+  observe(gapMs: number): void {
+    if (!(gapMs >= 0) || !Number.isFinite(gapMs)) return;
+    if (this.#ring.length < MAX_GAPS) this.#ring.push(gapMs);
+    else this.#ring[this.#next] = gapMs;
+    this.#next = (this.#next + 1) % MAX_GAPS;
+    this.#sorted = undefined;
+  }
+
+  get size(): number {
+    return this.#ring.length;
+  }
+
+  /** The chance a conversation idle for `idleMs` comes back. */
+  readonly chance: ReturnChance = (idleMs) => returnChance(idleMs, (this.#sorted ??= [...this.#ring].sort((a, b) => a - b)));
+}
+
+/** returnChance over gaps sorted ascending (see TurnGaps). */
+export function returnChance(idleMs: number, sorted: readonly number[]): number {
+  const n = sorted.length;
+  if (n < MIN_GAPS) return idleMs <= PRIOR_LIVE_MS ? 1 : Math.max(0, 2 - idleMs / PRIOR_LIVE_MS);
+  if (idleMs > 2 * sorted[n - 1]) return 0;
+  // Gaps longer than idleMs: binary search for the first one above it.
+  let lo = 0;
+  let hi = n;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (sorted[mid] > idleMs) hi = mid;
+    else lo = mid + 1;
+  }
+  return (n - lo + 0.5) / (n + 0.5);
+}

@@ -1,0 +1,142 @@
+/**
+ * OpenTelemetry traces (SPEC section 10), made with the official SDK and
+ * exported over OTLP/HTTP (protobuf) when `telemetry.otlp_endpoint` is set.
+ *
+ * The entry's span starts when a request arrives (continuing a client's
+ * valid `traceparent`); its children (queue, route, forward, and when it
+ * runs here slot, prefill, decode) are made when it ends, from the marks the
+ * request's Trace collected. A forward carries the entry span's context in
+ * its signed claims; the executor's span is that span's child, with its own
+ * slot, prefill and decode. With tracing off nothing here is made: the
+ * dispatcher's port is absent.
+ */
+import { context, SpanKind, SpanStatusCode, trace, TraceFlags, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { genAiOperation, GEN_AI_SEMCONV } from '../metrics/gen-ai.ts';
+import type { ProviderOptions } from './provider.ts';
+import { formatTraceparent, parseTraceparent } from './traceparent.ts';
+
+/** What tracing reads of a request as it ends (dispatch/trace.ts's Trace has these fields). */
+export interface SpanFacts {
+  readonly executor: string | null;
+  readonly route: string;
+  readonly outcome: string;
+  readonly queuedMs: number;
+  readonly startedAt: number;
+  readonly placedAt?: number;
+  readonly forwardAt?: number;
+  readonly grantedAt?: number;
+  readonly engineAt?: number;
+  readonly firstContentAt?: number;
+  readonly prefilledAt?: number;
+  readonly endedAt?: number;
+  readonly promptTokens?: number;
+  readonly completionTokens?: number;
+  readonly cachedTokens?: number;
+  readonly predictedCached?: number;
+  /** A forward's: its entry's traceparent claim. */
+  readonly parent?: string;
+  readonly span?: EntrySpan;
+  readonly cands?: readonly { host: string }[];
+}
+
+/** The entry's span of one request, and the context its forward carries. */
+export class EntrySpan {
+  constructor(
+    readonly span: Span,
+    readonly ctx: Context,
+    readonly traceparent: string | undefined,
+  ) {}
+}
+
+export type TracingOptions = ProviderOptions;
+
+/** performance.now() ms → Unix ms, the SDK's time input. */
+const wall = (perfMs: number) => performance.timeOrigin + perfMs;
+
+export class Tracing {
+  #provider: { shutdown(): Promise<void> } | undefined;
+  // The API's no-op tracer until the SDK is loaded; the node awaits `ready` before it takes requests.
+  #tracer: Tracer = trace.getTracer('viiwork');
+  /** The SDK loaded and the provider made (telemetry/provider.ts, imported only when tracing is on). */
+  readonly ready: Promise<void>;
+
+  constructor(readonly o: TracingOptions) {
+    this.ready = import('./provider.ts').then(({ makeProvider }) => {
+      const provider = makeProvider(o);
+      this.#provider = provider;
+      this.#tracer = provider.getTracer('viiwork', o.version, { schemaUrl: `urn:viiwork:gen_ai:${GEN_AI_SEMCONV}` });
+    });
+  }
+
+  /** A client's request arrived: the entry span, continuing its traceparent when that is valid (junk is ignored). */
+  begin(clientTraceparent: string | undefined, startedAt: number): EntrySpan {
+    const parent = remoteContext(clientTraceparent);
+    const span = this.#tracer.startSpan('viiwork.request', { kind: SpanKind.SERVER, startTime: wall(startedAt), attributes: { 'gen_ai.provider.name': 'viiwork' } }, parent);
+    const sc = span.spanContext();
+    const sampled = (sc.traceFlags & TraceFlags.SAMPLED) === TraceFlags.SAMPLED;
+    return new EntrySpan(span, trace.setSpan(parent, span), formatTraceparent({ traceId: sc.traceId, spanId: sc.spanId, sampled }));
+  }
+
+  /**
+   * A request ended here: the entry span's children and end, or (a forward's
+   * executor) the executor's span under the entry's, with its own children.
+   */
+  finish(f: SpanFacts, model: string, workload: string, self: string): void {
+    const end = f.endedAt ?? performance.now();
+    const op = genAiOperation(workload);
+    const name = `${op ?? workload} ${model}`;
+    const attrs: Attributes = { 'gen_ai.operation.name': op ?? workload, 'gen_ai.request.model': model, 'gen_ai.provider.name': 'viiwork', 'viiwork.node': self, 'viiwork.route': f.route, 'viiwork.outcome': f.outcome };
+    if (f.executor) attrs['viiwork.executor'] = f.executor;
+    let root: Span;
+    let ctx: Context;
+    if (f.span) {
+      root = f.span.span;
+      ctx = f.span.ctx;
+    } else {
+      // A forward's executor: a child of the entry's span when the claim carries it, else a trace of its own.
+      const parent = remoteContext(f.parent);
+      root = this.#tracer.startSpan(name, { kind: SpanKind.SERVER, startTime: wall(f.startedAt) }, parent);
+      ctx = trace.setSpan(parent, root);
+    }
+    root.updateName(name);
+    usage(attrs, f);
+    root.setAttributes(attrs);
+    const child = (n: string, from: number | undefined, to: number | undefined, a: Attributes = {}, kind = SpanKind.INTERNAL) => {
+      if (from === undefined || to === undefined || to < from) return;
+      this.#tracer.startSpan(n, { kind, startTime: wall(from), attributes: a }, ctx).end(wall(to));
+    };
+    if (f.placedAt !== undefined && f.queuedMs > 0) child('queue', f.startedAt, f.placedAt);
+    if (f.placedAt !== undefined) child('route', f.placedAt, f.placedAt, { 'viiwork.route': f.route, 'viiwork.route.host': f.executor ?? '', 'viiwork.route.candidates': f.cands?.length ?? 0 });
+    if (f.forwardAt !== undefined) child('forward', f.forwardAt, end, { 'server.address': f.executor ?? '' }, SpanKind.CLIENT);
+    else {
+      child('slot', f.placedAt ?? f.startedAt, f.grantedAt);
+      const first = f.firstContentAt ?? f.prefilledAt;
+      child('prefill', f.engineAt, first ?? end);
+      if (first !== undefined) child('decode', first, end);
+    }
+    if (!/^2\d\d$/.test(f.outcome)) {
+      root.setAttribute('error.type', f.outcome);
+      root.setStatus({ code: SpanStatusCode.ERROR, message: `ended ${f.outcome}` });
+    }
+    root.end(wall(end));
+  }
+
+  async stop(): Promise<void> {
+    await this.ready.catch(() => {});
+    await this.#provider?.shutdown().catch(() => {});
+  }
+}
+
+function usage(attrs: Attributes, f: SpanFacts): void {
+  if (f.promptTokens !== undefined) attrs['gen_ai.usage.input_tokens'] = f.promptTokens;
+  if (f.completionTokens !== undefined) attrs['gen_ai.usage.output_tokens'] = f.completionTokens;
+  if (f.cachedTokens !== undefined) attrs['gen_ai.usage.cache_read.input_tokens'] = f.cachedTokens;
+  if (f.predictedCached !== undefined) attrs['viiwork.cache.predicted_input_tokens'] = f.predictedCached;
+}
+
+/** The context of a remote parent named by a traceparent; the root context for none or junk. */
+function remoteContext(text: string | undefined): Context {
+  const p = parseTraceparent(text);
+  if (!p) return context.active();
+  return trace.setSpanContext(context.active(), { traceId: p.traceId, spanId: p.spanId, traceFlags: p.sampled ? TraceFlags.SAMPLED : TraceFlags.NONE, isRemote: true });
+}
