@@ -6,7 +6,7 @@ import path from 'node:path';
 import { after, afterEach, describe, test } from 'node:test';
 import { request } from 'undici';
 import type { BackendInfo } from '../../src/engines/backend.ts';
-import { engineEnv, hideFromEngines, LlamacppBackend, llamaServerArgs, type LlamacppOptions } from '../../src/engines/llamacpp/llamacpp.ts';
+import { engineEnv, engineHost, hideFromEngines, LlamacppBackend, llamaServerArgs, type LlamacppOptions } from '../../src/engines/llamacpp/llamacpp.ts';
 import { LoadLock } from '../../src/engines/load-lock.ts';
 import { FAKE_LLAMA_SERVER } from '../fakes/fake-engine.ts';
 import { waitFor } from '../fakes/wait.ts';
@@ -89,9 +89,11 @@ describe('LlamacppBackend', () => {
     assert.equal(b.buildNumber, 5123);
 
     const st = (await (await request(`${b.url}/_control/state`)).body.json()) as { argv: string[]; pid: number };
-    assert.deepEqual(st.argv, llamaServerArgs({ path: st.argv[1], args: ['--flash-attn', '--threads', '1'] }, Number(new URL(b.url!).port), 2, 1024));
+    const url = new URL(b.url!);
+    assert.deepEqual(st.argv, llamaServerArgs({ path: st.argv[1], args: ['--flash-attn', '--threads', '1'] }, url.hostname, Number(url.port), 2, 1024));
     assert.equal(st.argv[st.argv.indexOf('--ctx-size') + 1], '2048');
-    assert.equal(st.argv[st.argv.indexOf('--host') + 1], '127.0.0.1');
+    // On loopback, and on Linux an address of its own (engineHost), so no other engine shares its port.
+    assert.match(st.argv[st.argv.indexOf('--host') + 1], process.platform === 'linux' ? /^127\.(6[4-9]|[7-9]\d|1[01]\d|12[0-7])\.\d+\.\d+$/ : /^127\.0\.0\.1$/);
     assert.equal(st.pid, b.pid);
 
     await waitFor(() => lines.some((l) => l.startsWith('[m/0] main: model loaded')), { ...T, what: 'prefixed stderr line' });
@@ -245,6 +247,8 @@ describe('LlamacppBackend', () => {
     await Promise.all([a.b.start(), c.b.start()]);
     assert.deepEqual(events, ['a:spawn', 'a:healthy', 'c:spawn', 'c:healthy']);
     assert.equal(lock.held, false);
+    // Each on an address of its own (Linux), so a port bind(0) hands out twice never joins two engines.
+    if (process.platform === 'linux') assert.notEqual(new URL(a.b.url!).hostname, new URL(c.b.url!).hostname);
   });
 
   test('stop() while waiting for the load lock spawns nothing', async () => {
@@ -271,6 +275,18 @@ describe('LlamacppBackend', () => {
     await b.start();
     assert.equal(b.state, 'dead');
     assert.ok(lines.some((l) => /^backend m\/0 is dead: cannot run .*no-such-llama-server: ENOENT/.test(l)));
+  });
+});
+
+describe('engineHost: where an engine listens', () => {
+  // llama-server binds with SO_REUSEPORT: two given one port both start and share its connections, so each gets an address.
+  test('on Linux an address in 127.64.0.0/10, drawn from the random source; elsewhere 127.0.0.1', () => {
+    assert.equal(engineHost('linux', () => 0), '127.64.0.1');
+    assert.equal(engineHost('linux', () => 0.999999), '127.127.255.254');
+    assert.equal(engineHost('darwin', () => 0.5), '127.0.0.1');
+    assert.equal(engineHost('win32', () => 0.5), '127.0.0.1');
+    const seen = new Set(Array.from({ length: 200 }, () => engineHost('linux')));
+    assert.ok(seen.size > 190, `200 draws gave ${seen.size} addresses`);
   });
 });
 

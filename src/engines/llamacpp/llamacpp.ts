@@ -5,7 +5,7 @@
  * Life of a backend:
  * 1. Wait for the node's load lock (one model load at a time), pick a free
  *    loopback port, spawn
- *    `BINARY --model PATH --host 127.0.0.1 --port P --parallel N
+ *    `BINARY --model PATH --host H --port P --parallel N
  *    --ctx-size context×parallel ...args` in its own process group, with
  *    VIIWORK_MESH_SECRET and VIIWORK_MESH_SECRET_PREV removed from its
  *    environment. Every output line is logged as `[model/idx] line`.
@@ -101,8 +101,24 @@ export function engineEnv(extra: Record<string, string | undefined> = {}, base: 
 }
 
 /** llama-server's command line for one backend. */
-export function llamaServerArgs(cfg: Pick<LlamacppConfig, 'path' | 'args'>, port: number, parallel: number, context: number): string[] {
-  return ['--model', cfg.path, '--host', '127.0.0.1', '--port', String(port), '--parallel', String(parallel), '--ctx-size', String(context * parallel), ...cfg.args];
+export function llamaServerArgs(cfg: Pick<LlamacppConfig, 'path' | 'args'>, host: string, port: number, parallel: number, context: number): string[] {
+  return ['--model', cfg.path, '--host', host, '--port', String(port), '--parallel', String(parallel), '--ctx-size', String(context * parallel), ...cfg.args];
+}
+
+/**
+ * The loopback address an engine listens on. llama-server binds with
+ * SO_REUSEPORT, so two of them given one port both start, and the kernel
+ * spreads connections between them: a node would talk to another engine
+ * (another model, another node's) without any error. A port that bind(0)
+ * chose is soon handed out again (about 7,000 candidates), so on Linux,
+ * where all of 127/8 is loopback, each engine also gets an address of its
+ * own, drawn from 127.64.0.0/10 (clear of the 127.0.x.x that configs and
+ * tests use); elsewhere only 127.0.0.1 exists.
+ */
+export function engineHost(platform: NodeJS.Platform = process.platform, random: () => number = Math.random): string {
+  if (platform !== 'linux') return '127.0.0.1';
+  const octet = (lo: number, hi: number) => lo + Math.floor(random() * (hi - lo + 1));
+  return `127.${octet(64, 127)}.${octet(0, 255)}.${octet(1, 254)}`;
 }
 
 /** A port that was free on `host` a moment ago (the engine binds it; a lost race is a failed start, retried). */
@@ -288,9 +304,10 @@ export class LlamacppBackend extends Backend {
     } catch {
       return; // stopped while waiting
     }
+    const host = engineHost();
     let port: number;
     try {
-      port = await freePort();
+      port = await freePort(host);
     } catch (err) {
       release();
       this.#giveUp(`no free loopback port: ${(err as Error).message}`);
@@ -301,7 +318,7 @@ export class LlamacppBackend extends Backend {
       return;
     }
 
-    const args = llamaServerArgs(this.#cfg, port, this.info.parallel, this.info.context);
+    const args = llamaServerArgs(this.#cfg, host, port, this.info.parallel, this.info.context);
     // The key goes on the command line, where llama-server reads it; no log line prints the arguments.
     if (this.apiKey) args.push('--api-key', this.apiKey);
     let child: ChildProcess;
@@ -328,7 +345,7 @@ export class LlamacppBackend extends Backend {
       child,
       pid: child.pid,
       port,
-      url: `http://127.0.0.1:${port}`,
+      url: `http://${host}:${port}`,
       spawnedAt: Date.now(),
       phase: 'loading',
       failures: 0,
