@@ -89,6 +89,7 @@ export function parseReport(doc: unknown, expectedNode: string): CapacityReport 
           const x = t as Record<string, unknown>;
           if (!x || !Array.isArray(x.workloads)) return [];
           const release = num(x.release_ms);
+          const reserved = num(x.reserved);
           const digest = readWire(x.digest);
           return [
             {
@@ -98,6 +99,7 @@ export function parseReport(doc: unknown, expectedNode: string): CapacityReport 
               busy: num(x.busy) ?? 0,
               loading: num(x.loading),
               ...(release !== undefined && release >= 0 ? { release_ms: release } : {}),
+              ...(reserved !== undefined && reserved > 0 ? { reserved: Math.floor(reserved) } : {}),
               ...(digest ? { digest } : {}),
               ...lifecycleOf(x),
             },

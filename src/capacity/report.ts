@@ -19,6 +19,8 @@ export interface ReportSource {
   readonly keyVersion?: number;
   /** The executor's record of its engines' caches (absent: no digests). */
   readonly cache?: CacheBook;
+  /** Slots of a target of `model` with `slots` healthy slots held back from batch now (queue/reserve.ts); absent: none. */
+  heldBack?(model: string, slots: number): number;
   /** Model lifecycle (SPEC section 11): target states and memory, the node's budget. */
   readonly lifecycle?: Pick<Lifecycle, 'targetState' | 'memory'>;
   /** The model's file here, once hashed (SPEC section 11: members fetch it by this hash). */
@@ -38,6 +40,8 @@ export interface TargetReport {
   loading?: number;
   /** With no free slot: the expected ms until one frees (SPEC section 7). */
   release_ms?: number;
+  /** Free slots held back from batch requests while interactive work is recent (docs/api.md); absent: none. */
+  reserved?: number;
   /** What the target's engines are believed to hold (capacity/digest.ts; docs/api.md). */
   digest?: DigestWire;
   /** SPEC section 11: unloaded, fetching, loading, loaded, unloading (absent: an older node, loaded). */
@@ -114,6 +118,8 @@ export function buildReport(node: ReportSource, held?: HeldDigests): CapacityRep
       const r: TargetReport = { workloads: [...t.descriptor.workloads], audio: t.descriptor.audio, slots: s.slots, busy: s.busy, loading: s.loading };
       const release = node.slots.releaseMs(t);
       if (release !== undefined) r.release_ms = release;
+      const held = node.heldBack?.(name, s.slots) ?? 0;
+      if (held > 0) r.reserved = held;
       const d = book?.digest(t);
       if (d) {
         if (d.version <= since) r.digest = { v: d.version };

@@ -353,6 +353,12 @@ export const configSchema = z.strictObject({
        */
       // Off by default: SPEC 9 step 2 says a forward is never queued; an operator opts in (docs/decisions.md).
       forward_wait: durationOrOff.default(0),
+      /**
+       * Free slots per target that batch requests may not take while interactive requests came for the model within
+       * interactive_reserve_for (queue/reserve.ts); a target never holds back all its slots. 0: batch takes any.
+       */
+      interactive_reserve: nonNegativeInt.default(1),
+      interactive_reserve_for: duration.default(30_000),
       stale_after: duration.default(3000),
       prefix_affinity: z.boolean().default(true),
       /** How long a request waits for an on-demand load (SPEC section 11). */

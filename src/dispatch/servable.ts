@@ -6,8 +6,8 @@ import type { DispatchPorts } from './ports.ts';
 import type { Failure } from './entry/steps.ts';
 
 /** The hosts that can do this request, on what the snapshot knows (forwards in flight and refusal marks deducted). */
-export function candidatesFor(p: DispatchPorts, r: { model: string; workload: string }, hosts: readonly HostView[] = p.snapshot()): Candidate[] {
-  return candidates({ hosts, forwards: p.forwards.tally, marks: p.forwards.marks }, r.model, r.workload);
+export function candidatesFor(p: DispatchPorts, r: { model: string; workload: string; priority?: string }, hosts: readonly HostView[] = p.snapshot()): Candidate[] {
+  return candidates({ hosts, forwards: p.forwards.tally, marks: p.forwards.marks }, r.model, r.workload, r.priority === 'batch');
 }
 
 /** 404 / 400 / 503 before any waiting, from every host that reports the model (fresh or stale). */

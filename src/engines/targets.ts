@@ -148,6 +148,27 @@ export class SlotTable {
     return free;
   }
 
+  /**
+   * Free slots of this model for a workload, and how many of them are held back from batch requests: `heldOf` gives a
+   * target's share from its healthy slots (queue/reserve.ts), never more than the target has free.
+   */
+  roomFor(model: string, workload: Workload, heldOf: (slots: number) => number): { free: number; held: number } {
+    let free = 0;
+    let held = 0;
+    for (const t of this.targetsOf(model)) {
+      if (!descriptorDoes(t.descriptor, workload)) continue;
+      let tf = 0;
+      let slots = 0;
+      for (const b of t.backends) {
+        tf += this.freeOf(b);
+        if (b.state === 'healthy') slots += b.info.parallel;
+      }
+      free += tf;
+      held += Math.min(tf, heldOf(slots));
+    }
+    return { free, held };
+  }
+
   /** Does any healthy backend of this model, whatever its workloads, have a free slot? */
   hasFree(model: string): boolean {
     return this.targetsOf(model).some((t) => t.backends.some((b) => this.freeOf(b) > 0));

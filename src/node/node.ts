@@ -59,6 +59,7 @@ import { Metrics } from '../metrics/metrics.ts';
 import { PerfScores } from '../perf/scores.ts';
 import { QueueSet } from '../queue/fifo.ts';
 import { SlotGate } from '../queue/gate.ts';
+import { ReserveBook } from '../queue/reserve.ts';
 import type { HostView } from '../route/types.ts';
 import { memberHeaders } from '../security/headers.ts';
 import { loadMeshMode, type MeshMode } from '../security/secret.ts';
@@ -102,6 +103,8 @@ export class ViiworkNode implements ApiNode {
   readonly slots = new SlotTable();
   /** Every lease of a slot here passes it; forwards that find this node full may wait in its line (queue/gate.ts). */
   readonly gate: SlotGate<Workload, Lease>;
+  /** When interactive requests last asked for each model's slots here: the room kept for them (queue/reserve.ts). */
+  readonly reserve: ReserveBook;
   /** What this node sent its engines and what their caches are believed to hold (issue 17). */
   readonly turnGaps = new TurnGaps();
   /** The node chooses its slot-kind engines' slots (SPEC 9.6, "Slot choice") and learns turn gaps from them. */
@@ -172,7 +175,12 @@ export class ViiworkNode implements ApiNode {
     this.#limits = { maxModelName: config.api.max_model_name, maxJsonDepth: config.api.max_json_depth };
     this.queues = new QueueSet(config.routing.queue_max, config.routing.queue_timeout, this.now);
     this.perf = new PerfScores(config.node.state_dir, this.now);
-    this.gate = new SlotGate({ lease: (m: string, w: Workload, k?: string) => this.slots.tryLease(m, w, k), now: this.now });
+    this.reserve = new ReserveBook(() => ({ slots: this.config.routing.interactive_reserve, forMs: this.config.routing.interactive_reserve_for }), this.now);
+    this.gate = new SlotGate({
+      lease: (m: string, w: Workload, k?: string) => this.slots.tryLease(m, w, k),
+      now: this.now,
+      reserve: { book: this.reserve, room: (m: string, w: Workload) => this.slots.roomFor(m, w, (slots) => this.reserve.held(m, slots)) },
+    });
     this.metrics.lineDepthOf = () => this.slots.models().map((model) => ({ model, depth: this.gate.depth(model) }));
     // This node's own queue first, then the line: either way a slot goes to whoever ranks first (the gate asks both).
     this.slots.onRelease(() => (this.queues.pumpAll(), this.gate.pump()));
@@ -373,7 +381,7 @@ export class ViiworkNode implements ApiNode {
     const now = this.now();
     const files = this.#modelFiles;
     return [
-      localView(this.name, this.slots, this.perf, now, this.cacheBook, this.lifecycle, files),
+      localView(this.name, this.slots, this.perf, now, this.cacheBook, this.lifecycle, files, this.reserve),
       ...peerViews(this.members.peers(), this.poller, this.config.routing.stale_after, now),
     ];
   }
@@ -429,7 +437,9 @@ export class ViiworkNode implements ApiNode {
       this.queues.pumpAll();
     });
     this.#tick = setInterval(() => {
+      // Also how a batch request held off the room kept for interactive work gets it once that room lapses (queue/reserve.ts).
       this.queues.pumpAll();
+      this.gate.pump();
       this.#interest.hurry();
       this.#interest.noteAsked();
       this.#loadForWaiting();

@@ -33,6 +33,7 @@ import type { HostView } from '../route/types.ts';
 import type { NodeHistory } from '../history/node-history.ts';
 import type { TimelineBook } from '../dispatch/timeline.ts';
 import type { Tracing } from '../telemetry/tracing.ts';
+import type { ReserveBook } from '../queue/reserve.ts';
 
 /** The node's parts the dispatcher reads (ViiworkNode has them all). */
 export interface DispatchParts {
@@ -132,6 +133,7 @@ export interface ReportParts extends Pick<DispatchParts, 'name' | 'now' | 'slots
   readonly version: string;
   readonly keys: Keyring;
   readonly lifecycle: Lifecycle;
+  readonly reserve: ReserveBook;
 }
 
 /** What this node's /v1/capacity report is made of (capacity/report.ts); `files`: its model files and fetches. */
@@ -152,6 +154,7 @@ export function reportSource(n: ReportParts, files: Pick<ModelFilePolicy, 'fileO
       return n.keys.table.empty ? undefined : n.keys.table.version;
     },
     cache: n.cacheBook,
+    heldBack: (model, slots) => n.reserve.held(model, slots),
     fileOf: (model) => files.fileOf(model),
     fetchOf: (model) => files.fetchOf(model),
     hasFile: (model) => files.hasFile(model),

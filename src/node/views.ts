@@ -10,6 +10,7 @@ import type { Lifecycle } from '../lifecycle/lifecycle.ts';
 import type { MemberInfo } from '../mesh/members.ts';
 import type { PerfScores } from '../perf/scores.ts';
 import type { HostModelView, HostView, TargetView } from '../route/types.ts';
+import type { ReserveBook } from '../queue/reserve.ts';
 
 /** Routing may use this node's own scores up to this old (recomputing them on every request costs more than it is worth). */
 export const ROUTING_SCORE_MAX_AGE_MS = 250;
@@ -21,7 +22,16 @@ export interface LocalFiles {
   hasFile(model: string): boolean | undefined;
 }
 
-export function localView(name: string, slots: SlotTable, perf: PerfScores, now: number, cache?: CacheBook, lifecycle?: Pick<Lifecycle, 'targetState' | 'memory'>, files?: LocalFiles): HostView {
+export function localView(
+  name: string,
+  slots: SlotTable,
+  perf: PerfScores,
+  now: number,
+  cache?: CacheBook,
+  lifecycle?: Pick<Lifecycle, 'targetState' | 'memory'>,
+  files?: LocalFiles,
+  reserve?: Pick<ReserveBook, 'held'>,
+): HostView {
   const models = new Map<string, HostModelView>();
   for (const model of slots.models()) {
     const local = slots.targetsOf(model);
@@ -35,6 +45,8 @@ export function localView(name: string, slots: SlotTable, perf: PerfScores, now:
       const s: TargetView = slots.summarize(t);
       s.digest = cache?.routingDigest(t);
       s.releaseMs = slots.releaseMs(t);
+      const held = reserve ? Math.min(reserve.held(model, s.slots), Math.max(0, s.slots - s.busy)) : 0;
+      if (held > 0) s.reserved = held;
       const life = lifecycle?.targetState(t.backends);
       if (life) {
         s.state = life.state;
@@ -87,6 +99,7 @@ function modelsOf(r: PeerReport): ReadonlyMap<string, HostModelView> {
         loading: t.loading,
         digest: r.digests?.get(digestKey(mr.name, t.workloads, t.audio)),
         releaseMs: t.release_ms,
+        ...(t.reserved ? { reserved: t.reserved } : {}),
         ...(t.state !== undefined ? { state: t.state, memory: t.memory, onDemand: t.load === 'on_demand', loadError: t.load_error } : {}),
       })),
       slots: mr.slots,

@@ -19,6 +19,7 @@
 import { lineVerdict, mayTake } from './admission.ts';
 import { charge, liftedCounter, serviceOrder, type Flow } from './fair.ts';
 import { Reentrant } from './reentrant.ts';
+import { mayTakeSlot, type ReserveBook } from './reserve.ts';
 
 export type LineOutcome<L> =
   | { ok: true; lease: L; waitedMs: number }
@@ -35,6 +36,11 @@ export interface GateOptions<W, L> {
   now?: () => number;
   /** The most forwards that wait in one model's line. */
   lineMax?: number;
+  /**
+   * Room kept for interactive work (reserve.ts): the book that notes interactive asks, and this node's free slots of
+   * (model, workload) with those held back from batch now. Absent: batch takes any free slot.
+   */
+  reserve?: { book: ReserveBook; room: (model: string, workload: W) => { free: number; held: number } };
 }
 
 /** Forwards waiting at once for one model's slots here; past it the lowest-ranked gives way or the newcomer is refused. */
@@ -59,6 +65,7 @@ export class SlotGate<W, L> {
   readonly #lease: GateOptions<W, L>['lease'];
   readonly #now: () => number;
   readonly #max: number;
+  readonly #reserve: GateOptions<W, L>['reserve'];
   readonly #pump = new Reentrant(() => {
     for (const [model, line] of [...this.#lines]) this.#pass(model, line);
   });
@@ -67,6 +74,22 @@ export class SlotGate<W, L> {
     this.#lease = opts.lease;
     this.#now = opts.now ?? Date.now;
     this.#max = opts.lineMax ?? LINE_MAX;
+    this.#reserve = opts.reserve;
+  }
+
+  /**
+   * Whether `flow` (undefined: anonymous, interactive) may be leased a slot of (model, workload) as far as the room
+   * kept for interactive work goes; an interactive ask is noted, so the room is kept while such requests come.
+   */
+  #roomFor(model: string, workload: W, flow: Flow | undefined): boolean {
+    const r = this.#reserve;
+    if (!r) return true;
+    if (flow?.band !== 'batch') {
+      r.book.note(model);
+      return true;
+    }
+    const { free, held } = r.room(model, workload);
+    return mayTakeSlot('batch', free, held);
   }
 
   /** Forwards waiting for `model` here now. */
@@ -85,6 +108,7 @@ export class SlotGate<W, L> {
    * least as high; undefined then, or when none is free.
    */
   tryLease(model: string, workload: W, sessionKey?: string, flow?: Flow): L | undefined {
+    if (!this.#roomFor(model, workload, flow)) return undefined;
     const line = this.#lines.get(model);
     if (!line || !flow) return this.#lease(model, workload, sessionKey);
     const rivals = line.waiters.filter((w) => w.workload === workload).map((w) => w.flow);
@@ -159,6 +183,7 @@ export class SlotGate<W, L> {
       for (const i of serviceOrder(rest.map((w) => w.flow), line.counters)) {
         const w = rest[i];
         tried.add(w);
+        if (w.flow.band === 'batch' && !this.#roomFor(model, w.workload, w.flow)) continue;
         const lease = this.#lease(model, w.workload, w.sessionKey);
         if (lease === undefined) continue;
         line.counters.set(w.flow.key, (line.counters.get(w.flow.key) ?? 0) + charge(w.flow));

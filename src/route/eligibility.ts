@@ -30,9 +30,10 @@ export interface CandidateInputs {
 /**
  * Every host (fresh or stale) whose targets can do (model, workload), with
  * free slots computed per target. Sorted by host name so the result never
- * depends on arrival order.
+ * depends on arrival order. For a `batch` request a target's free slots
+ * exclude those it holds back for interactive work (queue/reserve.ts).
  */
-export function candidates(inputs: CandidateInputs, model: string, workload: string): Candidate[] {
+export function candidates(inputs: CandidateInputs, model: string, workload: string, batch = false): Candidate[] {
   const out: Candidate[] = [];
   for (const h of inputs.hosts) {
     const m = h.models.get(model);
@@ -55,6 +56,7 @@ export function candidates(inputs: CandidateInputs, model: string, workload: str
         tf = remoteFree(t, tally);
         overbooked += Math.max(0, tally.deducted - (t.slots - t.busy + Math.min(tally.freed, t.busy)));
       }
+      if (batch && t.reserved) tf = Math.max(0, tf - t.reserved);
       free += tf;
       if (tf > bestFree) {
         bestFree = tf;

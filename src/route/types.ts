@@ -27,6 +27,8 @@ export interface TargetView {
   memory?: number;
   /** This host may load and unload it. */
   onDemand?: boolean;
+  /** Free slots held back from batch requests now (queue/reserve.ts); undefined: none. */
+  reserved?: number;
   /** The engine's text of its last failed load. */
   loadError?: string;
 }

@@ -70,3 +70,60 @@ describe('priority bands on one node', () => {
     assert.match(r.text, /invalid_priority/);
   });
 });
+
+describe('room kept for interactive turns on one node (routing.interactive_reserve)', () => {
+  // Two slots; an answer is 200 tokens at 40 tokens/s (5 s) unless `max_tokens` cuts it short.
+  const sim = { ttft_ms: 50, prefill_ms_per_1k: 1, tokens_per_s: 40, output_tokens: 200 };
+  async function ask(url: string, headers: Record<string, string>, content: string, maxTokens: number) {
+    const r = await request(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({ model: 'two', messages: [{ role: 'user', content }], max_tokens: maxTokens }),
+    });
+    return { status: r.statusCode, text: await r.body.text(), done: Date.now() };
+  }
+  const BATCH = { 'x-viiwork-priority': 'batch' };
+
+  it('after an interactive turn, a batch request does not take the last free slot; the next interactive turn does, at once', async (t) => {
+    const n = await startNode({ routing: { queue_timeout: '60s' }, models: [{ name: 'two', engine: 'sim', parallel: 2, sim }] });
+    t.after(() => n.stop());
+    assert.equal((await ask(n.url, {}, 'first turn', 1)).status, 200);
+    const long = ask(n.url, BATCH, 'long batch job', 200);
+    await waitFor(() => n.node.slots.freeFor('two', 'chat') === 1, { what: 'the long batch job running' });
+    const held = ask(n.url, BATCH, 'second batch job', 1);
+    await waitFor(() => n.node.queues.depth('two') === 1, { what: 'the second batch job queued' });
+    assert.equal(n.node.slots.freeFor('two', 'chat'), 1, 'a slot stays free while batch waits');
+    const turn = await ask(n.url, {}, 'next turn', 1);
+    assert.equal(turn.status, 200, turn.text);
+    assert.equal(n.node.queues.depth('two'), 1, 'the batch job still waits: the turn took the free slot without queueing');
+    const [l, h] = await Promise.all([long, held]);
+    assert.equal(l.status, 200);
+    assert.equal(h.status, 200);
+    assert.ok(turn.done < h.done, 'the interactive turn ended before the batch job that came first');
+  });
+
+  it('the room lapses interactive_reserve_for after the last interactive turn: a waiting batch job then runs', async (t) => {
+    const n = await startNode({ routing: { queue_timeout: '60s', interactive_reserve_for: '1500ms' }, models: [{ name: 'two', engine: 'sim', parallel: 2, sim }] });
+    t.after(() => n.stop());
+    assert.equal((await ask(n.url, {}, 'a turn', 1)).status, 200);
+    const long = ask(n.url, BATCH, 'long batch job', 200);
+    await waitFor(() => n.node.slots.freeFor('two', 'chat') === 1, { what: 'the long batch job running' });
+    const held = ask(n.url, BATCH, 'second batch job', 1);
+    await waitFor(() => n.node.queues.depth('two') === 1, { what: 'the second batch job queued' });
+    const h = await held;
+    const l = await long;
+    assert.equal(h.status, 200);
+    assert.ok(h.done < l.done, 'the second batch job ran beside the first once the room lapsed, not after it');
+  });
+
+  it('with interactive_reserve 0, batch takes every slot', async (t) => {
+    const n = await startNode({ routing: { queue_timeout: '60s', interactive_reserve: 0 }, models: [{ name: 'two', engine: 'sim', parallel: 2, sim }] });
+    t.after(() => n.stop());
+    assert.equal((await ask(n.url, {}, 'a turn', 1)).status, 200);
+    const long = ask(n.url, BATCH, 'long batch job', 200);
+    await waitFor(() => n.node.slots.freeFor('two', 'chat') === 1, { what: 'the long batch job running' });
+    const second = await ask(n.url, BATCH, 'second batch job', 1);
+    assert.equal(second.status, 200);
+    assert.ok(second.done < (await long).done);
+  });
+});

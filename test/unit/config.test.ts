@@ -35,7 +35,7 @@ describe('config', () => {
     assert.equal(c.mesh.capacity_poll, 1000);
     assert.equal(c.mesh.label, 'viiwork-v2');
     assert.equal(c.mesh.tailnet_socket, '/var/run/tailscale/tailscaled.sock');
-    assert.deepEqual(c.routing, { performance: true, queue_max: 64, queue_timeout: 20_000, batch_queue_timeout: 600_000, forward_retry: 1, forward_wait: 0, stale_after: 3000, prefix_affinity: true, load_wait: 300_000, scale_after: 10_000 });
+    assert.deepEqual(c.routing, { performance: true, queue_max: 64, queue_timeout: 20_000, batch_queue_timeout: 600_000, forward_retry: 1, forward_wait: 0, interactive_reserve: 1, interactive_reserve_for: 30_000, stale_after: 3000, prefix_affinity: true, load_wait: 300_000, scale_after: 10_000 });
     assert.deepEqual(c.api.allowed_hosts, []);
     assert.equal(c.api.keys_env, '');
     assert.equal(c.api.keys_file, '');
