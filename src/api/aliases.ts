@@ -43,8 +43,11 @@ export type AliasRoutesOptions = {
   readBody?: (req: http.IncomingMessage, limit: number) => Promise<Buffer>;
 };
 
-/** Handles the request and returns true when `url` is an alias path; returns false (and touches nothing) otherwise. */
-export type AliasRoutes = (req: http.IncomingMessage, res: http.ServerResponse, url: URL) => Promise<boolean>;
+/**
+ * Handles the request and returns true when `url` is an alias path; returns false (and touches nothing) otherwise.
+ * `visible`: which aliases the caller may see in the lists (a scoped key sees only those /v1/models shows it); default all.
+ */
+export type AliasRoutes = (req: http.IncomingMessage, res: http.ServerResponse, url: URL, visible?: (alias: string, target: string | undefined) => boolean) => Promise<boolean>;
 
 const PREFIX = '/v1/aliases';
 
@@ -139,7 +142,7 @@ export function createAliasRoutes(opts: AliasRoutesOptions): AliasRoutes {
     sendJson(res, 200, { alias: entry.name, ...value, version: entry.version, reached, members, ...extra });
   };
 
-  return async (req, res, url) => {
+  return async (req, res, url, visible) => {
     const path = url.pathname;
     if (path !== PREFIX && !path.startsWith(`${PREFIX}/`)) return false;
     const method = req.method ?? 'GET';
@@ -148,12 +151,14 @@ export function createAliasRoutes(opts: AliasRoutesOptions): AliasRoutes {
     try {
       if (rest.length === 0 || (rest.length === 1 && rest[0] === '')) {
         if (method !== 'GET' && method !== 'HEAD') throw errors.methodNotAllowed(method, path, 'GET');
-        sendJson(res, 200, { object: 'list', version: table.version, data: table.list().map(({ name: alias, ...v }) => ({ alias, ...v })) });
+        const live = visible ? table.list().filter((a) => visible(a.name, a.target)) : table.list();
+        sendJson(res, 200, { object: 'list', version: table.version, data: live.map(({ name: alias, ...v }) => ({ alias, ...v })) });
         return true;
       }
       if (rest.length === 1 && rest[0] === 'history' && (method === 'GET' || method === 'HEAD')) {
         const only = url.searchParams.get('alias') ?? undefined;
-        sendJson(res, 200, { object: 'list', data: table.history(only).map(historyItem) });
+        const changes = visible ? table.history(only).filter((e) => visible(e.name, e.value?.target)) : table.history(only);
+        sendJson(res, 200, { object: 'list', data: changes.map(historyItem) });
         return true;
       }
       const isRevert = rest.length === 2 && rest[1] === 'revert';

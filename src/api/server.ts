@@ -17,7 +17,7 @@ import { fleetCapacity, meshDocument, modelsDocument } from './fleet.ts';
 import { ApiError, errors, sendError, sendJson, type ErrorShape } from '../http/errors.ts';
 import { handleInference } from './inference.ts';
 import { readRequestBody } from './body.ts';
-import { createAliasRoutes } from './aliases.ts';
+import { createAliasRoutes, type AliasRoutes } from './aliases.ts';
 import { handleLifecycle, lifecyclePath } from './lifecycle.ts';
 import { isUiPath, serveUi } from '../ui/serve.ts'; // dashboards
 import { FILES_PREFIX } from '../files/serve.ts';
@@ -172,7 +172,7 @@ async function handle(
   node: ApiNode,
   req: http.IncomingMessage,
   res: http.ServerResponse,
-  aliasRoutes: (req: http.IncomingMessage, res: http.ServerResponse, url: URL) => Promise<boolean>,
+  aliasRoutes: AliasRoutes,
 ): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://node');
   const method = req.method ?? 'GET';
@@ -236,7 +236,9 @@ async function handle(
   if (url.pathname === LIMITS_PATH) return handleLimits(node, req, res);
   if (url.pathname === '/v1/usage' || url.pathname === '/v1/usage/local') return handleUsage(node, req, res, url, caller);
   if (url.pathname === '/v1/aliases' || url.pathname.startsWith('/v1/aliases/')) {
-    if (await aliasRoutes(req, res, url)) return;
+    // A scoped key sees the aliases /v1/models shows it: name and target both within its models.
+    const visible = caller ? (alias: string, target: string | undefined) => allowsModel(caller, alias) && (target === undefined || allowsModel(caller, target)) : undefined;
+    if (await aliasRoutes(req, res, url, visible)) return;
   }
   // --- dashboards (src/ui): GET /, /node, /ui/* ---
   if ((method === 'GET' || method === 'HEAD') && serveUi(url.pathname, res)) return;

@@ -105,6 +105,33 @@ describe('a hostile client against keys, scopes and limits (one node)', () => {
     assert.equal(over.headers['x-viiwork-limit'], 'rpm');
   });
 
+  it('a scoped key lists only the aliases /v1/models shows it: name and target within its models', async () => {
+    for (const [alias, target] of [
+      ['qwen-fast', 'qwen-small'],
+      ['qwen-outside', 'open-model'],
+      ['other-name', 'qwen-small'],
+    ]) {
+      const set = await call(`${n.url}/v1/aliases/${alias}`, 'PUT', admin, { target });
+      assert.equal(set.status, 200, set.text);
+    }
+    const names = (r: { json: { data?: { alias: string }[] } }) => (r.json.data ?? []).map((a) => a.alias);
+    const mine = await call(`${n.url}/v1/aliases`, 'GET', user);
+    assert.equal(mine.status, 200, mine.text);
+    assert.ok(names(mine).includes('qwen-fast'));
+    assert.ok(!names(mine).includes('qwen-outside'), 'an alias whose target is outside the key');
+    assert.ok(!names(mine).includes('other-name'), 'an alias whose own name is outside the key');
+    const history = await call(`${n.url}/v1/aliases/history`, 'GET', user);
+    assert.ok(names(history).includes('qwen-fast') && !names(history).includes('qwen-outside') && !names(history).includes('other-name'), history.text);
+    const all = names(await call(`${n.url}/v1/aliases`, 'GET', admin));
+    assert.ok(['qwen-fast', 'qwen-outside', 'other-name'].every((a) => all.includes(a)), 'an admin key sees every alias');
+    const models = ((await call(`${n.url}/v1/models`, 'GET', user)).json.data as { id: string }[]).map((m) => m.id);
+    assert.deepEqual(
+      names(mine).filter((a) => !models.includes(a)),
+      [],
+      'every alias listed is one /v1/models shows the key',
+    );
+  });
+
   it('a request the executor refuses itself (a 400 about the request) holds back no tokens of its key', async () => {
     const responses = (extra: Record<string, unknown>) =>
       call(`${n.url}/v1/responses`, 'POST', { authorization: `Bearer ${TPM}` }, { model: 'qwen-small', input: 'hi', max_output_tokens: 900, ...extra });
