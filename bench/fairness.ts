@@ -51,6 +51,8 @@ import { startViiwork, type BenchNode } from './lib/viiwork.ts';
 const S = Number(process.env.FAIRNESS_S ?? 30);
 const LIMIT_S = Number(process.env.FAIRNESS_LIMIT_S ?? 120);
 const SESSIONS = Number(process.env.FAIRNESS_SESSIONS ?? 2);
+/** routing.interactive_reserve for every node (default: the product's). */
+const RESERVE = process.env.FAIRNESS_RESERVE !== undefined ? Number(process.env.FAIRNESS_RESERVE) : undefined;
 const ONLY = new Set((process.env.FAIRNESS_ONLY ?? 'sessions,shares,limits,admission').split(','));
 const API = 18086;
 const GOSSIP = 17946;
@@ -92,7 +94,7 @@ async function fleet(keys: KeySpec[], routing: Record<string, unknown> = {}): Pr
           secret: meshSecret,
           seeds: i > 1 ? [`${IP(1)}:${GOSSIP}`] : [],
           mesh: { capacity_poll: '250ms' },
-          routing: { queue_max: 256, queue_timeout: '60s', ...routing },
+          routing: { queue_max: 256, queue_timeout: '60s', ...(RESERVE !== undefined ? { interactive_reserve: RESERVE } : {}), ...routing },
           api: keysFile ? { keys_file: keysFile } : {},
           models: [{ name: 'fair', engine: 'sim', parallel: 4, sim: SIM }],
         },
@@ -300,7 +302,7 @@ async function admissionRun() {
 }
 
 export async function benchFairness(): Promise<Record<string, unknown>> {
-  const doc: Record<string, unknown> = { ...machineInfo(), settings: { seconds: S, limit_seconds: LIMIT_S, sessions_per_key: SESSIONS, sim: SIM, slots: 12 } };
+  const doc: Record<string, unknown> = { ...machineInfo(), settings: { seconds: S, limit_seconds: LIMIT_S, sessions_per_key: SESSIONS, sim: SIM, slots: 12, interactive_reserve: RESERVE ?? "default (1)" } };
   if (ONLY.has('admission')) doc.admission = await admissionRun();
   if (ONLY.has('sessions')) doc.sessions = await sessionsRun();
   if (ONLY.has('shares')) doc.shares = await sharesRun();

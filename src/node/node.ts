@@ -59,7 +59,7 @@ import { Metrics } from '../metrics/metrics.ts';
 import { PerfScores } from '../perf/scores.ts';
 import { QueueSet } from '../queue/fifo.ts';
 import { SlotGate } from '../queue/gate.ts';
-import { ReserveBook } from '../queue/reserve.ts';
+import { ReserveBook, trackedLease } from '../queue/reserve.ts';
 import type { HostView } from '../route/types.ts';
 import { memberHeaders } from '../security/headers.ts';
 import { loadMeshMode, type MeshMode } from '../security/secret.ts';
@@ -179,7 +179,11 @@ export class ViiworkNode implements ApiNode {
     this.gate = new SlotGate({
       lease: (m: string, w: Workload, k?: string) => this.slots.tryLease(m, w, k),
       now: this.now,
-      reserve: { book: this.reserve, room: (m: string, w: Workload) => this.slots.roomFor(m, w, (slots) => this.reserve.held(m, slots)) },
+      reserve: {
+        book: this.reserve,
+        room: (m: string, w: Workload) => this.slots.roomFor(m, w, (slots) => this.reserve.held(m, slots)),
+        track: (m: string, lease: Lease) => trackedLease(this.reserve, m, lease),
+      },
     });
     this.metrics.lineDepthOf = () => this.slots.models().map((model) => ({ model, depth: this.gate.depth(model) }));
     // This node's own queue first, then the line: either way a slot goes to whoever ranks first (the gate asks both).

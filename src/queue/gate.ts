@@ -40,7 +40,12 @@ export interface GateOptions<W, L> {
    * Room kept for interactive work (reserve.ts): the book that notes interactive asks, and this node's free slots of
    * (model, workload) with those held back from batch now. Absent: batch takes any free slot.
    */
-  reserve?: { book: ReserveBook; room: (model: string, workload: W) => { free: number; held: number } };
+  reserve?: {
+    book: ReserveBook;
+    room: (model: string, workload: W) => { free: number; held: number };
+    /** Count an interactive lease as running until it is released (reserve.ts trackedLease); absent: not counted. */
+    track?: (model: string, lease: L) => L;
+  };
 }
 
 /** Forwards waiting at once for one model's slots here; past it the lowest-ranked gives way or the newcomer is refused. */
@@ -92,6 +97,13 @@ export class SlotGate<W, L> {
     return mayTakeSlot('batch', free, held);
   }
 
+  /** A slot from the table; an interactive one is counted while it runs (the room kept follows how many run at once). */
+  #leaseFor(model: string, workload: W, sessionKey: string | undefined, flow: Flow | undefined): L | undefined {
+    const lease = this.#lease(model, workload, sessionKey);
+    const track = this.#reserve?.track;
+    return lease !== undefined && track && flow?.band !== 'batch' ? track(model, lease) : lease;
+  }
+
   /** Forwards waiting for `model` here now. */
   depth(model: string): number {
     return this.#lines.get(model)?.waiters.length ?? 0;
@@ -110,13 +122,13 @@ export class SlotGate<W, L> {
   tryLease(model: string, workload: W, sessionKey?: string, flow?: Flow): L | undefined {
     if (!this.#roomFor(model, workload, flow)) return undefined;
     const line = this.#lines.get(model);
-    if (!line || !flow) return this.#lease(model, workload, sessionKey);
+    if (!line || !flow) return this.#leaseFor(model, workload, sessionKey, flow);
     const rivals = line.waiters.filter((w) => w.workload === workload).map((w) => w.flow);
     if (rivals.length && !line.waiters.some((w) => w.flow.key === flow.key)) {
       line.counters.set(flow.key, liftedCounter(line.counters.get(flow.key), flow.key, flow.band, rivals, line.counters));
     }
     if (!mayTake(flow, rivals, line.counters)) return undefined;
-    const lease = this.#lease(model, workload, sessionKey);
+    const lease = this.#leaseFor(model, workload, sessionKey, flow);
     if (lease !== undefined) line.counters.set(flow.key, (line.counters.get(flow.key) ?? 0) + charge(flow));
     return lease;
   }
@@ -184,7 +196,7 @@ export class SlotGate<W, L> {
         const w = rest[i];
         tried.add(w);
         if (w.flow.band === 'batch' && !this.#roomFor(model, w.workload, w.flow)) continue;
-        const lease = this.#lease(model, w.workload, w.sessionKey);
+        const lease = this.#leaseFor(model, w.workload, w.sessionKey, w.flow);
         if (lease === undefined) continue;
         line.counters.set(w.flow.key, (line.counters.get(w.flow.key) ?? 0) + charge(w.flow));
         w.settle({ ok: true, lease, waitedMs: this.#now() - w.at });

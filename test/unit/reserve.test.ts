@@ -8,25 +8,30 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Band, Flow } from '../../src/queue/fair.ts';
 import { SlotGate } from '../../src/queue/gate.ts';
-import { heldBack, mayTakeSlot, ReserveBook, type ReserveRule } from '../../src/queue/reserve.ts';
+import { heldBack, mayTakeSlot, ReserveBook, trackedLease, type InteractiveRecord, type ReserveRule } from '../../src/queue/reserve.ts';
 import { candidates, forwardsIn } from '../../src/route/eligibility.ts';
 import type { HostView, TargetView } from '../../src/route/types.ts';
 
 const rule: ReserveRule = { slots: 1, forMs: 30_000 };
 
 describe('heldBack', () => {
-  const table: [string, ReserveRule, number, number | undefined, number, number][] = [
+  const rec = (lastAt: number, running = 0, peak = 0): InteractiveRecord => ({ lastAt, running, peak });
+  const table: [string, ReserveRule, number, InteractiveRecord | undefined, number, number][] = [
     ['no interactive request seen: nothing held', rule, 4, undefined, 1_000, 0],
-    ['one seen a moment ago: the rule’s slots held', rule, 4, 900, 1_000, 1],
-    ['seen just inside the window: still held', rule, 4, 0, 29_999, 1],
-    ['the window passed: nothing held', rule, 4, 0, 30_000, 0],
-    ['a one-slot target never holds its only slot', rule, 1, 900, 1_000, 0],
-    ['never all slots: two asked of three, two held', { slots: 2, forMs: 30_000 }, 3, 900, 1_000, 2],
-    ['never all slots: three asked of three, two held', { slots: 3, forMs: 30_000 }, 3, 900, 1_000, 2],
-    ['a target with no healthy slot holds none', rule, 0, 900, 1_000, 0],
-    ['reserve 0: off', { slots: 0, forMs: 30_000 }, 4, 900, 1_000, 0],
+    ['one seen a moment ago: the rule’s slots held', rule, 4, rec(900), 1_000, 1],
+    ['seen just inside the window: still held', rule, 4, rec(0), 29_999, 1],
+    ['the window passed: nothing held', rule, 4, rec(0), 30_000, 0],
+    ['a one-slot target never holds its only slot', rule, 1, rec(900), 1_000, 0],
+    ['two ran at once lately, none runs now: room for two', rule, 4, rec(900, 0, 2), 1_000, 2],
+    ['two ran at once lately, one runs now: room for one more', rule, 4, rec(900, 1, 2), 1_000, 1],
+    ['three ran at once lately: room for three, but never all four slots', rule, 4, rec(900, 0, 3), 1_000, 3],
+    ['four ran at once lately: still never all slots', rule, 4, rec(900, 0, 4), 1_000, 3],
+    ['the rule’s slots are the least held, whatever the peak', { slots: 2, forMs: 30_000 }, 8, rec(900, 1, 1), 1_000, 2],
+    ['never all slots: three asked of three, two held', { slots: 3, forMs: 30_000 }, 3, rec(900), 1_000, 2],
+    ['a target with no healthy slot holds none', rule, 0, rec(900, 0, 2), 1_000, 0],
+    ['reserve 0: off, whatever ran', { slots: 0, forMs: 30_000 }, 4, rec(900, 0, 3), 1_000, 0],
   ];
-  for (const [name, r, slots, last, now, want] of table) it(name, () => assert.equal(heldBack(r, slots, last, now), want));
+  for (const [name, r, slots, record, now, want] of table) it(name, () => assert.equal(heldBack(r, slots, record, now), want));
 });
 
 describe('mayTakeSlot', () => {
@@ -56,6 +61,28 @@ describe('ReserveBook', () => {
     assert.equal(book.held('m', 4), 1, 'the window counts from the last interactive request');
     now = 50_000;
     assert.equal(book.held('m', 4), 0);
+  });
+
+  it('keeps room for as many interactive requests as ran at once lately, counting those running now', () => {
+    let now = 1_000;
+    const book = new ReserveBook(() => rule, () => now);
+    book.note('m');
+    const a = trackedLease(book, 'm', { release() {} });
+    book.note('m');
+    const b = trackedLease(book, 'm', { release() {} });
+    assert.equal(book.held('m', 8), 1, 'two run, the peak is two: the rule’s one slot');
+    a.release();
+    a.release();
+    assert.equal(book.record('m')?.running, 1, 'a lease released twice counts once');
+    assert.equal(book.held('m', 8), 1);
+    b.release();
+    assert.equal(book.held('m', 8), 2, 'none runs: room for the two that ran at once');
+    now += 20_000;
+    book.note('m');
+    assert.equal(book.held('m', 8), 2, 'the peak holds within the window');
+    now += 15_000;
+    book.note('m');
+    assert.equal(book.held('m', 8), 1, 'a peak older than the window falls to what runs now, and the rule’s slot stays');
   });
 
   it('reads the rule at each use, so a reloaded config takes effect at once', () => {
