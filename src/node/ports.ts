@@ -154,7 +154,7 @@ export function reportSource(n: ReportParts, files: Pick<ModelFilePolicy, 'fileO
       return n.keys.table.empty ? undefined : n.keys.table.version;
     },
     cache: n.cacheBook,
-    heldBack: (model, slots) => n.reserve.held(model, slots),
+    heldBack: (model, slots) => n.reserve.published(model, slots),
     fileOf: (model) => files.fileOf(model),
     fetchOf: (model) => files.fetchOf(model),
     hasFile: (model) => files.hasFile(model),

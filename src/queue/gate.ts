@@ -93,6 +93,7 @@ export class SlotGate<W, L> {
       r.book.note(model);
       return true;
     }
+    r.book.noteBatch(model);
     const { free, held } = r.room(model, workload);
     return mayTakeSlot('batch', free, held);
   }

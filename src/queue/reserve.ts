@@ -53,6 +53,8 @@ export function mayTakeSlot(band: Band, free: number, held: number): boolean {
 
 interface Entry extends InteractiveRecord {
   peakAt: number;
+  /** Clock ms of the last batch request that asked for a slot here (undefined: none). */
+  batchAt?: number;
 }
 
 /** Each model's interactive work on this node: when it last asked, how many run now, the recent peak. */
@@ -67,13 +69,28 @@ export class ReserveBook {
 
   #entry(model: string): Entry {
     let e = this.#models.get(model);
-    if (!e) this.#models.set(model, (e = { lastAt: this.now(), running: 0, peak: 0, peakAt: this.now() }));
+    // No interactive request yet: lastAt is -Infinity, outside any window.
+    if (!e) this.#models.set(model, (e = { lastAt: -Infinity, running: 0, peak: 0, peakAt: this.now() }));
     return e;
   }
 
   /** An interactive request asked for a slot of `model` on this node. */
   note(model: string): void {
     if (this.rule().slots > 0) this.#entry(model).lastAt = this.now();
+  }
+
+  /** A batch request asked for a slot of `model` on this node: the room is published while such requests come. */
+  noteBatch(model: string): void {
+    if (this.rule().slots > 0) this.#entry(model).batchAt = this.now();
+  }
+
+  /**
+   * What the capacity report says a target of `model` holds back: `held`, while batch requests also asked here within
+   * the window (entries need it only to place batch work); 0 otherwise, so a fleet without batch work reports nothing new.
+   */
+  published(model: string, slots: number): number {
+    const at = this.#models.get(model)?.batchAt;
+    return at !== undefined && this.now() - at < this.rule().forMs ? this.held(model, slots) : 0;
   }
 
   /** An interactive request took a slot of `model`; call `ended` once when it gives it back. */

@@ -85,6 +85,24 @@ describe('ReserveBook', () => {
     assert.equal(book.held('m', 8), 1, 'a peak older than the window falls to what runs now, and the rule’s slot stays');
   });
 
+  it('publishes the room only while batch requests also ask here, and batch alone holds nothing back', () => {
+    let now = 1_000;
+    const book = new ReserveBook(() => rule, () => now);
+    book.noteBatch('m');
+    assert.equal(book.held('m', 4), 0, 'batch alone: no room held');
+    assert.equal(book.published('m', 4), 0);
+    const only = new ReserveBook(() => rule, () => now);
+    only.note('m');
+    assert.equal(only.held('m', 4), 1);
+    assert.equal(only.published('m', 4), 0, 'interactive alone: held, but nothing for a report to say');
+    book.note('m');
+    assert.equal(book.published('m', 4), 1, 'both: the report says what is held');
+    now += rule.forMs;
+    book.note('m');
+    assert.equal(book.held('m', 4), 1);
+    assert.equal(book.published('m', 4), 0, 'no batch request within the window: not published');
+  });
+
   it('reads the rule at each use, so a reloaded config takes effect at once', () => {
     let r: ReserveRule = rule;
     const book = new ReserveBook(() => r, () => 5);
