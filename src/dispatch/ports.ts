@@ -31,6 +31,11 @@ export interface ServedUsage {
   promptTokens?: number;
   cachedTokens?: number;
   completionTokens?: number;
+  /**
+   * Clock ms the run took its slot: a settlement is counted in that second of the key's minute, beside its admission,
+   * so the admission's estimate and its correction leave the sliding minute together (keys/window.ts).
+   */
+  startedAt?: number;
 }
 
 export interface DispatchRules {

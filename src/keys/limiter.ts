@@ -11,7 +11,7 @@ import path from 'node:path';
 import type { Limits } from '../config/key-spec.ts';
 import { rendezvousRank } from '../hashing/rendezvous.ts';
 import { admit, cutOffLimits, ownView, sumReports, type Admission, type OwnerView, type Since } from './limits.ts';
-import { addTo, addTokens, emptyWindow, parseWindow, takeBack, totalsOf, type KeyWindow, type Totals } from './window.ts';
+import { addTo, addTokens, addTokensAt, emptyWindow, parseWindow, takeBack, totalsOf, type KeyWindow, type Totals } from './window.ts';
 
 /** Reports go out at most this often (SPEC: at most every 100 ms). */
 export const REPORT_MS = 100;
@@ -171,10 +171,15 @@ export class Limiter {
     };
   }
 
-  /** Tokens a request of `key` used beyond its estimate (negative: less), counted where it ran: the owner sums it in. */
-  settle(key: string, extraTokens: number): void {
+  /**
+   * Tokens a request of `key` used beyond its estimate (negative: less), counted where it ran: the owner sums it in.
+   * `atMs`: when the run began (about when it was admitted): counted in that second of the minute, so the estimate and
+   * its correction leave the sliding minute together; a correction counted later would outlive the estimate it corrects
+   * there and, negative, let the key be admitted again for a moment (the first minute of a burst overshot so).
+   */
+  settle(key: string, extraTokens: number, atMs?: number): void {
     if (extraTokens === 0) return;
-    addTokens(this.#window(key), this.deps.now(), extraTokens);
+    addTokensAt(this.#window(key), atMs ?? this.deps.now(), this.deps.now(), extraTokens);
     // Admissions here count it at once, as they count what they admit: in the running count a report marks, and in the
     // `since` of the answer in hand (the owner hears of it with this node's next report).
     this.#count(key).tokens += extraTokens;

@@ -48,6 +48,29 @@ export interface KeyWindow {
 
 export const emptyWindow = (nowMs: number): KeyWindow => ({ requests: emptyMinute(), tokens: emptyMinute(), day: Math.floor(nowMs / DAY_MS), dayTokens: 0, inflight: 0 });
 
+/**
+ * Count a settlement's difference in the second `atMs` (no later than `nowMs`) of the minute, and in the day:
+ * a second that has left the minute takes nothing there (its estimate has left it too).
+ */
+export function addTokensAt(w: KeyWindow, atMs: number, nowMs: number, n: number): void {
+  const s = Math.floor(Math.min(atMs, nowMs) / 1000);
+  if (s > Math.floor(nowMs / 1000) - WINDOW_S) {
+    const i = s % WINDOW_S;
+    // Within the minute a slot holds second s or an expired one (s - 60k): the latter is reset.
+    if (w.tokens.stamps[i] !== s) {
+      w.tokens.stamps[i] = s;
+      w.tokens.counts[i] = 0;
+    }
+    w.tokens.counts[i] += n;
+  }
+  const day = Math.floor(nowMs / DAY_MS);
+  if (day !== w.day) {
+    w.day = day;
+    w.dayTokens = 0;
+  }
+  w.dayTokens = Math.max(0, w.dayTokens + n);
+}
+
 /** Count tokens (admitted, or a settlement's difference) at `nowMs`, in the minute and the day. */
 export function addTokens(w: KeyWindow, nowMs: number, n: number): void {
   addTo(w.tokens, nowMs, n);

@@ -42,10 +42,10 @@ export function settleServed(n: UsageSide, rr: RoutedRequest, used: ServedUsage)
   const held = admissionTokens(rr.promptTokens, rr.maxTokens, GENERATION_WORKLOADS.includes(rr.workload));
   // A refusal (the engine's own 4xx, or this executor's about the request) that reports no usage ran nothing: no tokens.
   if (used.promptTokens === undefined && used.completionTokens === undefined) {
-    if (used.status >= 400) n.limiter.settle(c.name, -held);
+    if (used.status >= 400) n.limiter.settle(c.name, -held, used.startedAt);
     return;
   }
-  n.limiter.settle(c.name, (used.promptTokens ?? rr.promptTokens ?? 0) + (used.completionTokens ?? 0) - held);
+  n.limiter.settle(c.name, (used.promptTokens ?? rr.promptTokens ?? 0) + (used.completionTokens ?? 0) - held, used.startedAt);
 }
 
 /** Every alive member's usage rows (this node's included), merged: the mesh-wide /v1/usage. */

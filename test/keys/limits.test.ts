@@ -253,3 +253,35 @@ describe('limits across three entry nodes (one process)', () => {
     assert.equal(a.ok, false);
   });
 });
+
+describe('a settlement leaves the minute with the admission it corrects', () => {
+  it('counted in the second the run began, it expires with the estimate; counted later it would let the key in again', async () => {
+    const { addTokens, addTokensAt, emptyWindow, minuteTotal } = await import('../../src/keys/window.ts');
+    const start = T0 + 900; // late in a second: the answer's usage comes in the next one
+    const w = emptyWindow(start);
+    addTokens(w, start, 330); // admitted: prompt estimate + max_tokens
+    addTokensAt(w, start, start + 300, -162); // settled 300 ms later: it used 168
+    assert.equal(minuteTotal(w.tokens, start + 300), 168);
+    // A minute on, the admission's second has left the window; so has its correction. A new admission counts whole.
+    addTokens(w, T0 + 60_050, 330);
+    assert.equal(minuteTotal(w.tokens, T0 + 60_050), 330);
+    assert.equal(w.dayTokens, 168 + 330);
+
+    // The old way, the correction counted when it arrived, outlived the estimate by a second and hid 162 tokens of it.
+    const old = emptyWindow(start);
+    addTokens(old, start, 330);
+    addTokens(old, start + 300, -162);
+    addTokens(old, T0 + 60_050, 330);
+    assert.equal(minuteTotal(old.tokens, T0 + 60_050), 168, 'the flaw this fixes: under-counted by the stale correction');
+  });
+
+  it('a correction for a second already out of the minute changes only the day', async () => {
+    const { addTokens, addTokensAt, emptyWindow, minuteTotal } = await import('../../src/keys/window.ts');
+    const w = emptyWindow(T0);
+    addTokens(w, T0, 500);
+    addTokensAt(w, T0, T0 + 61_000, -200);
+    addTokens(w, T0 + 61_000, 100);
+    assert.equal(minuteTotal(w.tokens, T0 + 61_000), 100);
+    assert.equal(w.dayTokens, 400);
+  });
+});

@@ -44,6 +44,9 @@ function recordsReply(rr: RoutedRequest, chain: PrefixChain | undefined): boolea
   return chain !== undefined && chain.length > 0 && chain.length < CHAIN_LINKS_MAX && rr.body.length <= CHAIN_WALK_MAX && dialect !== undefined && dialect !== 'completions';
 }
 
+/** The clock ms a lease was granted (its grantedAt is performance.now()). */
+const startedAtOf = (now: number, lease: Lease): number => now - Math.max(0, performance.now() - lease.grantedAt);
+
 /** A verified forward's sender and claims. */
 export type ForwardSender = Extract<Sender, { kind: 'forward' }>;
 
@@ -174,7 +177,7 @@ export class Executor {
         // The executor's own answer about the request itself: unmarked, so it reaches the client once.
         sendError(res, plan.error, responseHeaders, errorShapeOf(rr.endpoint.dialect));
         trace.outcome = String(plan.error.status);
-        p.served?.(rr, { status: plan.error.status });
+        p.served?.(rr, { status: plan.error.status, startedAt: startedAtOf(p.now(), lease) });
         return { kind: 'answered', status: plan.error.status };
       }
       if (plan.kind === 'translate') {
@@ -226,7 +229,7 @@ export class Executor {
           const dialect = promptDialectOf(rr.endpoint);
           const reply = result.reply && chain && dialect && result.status < 300 ? replyLink(chain, result.reply, dialect) : undefined;
           run?.finish({ processed: true, promptTokens: trace.promptTokens, cachedTokens: result.cachedTokens, ...(reply ? { reply } : {}) });
-          p.served?.(rr, { status: result.status, promptTokens: trace.promptTokens, cachedTokens: result.cachedTokens, completionTokens: trace.completionTokens });
+          p.served?.(rr, { status: result.status, promptTokens: trace.promptTokens, cachedTokens: result.cachedTokens, completionTokens: trace.completionTokens, startedAt: startedAtOf(p.now(), lease) });
           if (generation && trace.promptTokens !== undefined) {
             const cached = Math.min(trace.promptTokens, result.cachedTokens ?? trace.predictedCached ?? 0);
             p.metrics.promptTokens.inc({ model: rr.model, host: p.name, cache: 'cached' }, cached);
