@@ -1,12 +1,22 @@
 /**
  * What one node admitted for one key (SPEC section 12, limits): requests
- * and tokens over the last minute (60 one-second buckets, a sliding
+ * and tokens over the last minute (one-second buckets covering the last 60 s, a sliding
  * window), tokens of the current UTC day, and requests in flight. Plain
  * data with pure updates, so it can be reported, summed by the owner and
  * saved in state_dir as it is.
  */
 
 export const WINDOW_S = 60;
+/**
+ * Buckets in the ring: the minute's 60 and the one it is entering. A bucket counts while any part of its second lies
+ * in the last 60 s (seconds s-60..s), so what was admitted late in a second still counts until a full minute after it:
+ * with 60 buckets a burst at 12:00:00.9 left the window at 12:01:00.0 and the key was admitted again within one
+ * real minute of it (the limits benchmark's first minute overshot by that burst).
+ */
+const SLOTS = WINDOW_S + 1;
+const slotOf = (s: number): number => s % SLOTS;
+/** Is a bucket stamped with second `stamp` part of the minute ending in second `s`? */
+const inMinute = (stamp: number, s: number): boolean => stamp > s - SLOTS && stamp <= s;
 export const DAY_MS = 86_400_000;
 
 /** A sliding minute: `stamps[i]` is the second whose count `counts[i]` holds. */
@@ -15,12 +25,12 @@ export interface Minute {
   counts: number[];
 }
 
-export const emptyMinute = (): Minute => ({ stamps: new Array(WINDOW_S).fill(-1), counts: new Array(WINDOW_S).fill(0) });
+export const emptyMinute = (): Minute => ({ stamps: new Array(SLOTS).fill(-1), counts: new Array(SLOTS).fill(0) });
 
 /** Add `n` (may be negative: a settlement) at clock `nowMs`. */
 export function addTo(m: Minute, nowMs: number, n: number): void {
   const s = Math.floor(nowMs / 1000);
-  const i = s % WINDOW_S;
+  const i = slotOf(s);
   if (m.stamps[i] !== s) {
     m.stamps[i] = s;
     m.counts[i] = 0;
@@ -28,11 +38,11 @@ export function addTo(m: Minute, nowMs: number, n: number): void {
   m.counts[i] += n;
 }
 
-/** The total of the last 60 seconds at `nowMs`. */
+/** The total of the seconds that overlap the last 60 s at `nowMs`. */
 export function minuteTotal(m: Minute, nowMs: number): number {
   const s = Math.floor(nowMs / 1000);
   let t = 0;
-  for (let i = 0; i < WINDOW_S; i++) if (m.stamps[i] > s - WINDOW_S && m.stamps[i] <= s) t += m.counts[i];
+  for (let i = 0; i < SLOTS; i++) if (inMinute(m.stamps[i], s)) t += m.counts[i];
   return Math.max(0, t);
 }
 
@@ -54,15 +64,7 @@ export const emptyWindow = (nowMs: number): KeyWindow => ({ requests: emptyMinut
  */
 export function addTokensAt(w: KeyWindow, atMs: number, nowMs: number, n: number): void {
   const s = Math.floor(Math.min(atMs, nowMs) / 1000);
-  if (s > Math.floor(nowMs / 1000) - WINDOW_S) {
-    const i = s % WINDOW_S;
-    // Within the minute a slot holds second s or an expired one (s - 60k): the latter is reset.
-    if (w.tokens.stamps[i] !== s) {
-      w.tokens.stamps[i] = s;
-      w.tokens.counts[i] = 0;
-    }
-    w.tokens.counts[i] += n;
-  }
+  if (inMinute(s, Math.floor(nowMs / 1000))) addTo(w.tokens, s * 1000, n);
   const day = Math.floor(nowMs / DAY_MS);
   if (day !== w.day) {
     w.day = day;
@@ -73,13 +75,7 @@ export function addTokensAt(w: KeyWindow, atMs: number, nowMs: number, n: number
 
 /** Count tokens (admitted, or a settlement's difference) at `nowMs`, in the minute and the day. */
 export function addTokens(w: KeyWindow, nowMs: number, n: number): void {
-  addTo(w.tokens, nowMs, n);
-  const day = Math.floor(nowMs / DAY_MS);
-  if (day !== w.day) {
-    w.day = day;
-    w.dayTokens = 0;
-  }
-  w.dayTokens = Math.max(0, w.dayTokens + n);
+  addTokensAt(w, nowMs, nowMs, n);
 }
 
 /**
@@ -90,8 +86,8 @@ export function addTokens(w: KeyWindow, nowMs: number, n: number): void {
  */
 export function takeBack(w: KeyWindow, atMs: number, tokens: number, nowMs: number): void {
   const s = Math.floor(atMs / 1000);
-  if (s > Math.floor(nowMs / 1000) - WINDOW_S) {
-    const i = s % WINDOW_S;
+  if (inMinute(s, Math.floor(nowMs / 1000))) {
+    const i = slotOf(s);
     if (w.requests.stamps[i] === s) w.requests.counts[i] -= 1;
     if (w.tokens.stamps[i] === s) w.tokens.counts[i] -= tokens;
   }
@@ -118,9 +114,17 @@ export function parseWindow(x: unknown): KeyWindow | undefined {
   const o = x as Record<string, unknown> | null;
   const minute = (m: unknown): Minute | undefined => {
     const v = m as Minute | null;
-    return v && Array.isArray(v.stamps) && Array.isArray(v.counts) && v.stamps.length === WINDOW_S && v.counts.length === WINDOW_S && [...v.stamps, ...v.counts].every((n) => typeof n === 'number' && Number.isFinite(n))
-      ? { stamps: [...v.stamps], counts: [...v.counts] }
-      : undefined;
+    // 60 buckets: a state file written before the ring held 61; each bucket goes back to its second's slot.
+    const ok = v && Array.isArray(v.stamps) && Array.isArray(v.counts) && (v.stamps.length === SLOTS || v.stamps.length === WINDOW_S) && v.counts.length === v.stamps.length;
+    if (!ok || ![...v.stamps, ...v.counts].every((n) => typeof n === 'number' && Number.isFinite(n))) return undefined;
+    const out = emptyMinute();
+    v.stamps.forEach((stamp, j) => {
+      if (stamp >= 0 && stamp > out.stamps[slotOf(stamp)]) {
+        out.stamps[slotOf(stamp)] = stamp;
+        out.counts[slotOf(stamp)] = v.counts[j];
+      }
+    });
+    return out;
   };
   if (!o || typeof o !== 'object') return undefined;
   const requests = minute(o.requests);

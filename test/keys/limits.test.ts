@@ -254,34 +254,58 @@ describe('limits across three entry nodes (one process)', () => {
   });
 });
 
-describe('a settlement leaves the minute with the admission it corrects', () => {
-  it('counted in the second the run began, it expires with the estimate; counted later it would let the key in again', async () => {
+describe('the sliding minute (keys/window.ts)', () => {
+  it('a settlement counted in the second its run began expires with the estimate; counted on arrival it outlives it', async () => {
     const { addTokens, addTokensAt, emptyWindow, minuteTotal } = await import('../../src/keys/window.ts');
     const start = T0 + 900; // late in a second: the answer's usage comes in the next one
     const w = emptyWindow(start);
     addTokens(w, start, 330); // admitted: prompt estimate + max_tokens
     addTokensAt(w, start, start + 300, -162); // settled 300 ms later: it used 168
     assert.equal(minuteTotal(w.tokens, start + 300), 168);
-    // A minute on, the admission's second has left the window; so has its correction. A new admission counts whole.
-    addTokens(w, T0 + 60_050, 330);
-    assert.equal(minuteTotal(w.tokens, T0 + 60_050), 330);
+    // Once the admission's second has left the window, so has its correction: a new admission counts whole.
+    addTokens(w, T0 + 61_050, 330);
+    assert.equal(minuteTotal(w.tokens, T0 + 61_050), 330);
     assert.equal(w.dayTokens, 168 + 330);
-
-    // The old way, the correction counted when it arrived, outlived the estimate by a second and hid 162 tokens of it.
+    // Counted on arrival, in the next second, the correction outlived the estimate and hid 162 tokens of a new admission.
     const old = emptyWindow(start);
     addTokens(old, start, 330);
     addTokens(old, start + 300, -162);
-    addTokens(old, T0 + 60_050, 330);
-    assert.equal(minuteTotal(old.tokens, T0 + 60_050), 168, 'the flaw this fixes: under-counted by the stale correction');
+    addTokens(old, T0 + 61_050, 330);
+    assert.equal(minuteTotal(old.tokens, T0 + 61_050), 168, 'the flaw the dated settlement removes');
+  });
+
+  it('whatever part of its second it came in, an admission counts for a full minute after it', async () => {
+    const { addTokens, emptyWindow, minuteTotal } = await import('../../src/keys/window.ts');
+    const w = emptyWindow(T0);
+    addTokens(w, T0 + 900, 1000); // 12:00:00.9
+    assert.equal(minuteTotal(w.tokens, T0 + 59_950), 1000, '59.05 s later');
+    assert.equal(minuteTotal(w.tokens, T0 + 60_850), 1000, '59.95 s later: a 60-bucket ring had dropped it 0.9 s early');
+    assert.equal(minuteTotal(w.tokens, T0 + 61_000), 0, '60.1 s later');
   });
 
   it('a correction for a second already out of the minute changes only the day', async () => {
     const { addTokens, addTokensAt, emptyWindow, minuteTotal } = await import('../../src/keys/window.ts');
     const w = emptyWindow(T0);
     addTokens(w, T0, 500);
-    addTokensAt(w, T0, T0 + 61_000, -200);
-    addTokens(w, T0 + 61_000, 100);
-    assert.equal(minuteTotal(w.tokens, T0 + 61_000), 100);
+    addTokensAt(w, T0, T0 + 62_000, -200);
+    addTokens(w, T0 + 62_000, 100);
+    assert.equal(minuteTotal(w.tokens, T0 + 62_000), 100);
     assert.equal(w.dayTokens, 400);
+  });
+
+  it('a state file written with a 60-bucket minute loads, each second in its place', async () => {
+    const { minuteTotal, parseWindow } = await import('../../src/keys/window.ts');
+    const s0 = Math.floor(T0 / 1000);
+    const stamps = new Array(60).fill(-1);
+    const counts = new Array(60).fill(0);
+    stamps[s0 % 60] = s0;
+    counts[s0 % 60] = 700;
+    stamps[(s0 + 30) % 60] = s0 + 30;
+    counts[(s0 + 30) % 60] = 50;
+    const w = parseWindow({ requests: { stamps, counts }, tokens: { stamps, counts }, day: Math.floor(T0 / 86_400_000), dayTokens: 750 });
+    assert.ok(w);
+    assert.equal(minuteTotal(w.tokens, T0 + 40_000), 750);
+    assert.equal(minuteTotal(w.tokens, T0 + 75_000), 50);
+    assert.equal(w.tokens.stamps.length, 61);
   });
 });
