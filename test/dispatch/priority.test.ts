@@ -84,14 +84,23 @@ describe('room kept for interactive turns on one node (routing.interactive_reser
   }
   const BATCH = { 'x-viiwork-priority': 'batch' };
 
-  it('after an interactive turn, a batch request does not take the last free slot; the next interactive turn does, at once', async (t) => {
-    const n = await startNode({ routing: { queue_timeout: '60s' }, models: [{ name: 'two', engine: 'sim', parallel: 2, sim }] });
+  /**
+   * A two-slot node (`routing` added) after one interactive turn, with a long batch job running; `second`: a short batch
+   * job sent then, and (unless `queued` is false) seen waiting in the queue.
+   */
+  async function behindLongBatch(t: { after(fn: () => unknown): void }, routing: Record<string, unknown>, queued = true) {
+    const n = await startNode({ routing: { queue_timeout: '60s', ...routing }, models: [{ name: 'two', engine: 'sim', parallel: 2, sim }] });
     t.after(() => n.stop());
-    assert.equal((await ask(n.url, {}, 'first turn', 1)).status, 200);
+    assert.equal((await ask(n.url, {}, 'a turn', 1)).status, 200);
     const long = ask(n.url, BATCH, 'long batch job', 200);
     await waitFor(() => n.node.slots.freeFor('two', 'chat') === 1, { what: 'the long batch job running' });
-    const held = ask(n.url, BATCH, 'second batch job', 1);
-    await waitFor(() => n.node.queues.depth('two') === 1, { what: 'the second batch job queued' });
+    const second = ask(n.url, BATCH, 'second batch job', 1);
+    if (queued) await waitFor(() => n.node.queues.depth('two') === 1, { what: 'the second batch job queued' });
+    return { n, long, second };
+  }
+
+  it('after an interactive turn, a batch request does not take the last free slot; the next interactive turn does, at once', async (t) => {
+    const { n, long, second: held } = await behindLongBatch(t, {});
     assert.equal(n.node.slots.freeFor('two', 'chat'), 1, 'a slot stays free while batch waits');
     const turn = await ask(n.url, {}, 'next turn', 1);
     assert.equal(turn.status, 200, turn.text);
@@ -103,13 +112,7 @@ describe('room kept for interactive turns on one node (routing.interactive_reser
   });
 
   it('the room lapses interactive_reserve_for after the last interactive turn: a waiting batch job then runs', async (t) => {
-    const n = await startNode({ routing: { queue_timeout: '60s', interactive_reserve_for: '1500ms' }, models: [{ name: 'two', engine: 'sim', parallel: 2, sim }] });
-    t.after(() => n.stop());
-    assert.equal((await ask(n.url, {}, 'a turn', 1)).status, 200);
-    const long = ask(n.url, BATCH, 'long batch job', 200);
-    await waitFor(() => n.node.slots.freeFor('two', 'chat') === 1, { what: 'the long batch job running' });
-    const held = ask(n.url, BATCH, 'second batch job', 1);
-    await waitFor(() => n.node.queues.depth('two') === 1, { what: 'the second batch job queued' });
+    const { long, second: held } = await behindLongBatch(t, { interactive_reserve_for: '1500ms' });
     const h = await held;
     const l = await long;
     assert.equal(h.status, 200);
@@ -117,12 +120,8 @@ describe('room kept for interactive turns on one node (routing.interactive_reser
   });
 
   it('with interactive_reserve 0, batch takes every slot', async (t) => {
-    const n = await startNode({ routing: { queue_timeout: '60s', interactive_reserve: 0 }, models: [{ name: 'two', engine: 'sim', parallel: 2, sim }] });
-    t.after(() => n.stop());
-    assert.equal((await ask(n.url, {}, 'a turn', 1)).status, 200);
-    const long = ask(n.url, BATCH, 'long batch job', 200);
-    await waitFor(() => n.node.slots.freeFor('two', 'chat') === 1, { what: 'the long batch job running' });
-    const second = await ask(n.url, BATCH, 'second batch job', 1);
+    const { long, second: pending } = await behindLongBatch(t, { interactive_reserve: 0 }, false);
+    const second = await pending;
     assert.equal(second.status, 200);
     assert.ok(second.done < (await long).done);
   });
