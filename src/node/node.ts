@@ -21,7 +21,7 @@ import { Keyring } from '../keys/access.ts';
 import { KeyTable } from '../keys/table.ts';
 import { Limiter } from '../keys/limiter.ts';
 import { UsageBook, type ServedRecord, type UsageRow } from '../keys/usage.ts';
-import { meshUsage, recordUsage, settleServed } from './usage-side.ts';
+import { limitOwners, meshUsage, recordUsage, settleServed } from './usage-side.ts';
 import { postToMember } from '../forward/member-call.ts';
 import { findsNoMembers, type Config } from '../config/schema.ts';
 import { DecisionFeed } from '../dispatch/decisions.ts';
@@ -297,8 +297,7 @@ export class ViiworkNode implements ApiNode {
     this.limiter = new Limiter({
       self: this.name,
       now: this.now,
-      // Owners are alive viiwork members (suspect ones are still asked; a dead one is not).
-      alive: () => [this.name, ...this.members.peers().filter((m) => m.state === 'alive').map((m) => m.name)],
+      alive: () => limitOwners(this.name, this.members.peers()),
       send: async (host, reports) => {
         const r = await postToMember(this.#peers, host, '/v1/limits', { reports }, 1000);
         return r.status === 200 ? (r.body as { views?: Record<string, never> }).views : undefined;

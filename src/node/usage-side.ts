@@ -10,7 +10,7 @@ import type { Keyring } from '../keys/access.ts';
 import type { Limiter } from '../keys/limiter.ts';
 import { admissionTokens } from '../keys/limits.ts';
 import { mergeRows, parseRows, type ServedRecord, type UsageBook, type UsageRow } from '../keys/usage.ts';
-import type { MemberTable } from '../mesh/members.ts';
+import type { MemberInfo, MemberTable } from '../mesh/members.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { GENERATION_WORKLOADS } from '../workloads/workloads.ts';
 
@@ -19,6 +19,17 @@ export interface UsageSide {
   readonly limiter: Limiter;
   readonly usage: UsageBook;
   readonly metrics: Metrics;
+}
+
+/**
+ * The members a key's owner is chosen among (keys/limiter.ts ownerOf), and whose count divides a cut-off node's share:
+ * this node and its viiwork peers, alive or suspect. A suspect member is still asked (it usually answers; when it
+ * does not, entries are cut off and keep to their shares): were it dropped at the first missed probe, the nodes that
+ * suspect it and those that do not would choose different owners for its keys, and each owner would let its entries
+ * spend the whole limit.
+ */
+export function limitOwners(self: string, peers: readonly Pick<MemberInfo, 'name' | 'state' | 'role'>[]): string[] {
+  return [self, ...peers.filter((m) => (m.state === 'alive' || m.state === 'suspect') && m.role !== 'foreign').map((m) => m.name)];
 }
 
 /** One request's usage here: the hourly rollups and the per-key metrics. */

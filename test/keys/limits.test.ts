@@ -309,3 +309,17 @@ describe('the sliding minute (keys/window.ts)', () => {
     assert.equal(w.tokens.stamps.length, 61);
   });
 });
+
+describe('who owns a key (node/usage-side.ts limitOwners)', () => {
+  it('a member one node suspects still owns its keys there, so two nodes never choose different owners over a missed probe', async () => {
+    const { limitOwners } = await import('../../src/node/usage-side.ts');
+    const peer = (name: string, state: 'alive' | 'suspect' | 'dead' | 'left', role: 'viiwork' | 'foreign' = 'viiwork') => ({ name, state, role });
+    assert.deepEqual(limitOwners('a', [peer('b', 'alive'), peer('c', 'suspect'), peer('d', 'dead'), peer('e', 'left'), peer('f', 'alive', 'foreign')]), ['a', 'b', 'c']);
+    // Node a sees c alive, node b suspects it: the same owner for every key.
+    const seenByA = new Limiter({ self: 'a', now: () => T0, alive: () => limitOwners('a', [peer('b', 'alive'), peer('c', 'alive')]), send: async () => undefined });
+    const seenByB = new Limiter({ self: 'b', now: () => T0, alive: () => limitOwners('b', [peer('a', 'alive'), peer('c', 'suspect')]), send: async () => undefined });
+    const keys = Array.from({ length: 60 }, (_, i) => `key-${i}`);
+    assert.ok(keys.some((k) => seenByA.ownerOf(k) === 'c'), 'c owns some keys');
+    for (const k of keys) assert.equal(seenByB.ownerOf(k), seenByA.ownerOf(k), k);
+  });
+});
