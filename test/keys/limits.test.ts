@@ -313,7 +313,7 @@ describe('the sliding minute (keys/window.ts)', () => {
 describe('who owns a key (node/usage-side.ts limitOwners)', () => {
   it('a member one node suspects still owns its keys there, so two nodes never choose different owners over a missed probe', async () => {
     const { limitOwners } = await import('../../src/node/usage-side.ts');
-    const peer = (name: string, state: 'alive' | 'suspect' | 'dead' | 'left', role: 'viiwork' | 'foreign' = 'viiwork') => ({ name, state, role });
+    const peer = (name: string, state: 'alive' | 'suspect' | 'dead' | 'left', role: 'node' | 'foreign' = 'node') => ({ name, state, role });
     assert.deepEqual(limitOwners('a', [peer('b', 'alive'), peer('c', 'suspect'), peer('d', 'dead'), peer('e', 'left'), peer('f', 'alive', 'foreign')]), ['a', 'b', 'c']);
     // Node a sees c alive, node b suspects it: the same owner for every key.
     const seenByA = new Limiter({ self: 'a', now: () => T0, alive: () => limitOwners('a', [peer('b', 'alive'), peer('c', 'alive')]), send: async () => undefined });

@@ -135,7 +135,10 @@ describe('charts over time on a three-node mesh under load', { skip: HAVE_CHROMI
     }
     const forward = doc.phases.find((p: any) => p.name === 'forward');
     const decode = doc.phases.find((p: any) => p.name === 'decode');
-    assert.ok(decode.to_ms <= forward.to_ms + 1, 'the executor’s part sits inside the forward');
+    // The executor's clock is placed from the forward's start; its decode ends when it has written the last byte, which on
+    // a loaded machine can be a little after the entry read it. Inside the forward, then, within a small margin.
+    const margin = Math.max(25, 0.1 * (forward.to_ms - forward.from_ms));
+    assert.ok(decode.to_ms <= forward.to_ms + margin, `the executor’s part sits inside the forward (decode ends ${decode.to_ms} ms, the forward ${forward.to_ms} ms)`);
     assert.ok(doc.decision.candidates.some((c: any) => c.host === executor && c.chosen), 'the chosen candidate is the executor');
     assert.equal(await box.locator(`.tl-cands tr.chosen[data-host="${executor}"]`).count(), 1);
     await box.screenshot({ path: path.join(SHOTS, 'timeline.png') });
