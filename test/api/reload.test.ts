@@ -10,10 +10,12 @@ import { tempDir } from '../helpers/node.ts';
 
 const BIN = path.resolve('bin/viiwork.js');
 
+const HOST = '127.0.219.7';
+
 function configText(dir: string, port: number, models: string): string {
   return `node: {name: hup, state_dir: ${dir}/state}
-api: {host: 127.0.0.1, port: ${port}}
-mesh: {open: true, network: lan, mdns: false, advertise: 127.0.0.1, port: 0}
+api: {host: ${HOST}, port: ${port}}
+mesh: {open: true, network: lan, mdns: false, advertise: ${HOST}, port: 0}
 models:
 ${models}`;
 }
@@ -28,8 +30,9 @@ describe('SIGHUP', () => {
   it('adds and removes models on a valid edit, and refuses a bad one without changing anything', async () => {
     const dir = tempDir();
     const file = path.join(dir, 'viiwork.yaml');
-    const port = 20000 + (process.pid % 20000);
-    const url = `http://127.0.0.1:${port}`;
+    // An address of this test's own: a port taken on 127.0.0.1 (an engine's, another test's) cannot stop the node.
+    const port = 8086;
+    const url = `http://${HOST}:${port}`;
     fs.writeFileSync(file, configText(dir, port, '  - {name: a, engine: sim, parallel: 1}\n'));
     const child = spawn(process.execPath, [BIN, 'serve', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] });
     let log = '';
@@ -49,8 +52,11 @@ describe('SIGHUP', () => {
       child.kill('SIGHUP');
       await waitFor(() => modelIds(url).then((ids) => ids.join() === 'b'), { timeoutMs: 10_000, what: 'model a removed' });
     } finally {
-      child.kill('SIGTERM');
-      await new Promise((r) => child.once('exit', r));
+      // A node that never started (or already exited) has nothing to wait for.
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGTERM');
+        await new Promise((r) => child.once('exit', r));
+      }
     }
   });
 });
