@@ -158,13 +158,9 @@ export class SlotTable {
     for (const t of this.targetsOf(model)) {
       if (!descriptorDoes(t.descriptor, workload)) continue;
       let tf = 0;
-      let slots = 0;
-      for (const b of t.backends) {
-        tf += this.freeOf(b);
-        if (b.state === 'healthy') slots += b.info.parallel;
-      }
+      for (const b of t.backends) tf += this.freeOf(b);
       free += tf;
-      held += Math.min(tf, heldOf(slots));
+      held += Math.min(tf, heldOf(this.summarize(t).slots));
     }
     return { free, held };
   }
