@@ -33,6 +33,9 @@ export interface MemberInfo {
 
 export const DEPARTED_KEEP_MS = 24 * 3_600_000;
 
+/** A viiwork member other nodes work with: alive or suspect (a suspect one is still asked), never a foreign agent. */
+export const isPeer = (m: Pick<MemberInfo, 'state' | 'role'>): boolean => m.role !== 'foreign' && (m.state === 'alive' || m.state === 'suspect');
+
 export class MemberTable {
   readonly #members = new Map<string, MemberInfo>();
 
@@ -79,7 +82,7 @@ export class MemberTable {
 
   /** Alive or suspect viiwork members other than this node: the ones polled and listed in /v1/models. */
   peers(): MemberInfo[] {
-    return this.list().filter((m) => !m.self && m.role !== 'foreign' && (m.state === 'alive' || m.state === 'suspect'));
+    return this.list().filter((m) => !m.self && isPeer(m));
   }
 
   counts(): Record<MemberState, number> {

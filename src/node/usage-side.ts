@@ -10,7 +10,7 @@ import type { Keyring } from '../keys/access.ts';
 import type { Limiter } from '../keys/limiter.ts';
 import { admissionTokens } from '../keys/limits.ts';
 import { mergeRows, parseRows, type ServedRecord, type UsageBook, type UsageRow } from '../keys/usage.ts';
-import type { MemberInfo, MemberTable } from '../mesh/members.ts';
+import { isPeer, type MemberInfo, type MemberTable } from '../mesh/members.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { GENERATION_WORKLOADS } from '../workloads/workloads.ts';
 
@@ -29,7 +29,7 @@ export interface UsageSide {
  * spend the whole limit.
  */
 export function limitOwners(self: string, peers: readonly Pick<MemberInfo, 'name' | 'state' | 'role'>[]): string[] {
-  return [self, ...peers.filter((m) => (m.state === 'alive' || m.state === 'suspect') && m.role !== 'foreign').map((m) => m.name)];
+  return [self, ...peers.filter(isPeer).map((m) => m.name)];
 }
 
 /** One request's usage here: the hourly rollups and the per-key metrics. */
