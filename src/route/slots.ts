@@ -28,6 +28,28 @@ export interface Eviction {
   readonly tokens: number;
   readonly idleMs: number;
   readonly chance: number;
+  /**
+   * How many re-prefills the eviction sets off (≥ 1, at most MAX_CASCADE): a conversation evicted from a host whose
+   * other slots hold live conversations too takes one of theirs when it returns, and so on (see `cascadeOf`).
+   */
+  readonly cascade: number;
+}
+
+/** The most re-prefills one eviction is priced at (a host whose every slot holds a live conversation). */
+export const MAX_CASCADE = 4;
+
+/**
+ * The expected number of re-prefills an eviction sets off on a host: the
+ * evicted conversation, when it returns, needs a slot, and takes a live one
+ * with the chance that a slot there is live (`live`: the share of the host's
+ * slots whose conversation is likely to return, counting the one this request
+ * takes); that one in turn does the same. So 1 + live + live² + … =
+ * 1 / (1 − live), at most MAX_CASCADE. A host with empty or dead slots left
+ * absorbs the returning conversation: about one re-prefill.
+ */
+export function cascadeOf(live: number): number {
+  if (!(live < 1)) return MAX_CASCADE;
+  return Math.min(MAX_CASCADE, 1 / (1 - Math.max(0, live)));
 }
 
 export interface SlotPick {
@@ -73,8 +95,16 @@ export function chooseSlot(slots: readonly SlotView[], chance: ReturnChance): Sl
   if (best < 0) return undefined;
   const s = slots[best];
   const lost = lostTokens(s);
-  const evicted = lost > 0 && bestWorth > 0 ? { tokens: lost, idleMs: s.idleMs ?? 0, chance: chance(s.idleMs ?? 0) } : undefined;
-  return evicted ? { index: best, reused: s.shared, evicted } : { index: best, reused: s.shared };
+  if (!(lost > 0 && bestWorth > 0)) return { index: best, reused: s.shared };
+  // After this placement: the slot taken holds this request's conversation (live), busy slots hold live ones, idle
+  // ones as likely as their conversations are to return, empty ones nothing.
+  let live = 1;
+  for (let i = 0; i < slots.length; i++) {
+    if (i === best) continue;
+    const o = slots[i];
+    live += o.busy ? 1 : o.tokens === 0 ? 0 : chance(o.idleMs ?? 0);
+  }
+  return { index: best, reused: s.shared, evicted: { tokens: lost, idleMs: s.idleMs ?? 0, chance: chance(s.idleMs ?? 0), cascade: cascadeOf(live / slots.length) } };
 }
 
 /** Tokens taking the slot destroys: what it holds beyond what this prompt keeps, and that no other slot holds. */
@@ -88,9 +118,9 @@ function worth(s: SlotView, chance: ReturnChance): number {
   return lost === 0 ? 0 : lost * chance(s.idleMs ?? 0);
 }
 
-/** The expected ms of re-prefill an eviction costs, at a host's rate per 1k tokens (SPEC 9.6: added to its price). */
+/** The expected ms of re-prefill an eviction costs, at a host's rate per 1k tokens, the re-prefills it sets off included (SPEC 9.6: added to its price). */
 export function evictionMs(e: Eviction | undefined, ratePer1k: number): number {
-  return e ? (ratePer1k * e.tokens * e.chance) / 1000 : 0;
+  return e ? (ratePer1k * e.tokens * e.chance * e.cascade) / 1000 : 0;
 }
 
 /**

@@ -108,5 +108,5 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
 
 /** A pick's expected destruction less what it reuses, in tokens: how targets of one host compare. */
 function pickCost(p: SlotPick): number {
-  return (p.evicted ? p.evicted.tokens * p.evicted.chance : 0) - p.reused;
+  return (p.evicted ? p.evicted.tokens * p.evicted.chance * p.evicted.cascade : 0) - p.reused;
 }

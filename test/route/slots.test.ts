@@ -11,7 +11,7 @@ import type { CacheDigest, PrefixChain, SlotHold } from '../../src/prompt/held.t
 import { decide } from '../../src/route/decide.ts';
 import { holdStep, NO_HOLD } from '../../src/route/hold.ts';
 import { homeRanking } from '../../src/route/session-home.ts';
-import { chooseSlot, MIN_GAPS, PRIOR_LIVE_MS, returnChance, TurnGaps, type SlotView } from '../../src/route/slots.ts';
+import { cascadeOf, chooseSlot, MAX_CASCADE, MIN_GAPS, PRIOR_LIVE_MS, returnChance, TurnGaps, type SlotView } from '../../src/route/slots.ts';
 import type { Candidate, Decision, HostView, RouteRequest } from '../../src/route/types.ts';
 import { warmCandidates } from '../../src/route/warmth.ts';
 import { seeded } from '../helpers/random.ts';
@@ -83,6 +83,25 @@ describe('the slot a request takes (executor and entry alike)', () => {
     });
   }
 
+  it('an eviction sets off more re-prefills the more of the host’s other slots hold live conversations', () => {
+    // The evicted conversation returns and needs a slot: on a host of live conversations it takes one of theirs.
+    const table: [number, number][] = [
+      [0, 1],
+      [0.5, 2],
+      [0.75, 4],
+      [1, MAX_CASCADE],
+      [2, MAX_CASCADE],
+    ];
+    for (const [live, want] of table) assert.equal(cascadeOf(live), Math.min(want, MAX_CASCADE), `live share ${live}`);
+    // Every other slot busy: the most there is.
+    const crowded = chooseSlot([slot({ busy: true }), slot({ busy: true }), slot({ tokens: 20000, unique: 12000, idleMs: 600 })], gaps.chance);
+    assert.equal(crowded?.evicted?.cascade, MAX_CASCADE);
+    // The other idle slot's conversation is less likely to return (idle 2.2 s of gaps of 0.5–3 s): fewer.
+    const roomy = chooseSlot([slot({ tokens: 9000, unique: 4000, idleMs: 600 }), slot({ tokens: 30000, unique: 30000, idleMs: 2200 })], gaps.chance);
+    assert.equal(roomy?.index, 0, 'the other holds more tokens at stake: the live, smaller one is taken');
+    assert.ok(roomy!.evicted!.cascade > 1 && roomy!.evicted!.cascade < crowded!.evicted!.cascade, `cascade ${roomy!.evicted!.cascade}`);
+  });
+
   it('the chance a conversation returns follows the gaps observed', () => {
     // Too few gaps: the prior (live for a minute, dead after two).
     assert.equal(returnChance(PRIOR_LIVE_MS, []), 1);
@@ -153,6 +172,16 @@ describe('eviction in the price: new conversations go where they evict least', (
     const { d, warm } = place([hold(conv('c1', 20000), 90_000), hold(conv('c2', 20000), 120_000)], [hold(undefined, 0)], { fast: 80, slow: 150 });
     assert.equal(where(d), 'fast/scored');
     assert.equal(warm[0].evicted, undefined);
+  });
+
+  it('a slower host’s empty slot beats a fast host full of live conversations even when one re-prefill of the evicted prompt is less than the difference', () => {
+    // fast: 100 + 80 × 9 = 820 ms, evicting 5,000 live tokens: one re-prefill ≈ 360 ms (1,180 in all, under slow's
+    // 100 + 150 × 9 = 1,450). But its other three slots are busy: the evicted conversation's return evicts another.
+    const busy = (c: string) => ({ ...hold(conv(c, 13000), 0), busy: true, idleSince: undefined });
+    const { d, warm } = place([busy('b1'), busy('b2'), busy('b3'), hold(conv('c1', 13000), 900)], [hold(undefined, 0), hold(undefined, 0)], { fast: 80, slow: 150 });
+    assert.equal(warm[0].evicted?.tokens, 5000);
+    assert.equal(warm[0].evicted?.cascade, MAX_CASCADE);
+    assert.equal(where(d), 'slow/scored');
   });
 
   it('a conversation’s next turn finds its own slot and evicts nothing', () => {
