@@ -118,9 +118,14 @@ function worth(s: SlotView, chance: ReturnChance): number {
   return lost === 0 ? 0 : lost * chance(s.idleMs ?? 0);
 }
 
-/** The expected ms of re-prefill an eviction costs, at a host's rate per 1k tokens, the re-prefills it sets off included (SPEC 9.6: added to its price). */
+/** The expected tokens of re-prefill an eviction costs, the re-prefills it sets off included. */
+export function expectedLoss(e: Eviction | undefined): number {
+  return e ? e.tokens * e.chance * e.cascade : 0;
+}
+
+/** The same in ms at a host's rate per 1k tokens (SPEC 9.6: added to its price). */
 export function evictionMs(e: Eviction | undefined, ratePer1k: number): number {
-  return e ? (ratePer1k * e.tokens * e.chance * e.cascade) / 1000 : 0;
+  return (ratePer1k * expectedLoss(e)) / 1000;
 }
 
 /**

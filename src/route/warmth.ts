@@ -6,7 +6,7 @@
  */
 import { heldTokens, type PrefixChain } from '../prompt/held.ts';
 import { eligibleTargets } from './eligibility.ts';
-import { chainHashes, chooseSlot, slotViews, type ReturnChance, type SlotPick } from './slots.ts';
+import { chainHashes, chooseSlot, expectedLoss, slotViews, type ReturnChance, type SlotPick } from './slots.ts';
 import type { Candidate, HostView } from './types.ts';
 
 /** This node's record of what it routed where (dispatch/entry/recent-routes.ts). */
@@ -108,5 +108,5 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
 
 /** A pick's expected destruction less what it reuses, in tokens: how targets of one host compare. */
 function pickCost(p: SlotPick): number {
-  return (p.evicted ? p.evicted.tokens * p.evicted.chance * p.evicted.cascade : 0) - p.reused;
+  return expectedLoss(p.evicted) - p.reused;
 }
