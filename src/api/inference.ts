@@ -7,6 +7,7 @@ import type http from 'node:http';
 import type { Endpoint } from '../workloads/workloads.ts';
 import { judgeForward } from '../forward/verify.ts';
 import { readRequestBody } from './body.ts';
+import { GoneFlag } from '../http/gone.ts';
 import { errors } from '../http/errors.ts';
 import { askedPriority, parseInference } from './request.ts';
 import { bandOfClaim } from '../queue/forward-claims.ts';
@@ -17,9 +18,9 @@ import type { ApiNode } from './ports.ts';
 
 /** `caller`: the client's key (SPEC section 12), undefined without keys or for a forward (which names its key in its claim). */
 export async function handleInference(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL, endpoint: Endpoint, caller?: Caller): Promise<void> {
-  const abort = new AbortController();
-  res.on('close', () => {
-    if (!res.writableFinished) abort.abort();
+  const gone = new GoneFlag();
+  res.once('close', () => {
+    if (!res.writableFinished) gone.fire();
   });
   const body = await readRequestBody(node, req);
   // Read before the forward judgement strips every X-Viiwork-* header.
@@ -38,10 +39,10 @@ export async function handleInference(node: ApiNode, req: http.IncomingMessage, 
   if (sender.kind === 'forward') {
     // A stopping node takes no new work: its slots are as good as full for the mesh.
     if (node.phase !== 'running') throw errors.forwardNoSlot();
-    return node.dispatcher.serveForward(ir, sender, res, abort.signal);
+    return node.dispatcher.serveForward(ir, sender, res, gone);
   }
   // The key's limits, held across the mesh (SPEC section 12); count_tokens takes no slot and is not charged.
-  if (!caller || endpoint.action === 'count_tokens') return node.dispatcher.serveClient(ir, res, abort.signal);
+  if (!caller || endpoint.action === 'count_tokens') return node.dispatcher.serveClient(ir, res, gone);
   const tokens = admissionTokens(ir.promptTokens, ir.maxTokens, GENERATION_WORKLOADS.includes(endpoint.workload));
   const a = await node.limiter.admit(caller.name, caller.limits, tokens);
   if (!a.ok) {
@@ -51,7 +52,7 @@ export async function handleInference(node: ApiNode, req: http.IncomingMessage, 
     throw errors.keyLimit(caller.name, a.limit, a.message, a.retryAfterS);
   }
   try {
-    await node.dispatcher.serveClient(ir, res, abort.signal);
+    await node.dispatcher.serveClient(ir, res, gone);
   } catch (err) {
     // Refused before anything was answered (an unknown model, an alias out of scope, a pin to no member, the queue's
     // 429, no healthy backend, an engine that failed before its first byte): the mesh ran nothing, so the key is not

@@ -6,6 +6,7 @@
  * measurement), which serves verified forwards from members too.
  */
 import type http from 'node:http';
+import type { Gone } from '../http/gone.ts';
 import { Entry } from './entry/entry.ts';
 import { Executor, type ForwardSender } from './execute/execute.ts';
 import { ToolOrderMemory, type Hygiene } from './execute/tool-order.ts';
@@ -26,12 +27,12 @@ export class Dispatcher {
   }
 
   /** A client's request entering at this node. */
-  serveClient(req: DispatchRequest, res: http.ServerResponse, signal: AbortSignal): Promise<void> {
+  serveClient(req: DispatchRequest, res: http.ServerResponse, signal: Gone): Promise<void> {
     return this.#entry.serveClient(req, res, signal);
   }
 
   /** A verified forward from a member (with its claims): a free local slot of a capable target now, or a marked refusal. */
-  serveForward(req: DispatchRequest, sender: ForwardSender, res: http.ServerResponse, signal: AbortSignal): Promise<void> {
+  serveForward(req: DispatchRequest, sender: ForwardSender, res: http.ServerResponse, signal: Gone): Promise<void> {
     return this.#executor.serveForward(req, sender, res, signal);
   }
 }

@@ -10,6 +10,7 @@ import type { PrefixChain } from '../prompt/held.ts';
 import type { Lease } from '../engines/targets.ts';
 import type { ForwardBook } from '../forward/book.ts';
 import type { PeerLink } from '../forward/send.ts';
+import type { Gone } from '../http/gone.ts';
 import type { Log } from '../log.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { QueueSet } from '../queue/fifo.ts';
@@ -68,7 +69,7 @@ export interface LocalSlots {
    */
   tryLease(model: string, workload: Workload, sessionKey?: string, flow?: Flow): Lease | undefined;
   /** Wait in this node's line for a slot, for at most `ms` (a forward that found none free); absent: forwards never wait. */
-  wait?(model: string, workload: Workload, sessionKey: string | undefined, flow: Flow, ms: number, signal?: AbortSignal): Promise<LineOutcome<Lease>>;
+  wait?(model: string, workload: Workload, sessionKey: string | undefined, flow: Flow, ms: number, signal?: Gone): Promise<LineOutcome<Lease>>;
   /** Does any local target of this model do the workload (healthy or not)? */
   does(model: string, workload: Workload): boolean;
 }

@@ -8,6 +8,7 @@
  */
 import type http from 'node:http';
 import { engineFailureDetail } from '../http/errors.ts';
+import { GoneFlag, type Gone } from '../http/gone.ts';
 import { relay, upstreamErrorText, type RelayOptions } from '../http/relay.ts';
 import { RES_REFUSED, refusalMarker } from '../http/viiwork-headers.ts';
 import { addressMember, type MemberLink } from './member-call.ts';
@@ -32,7 +33,7 @@ export interface ForwardCall {
   contentType: string;
   stream: boolean;
   sessionKey?: string;
-  signal: AbortSignal;
+  signal: Gone;
   responseHeaders: Record<string, string>;
   streamStallMs?: number;
   writeStallMs?: number;
@@ -57,15 +58,12 @@ export async function sendForward(link: PeerLink, call: ForwardCall, res: http.S
   if (call.sessionKey) headers['x-session-affinity'] = call.sessionKey;
   // A member that goes quiet (frozen, cut off) would hold the request forever: before its first byte the
   // forward counts as refused and is retried; after it, the client's stream ends with an error event.
-  const quiet = new AbortController();
-  const watchdog = setInterval(() => {
-    if (!link.responsive(call.host)) quiet.abort();
-  }, WATCH_INTERVAL_MS);
+  const quiet = quietWatchOf(link).watch(call.host);
   const opts: RelayOptions = {
     responseHeaders: call.responseHeaders,
     stripUsage: false,
     verdict: forwardVerdict,
-    quiet: quiet.signal,
+    quiet: quiet.flag,
     quietReason: () => `member ${call.host} went quiet (its reports are stale or it is no longer alive)`,
     streamStallMs: call.streamStallMs,
     writeStallMs: call.writeStallMs,
@@ -82,13 +80,54 @@ export async function sendForward(link: PeerLink, call: ForwardCall, res: http.S
       case 'aborted':
         return { kind: 'aborted' };
       case 'refused': {
-        if (r.status === undefined) return { kind: 'refused', by: quiet.signal.aborted ? 'quiet' : 'connection', detail: r.detail };
+        if (r.status === undefined) return { kind: 'refused', by: quiet.flag.aborted ? 'quiet' : 'connection', detail: r.detail };
         const marker = refusalMarker(r.headers?.[RES_REFUSED]);
         if (marker === 'engine') return { kind: 'engine-failed', host: call.host, text: engineFailureDetail(upstreamErrorText(r.body) ?? r.detail) };
         return { kind: 'refused', by: (marker ?? 'full') as RefusedBy, detail: `${r.detail}${marker ? ` (${marker})` : ''}` };
       }
     }
   } finally {
-    clearInterval(watchdog);
+    quiet.end();
   }
+}
+
+/**
+ * The forwards in flight over one link, checked together every
+ * WATCH_INTERVAL_MS: one timer for all of them while any is in flight,
+ * not a timer and an AbortController per forward.
+ */
+class QuietWatch {
+  readonly #watched = new Set<{ host: string; flag: GoneFlag }>();
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly link: PeerLink) {}
+
+  /** Watch a forward to `host`: its flag fires when the member goes quiet; `end` stops watching it. */
+  watch(host: string): { flag: GoneFlag; end(): void } {
+    const w = { host, flag: new GoneFlag() };
+    this.#watched.add(w);
+    this.#timer ??= setInterval(() => this.#check(), WATCH_INTERVAL_MS);
+    return {
+      flag: w.flag,
+      end: () => {
+        this.#watched.delete(w);
+        if (this.#watched.size === 0 && this.#timer !== undefined) {
+          clearInterval(this.#timer);
+          this.#timer = undefined;
+        }
+      },
+    };
+  }
+
+  #check(): void {
+    for (const w of this.#watched) if (!this.link.responsive(w.host)) w.flag.fire();
+  }
+}
+
+const watches = new WeakMap<PeerLink, QuietWatch>();
+
+function quietWatchOf(link: PeerLink): QuietWatch {
+  let w = watches.get(link);
+  if (!w) watches.set(link, (w = new QuietWatch(link)));
+  return w;
 }

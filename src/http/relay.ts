@@ -20,6 +20,7 @@ import type { Readable } from 'node:stream';
 import { Agent, type Dispatcher } from 'undici';
 import type { ChatReply } from '../chat/index.ts';
 import { answerOfBody, engineCachedTokens, type EngineUsage } from './engine-usage.ts';
+import type { Gone, GoneEvent } from './gone.ts';
 import { SseScanner, type SseObservation } from './sse.ts';
 import { cachedTokensValue, RES_CACHED_TOKENS, RES_PASSED_ON } from './viiwork-headers.ts';
 
@@ -41,7 +42,7 @@ export interface UpstreamCall {
   headers: Record<string, string>;
   body: Buffer | Readable;
   /** The client went away: abort everything. */
-  signal: AbortSignal;
+  signal: Gone;
   dispatcher?: Dispatcher;
 }
 
@@ -58,7 +59,7 @@ export interface RelayOptions {
   /** Whether an upstream answer is relayed or refused (default: 5xx is refused). */
   verdict?: (status: number, headers: http.IncomingHttpHeaders) => Verdict;
   /** Aborted by the caller when the upstream goes quiet (before the first byte: refused; after: an error event). */
-  quiet?: AbortSignal;
+  quiet?: Gone;
   /** Say why `quiet` fired, for the error event. */
   quietReason?: () => string;
   /** After the first event of a stream, the longest silence allowed (default: none). */
@@ -179,7 +180,7 @@ class Upstream implements Dispatcher.DispatchHandler {
   }
 
   /** The client's signal or the watchdog fired (an EventListener object: no closure per call). */
-  handleEvent(e: Event): void {
+  handleEvent(e: GoneEvent): void {
     if (e.target === this.call.signal) this.#abort(new Error('the client went away'));
     else this.stop(this.opts.quietReason?.() ?? 'the executor went quiet');
   }

@@ -13,6 +13,7 @@
  * again, since the placed key's counter grew. With one anonymous flow (no
  * keys) that is the arrival order, as it always was.
  */
+import type { Gone } from '../http/gone.ts';
 import { ANONYMOUS_FLOW, charge, liftedCounter, serviceOrder, type Flow } from './fair.ts';
 import { Reentrant } from './reentrant.ts';
 
@@ -39,7 +40,7 @@ export interface EnqueueOptions {
   deadline?: number;
   /** Put the waiter at the head (a request whose forwards were refused goes back to the front). */
   front?: boolean;
-  signal?: AbortSignal;
+  signal?: Gone;
   /** Whose request it is, its band and expected cost (fair.ts); default one anonymous interactive flow. */
   flow?: Flow;
 }

@@ -16,6 +16,7 @@
  * entering here that the node's own queue places on a free slot asks the
  * gate too (tryLease), so it wins only when it outranks every waiter.
  */
+import type { Gone } from '../http/gone.ts';
 import { lineVerdict, mayTake } from './admission.ts';
 import { charge, liftedCounter, serviceOrder, type Flow } from './fair.ts';
 import { Reentrant } from './reentrant.ts';
@@ -138,7 +139,7 @@ export class SlotGate<W, L> {
    * Wait in `model`'s line for a slot, for at most `ms`: resolves with the
    * lease, or why not. The caller has just found no slot it may take.
    */
-  wait(model: string, workload: W, sessionKey: string | undefined, flow: Flow, ms: number, signal?: AbortSignal): Promise<LineOutcome<L>> {
+  wait(model: string, workload: W, sessionKey: string | undefined, flow: Flow, ms: number, signal?: Gone): Promise<LineOutcome<L>> {
     const at = this.#now();
     if (signal?.aborted) return Promise.resolve({ ok: false, reason: 'aborted', waitedMs: 0 });
     let line = this.#lines.get(model);

@@ -13,6 +13,7 @@ import { ANONYMOUS_FLOW, type Flow } from '../../queue/fair.ts';
 import { bandClaim, waitClaim } from '../../queue/forward-claims.ts';
 import { sendForward } from '../../forward/send.ts';
 import { ApiError, errors } from '../../http/errors.ts';
+import type { Gone } from '../../http/gone.ts';
 import { RES_ALIAS, RES_MODEL } from '../../http/viiwork-headers.ts';
 import { walkPrompt } from '../../prompt/chain.ts';
 import { decide } from '../../route/decide.ts';
@@ -89,7 +90,7 @@ export class Entry {
     this.#routes = new RecentRoutes(() => p.now());
   }
 
-  async serveClient(req: DispatchRequest, res: http.ServerResponse, signal: AbortSignal): Promise<void> {
+  async serveClient(req: DispatchRequest, res: http.ServerResponse, signal: Gone): Promise<void> {
     const trace = newTrace(null, 'not-routed');
     if (this.p.tracing) trace.span = this.p.tracing.begin(req.traceparent, trace.startedAt);
     const workload = req.endpoint.workload;
@@ -122,7 +123,7 @@ export class Entry {
     }
   }
 
-  #serve(rr: RoutedRequest, res: http.ServerResponse, signal: AbortSignal, trace: Trace, hosts: readonly HostView[]): Promise<void> {
+  #serve(rr: RoutedRequest, res: http.ServerResponse, signal: Gone, trace: Trace, hosts: readonly HostView[]): Promise<void> {
     return rr.endpoint.action === 'count_tokens' ? this.#countTokens(rr, res, signal, trace, hosts) : this.#place(rr, res, signal, trace, hosts);
   }
 
@@ -151,7 +152,7 @@ export class Entry {
    * serves it healthy, fresh reports first (its engine's tokenizer, one
    * signed forward); else, or when that member does not answer, the estimate.
    */
-  async #countTokens(rr: RoutedRequest, res: http.ServerResponse, signal: AbortSignal, trace: Trace, hosts: readonly HostView[]): Promise<void> {
+  async #countTokens(rr: RoutedRequest, res: http.ServerResponse, signal: Gone, trace: Trace, hosts: readonly HostView[]): Promise<void> {
     const cands = candidatesFor(this.p, rr, hosts);
     checkServable(rr, hosts, cands);
     trace.known = true;
@@ -171,7 +172,7 @@ export class Entry {
     await this.executor.countHere(rr, res, signal, extra);
   }
 
-  async #place(rr: RoutedRequest, res: http.ServerResponse, signal: AbortSignal, trace: Trace, hosts: readonly HostView[]): Promise<void> {
+  async #place(rr: RoutedRequest, res: http.ServerResponse, signal: Gone, trace: Trace, hosts: readonly HostView[]): Promise<void> {
     const p = this.p;
     // The candidates of the up-front checks also serve the first routing attempt.
     let first: Candidate[] | undefined = candidatesFor(p, rr, hosts);
@@ -383,7 +384,7 @@ export class Entry {
   }
 
   /** One signed forward of the request to member `host`, its answer relayed to `res` with `responseHeaders`; `waitUntil`: it may wait there for a slot until then. */
-  async #forward(rr: RoutedRequest, fwd: ForwardCell, host: string, res: http.ServerResponse, signal: AbortSignal, responseHeaders: Record<string, string>, waitUntil?: number): Promise<RunOutcome> {
+  async #forward(rr: RoutedRequest, fwd: ForwardCell, host: string, res: http.ServerResponse, signal: Gone, responseHeaders: Record<string, string>, waitUntil?: number): Promise<RunOutcome> {
     const p = this.p;
     const body = (fwd.body ??= await forwardBody(rr));
     if (p.peers.signsBody) fwd.sha256 ??= await sha256HexAsync(body);
@@ -441,7 +442,7 @@ export class Entry {
   }
 
   /** Run where it was reserved: here (the executor), or one forward to the member. */
-  async #run(rr: RoutedRequest, fwd: ForwardCell, where: Exclude<Reservation, { kind: 'load-failed' }>, res: http.ServerResponse, signal: AbortSignal, h: ResponseMeta, trace: Trace): Promise<RunOutcome> {
+  async #run(rr: RoutedRequest, fwd: ForwardCell, where: Exclude<Reservation, { kind: 'load-failed' }>, res: http.ServerResponse, signal: Gone, h: ResponseMeta, trace: Trace): Promise<RunOutcome> {
     trace.predictedCached = where.predictedCached;
     trace.cachedTokens = undefined;
     if (where.kind === 'local') {

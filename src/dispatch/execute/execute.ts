@@ -11,6 +11,7 @@ import type { Sender } from '../../forward/verify.ts';
 import { chainOfClaim, headOfClaim } from '../../prompt/chain-claim.ts';
 import type { CacheRun } from '../../engines/cache-book.ts';
 import type { Lease } from '../../engines/targets.ts';
+import type { Gone } from '../../http/gone.ts';
 import { usageOfBody } from '../../http/engine-usage.ts';
 import { ApiError, errors, sendError, sendJson } from '../../http/errors.ts';
 import { relay, upstreamErrorText, type AnswerTranslator } from '../../http/relay.ts';
@@ -57,7 +58,7 @@ export class Executor {
   ) {}
 
   /** A verified forward from member `from`: a free local slot of a capable target now, or a marked refusal. */
-  async serveForward(req: DispatchRequest, sender: ForwardSender, res: http.ServerResponse, signal: AbortSignal): Promise<void> {
+  async serveForward(req: DispatchRequest, sender: ForwardSender, res: http.ServerResponse, signal: Gone): Promise<void> {
     const from = sender.from;
     const trace = newTrace(this.p.name, 'forwarded');
     // This run is part of the entry's timeline (kept here under its id), and of its trace.
@@ -104,7 +105,7 @@ export class Executor {
    * least as high waits here), else — when its entry allows a wait (the `wait` claim, at most routing.forward_wait) — the
    * first one the line grants it. Throws the marked refusal otherwise; undefined when the entry went away meanwhile.
    */
-  async #admitForward(rr: RoutedRequest, sender: ForwardSender, signal: AbortSignal): Promise<{ lease: Lease; waitedMs: number } | undefined> {
+  async #admitForward(rr: RoutedRequest, sender: ForwardSender, signal: Gone): Promise<{ lease: Lease; waitedMs: number } | undefined> {
     const p = this.p;
     const flow = flowOf(rr);
     const keyed = flow === ANONYMOUS_FLOW ? undefined : flow;
@@ -119,7 +120,7 @@ export class Executor {
   }
 
   /** count_tokens answered here: this node's tokenizer for the model, else the estimate. */
-  async countHere(rr: RoutedRequest, res: http.ServerResponse, signal: AbortSignal, extra: Record<string, string>): Promise<void> {
+  async countHere(rr: RoutedRequest, res: http.ServerResponse, signal: Gone, extra: Record<string, string>): Promise<void> {
     const counted = await countTokens(rr, this.p.tokenizer?.(rr.model), signal);
     if (!res.destroyed) sendJson(res, 200, counted, extra);
   }
@@ -145,7 +146,7 @@ export class Executor {
   }
 
   /** Run on a local backend; an engine failure before its first byte is reported back, not answered. */
-  async run(rr: RoutedRequest, lease: Lease, res: http.ServerResponse, signal: AbortSignal, h: ResponseMeta, trace: Trace): Promise<RunOutcome> {
+  async run(rr: RoutedRequest, lease: Lease, res: http.ServerResponse, signal: Gone, h: ResponseMeta, trace: Trace): Promise<RunOutcome> {
     const p = this.p;
     let run: CacheRun | undefined;
     try {

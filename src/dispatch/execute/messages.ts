@@ -9,6 +9,7 @@
  * POST /v1/messages/count_tokens is answered by the node the client called,
  * without a slot or the queue: `countTokens`.
  */
+import { abortSignalOf, type Gone } from '../../http/gone.ts';
 import { parseTranslatedBody } from '../../chat/index.ts';
 import { anthropicErrorBody } from '../../http/errors.ts';
 import { upstreamErrorText } from '../../http/relay.ts';
@@ -75,13 +76,13 @@ export type Tokenizer = (text: string, signal: AbortSignal) => Promise<number | 
  * count_tokens: `{"input_tokens": N}` from the engine's tokenizer when this
  * node has one for the model, else the estimate. Never takes a slot.
  */
-export async function countTokens(req: RoutedRequest, tokenizer: Tokenizer | undefined, signal: AbortSignal): Promise<{ input_tokens: number }> {
+export async function countTokens(req: RoutedRequest, tokenizer: Tokenizer | undefined, signal: Gone): Promise<{ input_tokens: number }> {
   const parsed = readBody(req);
   if (!parsed.ok) throw refusalError(parsed.refusal);
   // count_tokens has no max_tokens; the translation does not need one.
   const t = messagesToChat(parsed.doc, { hygiene: false });
   if (!t.ok) throw refusalError(t.error);
   const text = countText(t.chat);
-  const counted = tokenizer ? await tokenizer(text, signal).catch(() => undefined) : undefined;
+  const counted = tokenizer ? await tokenizer(text, abortSignalOf(signal)).catch(() => undefined) : undefined;
   return { input_tokens: counted ?? estimateTokens(text) };
 }
