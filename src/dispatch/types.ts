@@ -68,7 +68,8 @@ export type RoutedRequest = Omit<DispatchRequest, 'model'> & Routed;
 export type Reservation =
   | { kind: 'local'; lease: Lease; reason: RouteReason; predictedCached?: number; cands?: readonly Candidate[] }
   /** `waitUntil`: a forward that may wait in the member's line for a slot until then (clock ms; queue/gate.ts). */
-  | { kind: 'remote'; host: string; reason: RouteReason; end: (how: 'served' | 'refused') => void; predictedCached?: number; cands?: readonly Candidate[]; waitUntil?: number }
+  /** `evictPriced`: the eviction priced there (expected tokens, dispatch/evict-claim.ts); undefined: slots not priced there. */
+  | { kind: 'remote'; host: string; reason: RouteReason; end: (how: 'served' | 'refused') => void; predictedCached?: number; cands?: readonly Candidate[]; waitUntil?: number; evictPriced?: number }
   /** The on-demand load this request waited for failed (SPEC section 11): it ends with 503 and the engine's text. */
   | { kind: 'load-failed'; text: string };
 

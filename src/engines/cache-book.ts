@@ -12,7 +12,7 @@
 import { randomBytes } from 'node:crypto';
 import type { CacheDigest, PrefixChain, SlotHold } from '../prompt/held.ts';
 import type { Backend } from './backend.ts';
-import { cacheModel, type CacheModel, type CacheModelKind, type CacheOutcome, type CacheTicket, type HeldLink, type SlotChooser } from './cache-model.ts';
+import { cacheModel, type CacheModel, type CacheModelKind, type CacheOutcome, type CacheTicket, type Evicted, type HeldLink, type SlotChooser } from './cache-model.ts';
 import type { LocalTarget } from './targets.ts';
 
 /** A digest lists at most this many links per target (SPEC section 7). */
@@ -127,6 +127,11 @@ export class CacheBook {
         this.#touched(e);
       },
     };
+  }
+
+  /** What a request with `chain` starting on `b` now would evict (the node-chosen kind), changing nothing. */
+  peek(b: Backend, chain: PrefixChain): Evicted | undefined {
+    return this.#models.get(b)?.model.peek?.(chain, this.#now());
   }
 
   #touched(e: Entry): void {

@@ -64,6 +64,8 @@ export interface Evicted {
   readonly tokens: number;
   readonly idleMs: number;
   readonly chance: number;
+  /** The re-prefills the eviction sets off (route/slots.ts cascadeOf); absent: one. */
+  readonly cascade?: number;
 }
 
 /** The node's slot choice: the index of the slot to take and what that evicts, undefined when none is free. */
@@ -120,6 +122,11 @@ export interface CacheModel {
   begin(chain: PrefixChain, now: number, ms?: number, head?: number): CacheTicket;
   /** It ended: the engine's own counts correct the model. */
   finish(t: CacheTicket, o: CacheOutcome, now: number, ms?: number): void;
+  /**
+   * The node-chosen kind: what `begin` would evict for `chain` at `ms`, changing nothing (the executor weighs it
+   * against what a forward's entry priced before it takes the slot); undefined when nothing of worth, or not told.
+   */
+  peek?(chain: PrefixChain, ms: number): Evicted | undefined;
   /** What is held, most recently used first (a hash at most once). */
   held(): HeldLink[];
   /** Slot kinds: each slot's state (SPEC section 7, "Slot state"), idleSince on the caller's clock. */
@@ -299,7 +306,23 @@ class SlotCache implements CacheModel {
 
   /** The node's choice: every slot as the chooser sees it for this prompt. */
   #chosen(chain: PrefixChain, ms: number, choose: SlotChooser): Slot | undefined {
-    const views = this.slots.map((s): ChooserSlot => {
+    const views = this.#views(chain, ms);
+    const pick = choose(views);
+    this.#evicted = pick?.evicted;
+    if (!pick) return undefined;
+    const slot = this.slots[pick.index];
+    const v = views[pick.index];
+    if (v.tokens > 0 && v.shared >= v.tokens && slot.freedMs !== undefined) this.onGap?.(ms - slot.freedMs);
+    return slot;
+  }
+
+  peek(chain: PrefixChain, ms: number): Evicted | undefined {
+    if (this.kind !== 'chosen' || !this.choose) return undefined;
+    return this.choose(this.#views(chain, ms))?.evicted;
+  }
+
+  #views(chain: PrefixChain, ms: number): ChooserSlot[] {
+    return this.slots.map((s): ChooserSlot => {
       const end = promptEnd(s);
       const tokens = end?.tokens ?? 0;
       // This prompt continues the slot's when the slot's prompt's last link is in its chain (chained hashes: the
@@ -308,13 +331,6 @@ class SlotCache implements CacheModel {
       const base = { busy: s.busy, tokens, shared, unique: tokens > 0 ? this.#unique(s) : 0 };
       return s.busy ? base : { ...base, idleMs: Math.max(0, ms - (s.freedMs ?? ms)) };
     });
-    const pick = choose(views);
-    this.#evicted = pick?.evicted;
-    if (!pick) return undefined;
-    const slot = this.slots[pick.index];
-    const v = views[pick.index];
-    if (v.tokens > 0 && v.shared >= v.tokens && slot.freedMs !== undefined) this.onGap?.(ms - slot.freedMs);
-    return slot;
   }
 
   /** The free slot a request with `chain` gets, by the engine's rule; undefined when every slot is busy. */

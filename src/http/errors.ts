@@ -114,6 +114,16 @@ export const errors = {
   tooLarge: (limit: number, decoded = false) => invalid(413, `the request body${decoded ? ' decoded from its Content-Encoding' : ''} is larger than api.max_body (${limit} bytes)`, 'request_too_large'),
   forwardWaited: (ms: number) =>
     new ApiError(429, `no slot of this node freed for the forwarded request within the ${ms} ms it could wait (or one that ranks higher took its place); the entry node places it again`, 'rate_limit_error', 'no_free_slot', 1, { [RES_REFUSED]: 'waited' }),
+  /** A forward whose slot here would destroy a live conversation's cache its entry priced as free (SPEC 9.6, "Eviction"): placed again on fresher prices. */
+  forwardEvicts: (tokens: number, priced: number) =>
+    new ApiError(
+      429,
+      `running the forwarded request here would evict a live conversation's cached prompt (an expected ${Math.round(tokens)} tokens of re-prefill; the entry priced ${Math.round(priced)}); the entry node prices it again`,
+      'rate_limit_error',
+      'no_free_slot',
+      1,
+      { [RES_REFUSED]: 'evicts' },
+    ),
   forwardNoSlot: () =>
     new ApiError(429, 'this node has no free slot for the forwarded request; the entry node retries elsewhere', 'rate_limit_error', 'no_free_slot', 1, { [RES_REFUSED]: 'full' }),
   queueFull: (model: string) => new ApiError(429, `every slot for "${model}" is busy and its queue is full; retry later`, 'rate_limit_error', 'queue_full', 2),

@@ -38,7 +38,7 @@ export class GoneFlag implements Gone {
     return this.#aborted;
   }
 
-  addEventListener(_type: 'abort', listener: GoneListener): void {
+  addEventListener(_type: 'abort', listener: GoneListener, _options?: { once?: boolean }): void {
     // Every listener here is once-only: the flag fires once.
     if (this.#aborted) return;
     (this.#listeners ??= []).push(listener);

@@ -27,16 +27,18 @@ export const RES_PASSED_ON: ReadonlySet<string> = new Set([RES_OMITTED_TOOLS]);
  * On a receiving node's own refusal of a forward: `full`, `workload`, `auth`
  * or `engine`; `waited` when a forward that was allowed to wait for a slot
  * there (its `wait` claim, queue/forward-claims.ts) got none in that time or
- * gave its place to one that ranks higher. The entry node retries only
+ * gave its place to one that ranks higher; `evicts` when its slot here
+ * would destroy a live conversation's cache that the entry (its `evict`
+ * claim) priced as free. The entry node retries only
  * marked refusals; every other status is the answer.
  */
 export const RES_REFUSED = 'x-viiwork-refused';
 
-export type RefusalMarker = 'full' | 'workload' | 'auth' | 'engine' | 'memory' | 'waited';
+export type RefusalMarker = 'full' | 'workload' | 'auth' | 'engine' | 'memory' | 'waited' | 'evicts';
 
 export function refusalMarker(value: string | string[] | undefined): RefusalMarker | undefined {
   const v = Array.isArray(value) ? value[0] : value;
-  return v === 'full' || v === 'workload' || v === 'auth' || v === 'engine' || v === 'memory' || v === 'waited' ? v : undefined;
+  return v === 'full' || v === 'workload' || v === 'auth' || v === 'engine' || v === 'memory' || v === 'waited' || v === 'evicts' ? v : undefined;
 }
 
 /**

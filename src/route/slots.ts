@@ -123,6 +123,20 @@ export function expectedLoss(e: Eviction | undefined): number {
   return e ? e.tokens * e.chance * e.cascade : 0;
 }
 
+/** An eviction the executor finds may cost this much more than its entry priced before the forward is sent back. */
+export const UNPRICED_SLACK_TOKENS = 256;
+export const UNPRICED_SLACK_SHARE = 1.5;
+
+/**
+ * Does the eviction the executor's slot choice makes (`loss`, expected
+ * tokens) exceed what the forward's entry priced (`priced`) by more than
+ * the slack? Then the entry's view of the slots was stale (another entry
+ * took the slot it saw empty), and the forward is worth pricing again.
+ */
+export function evictsUnpriced(loss: number, priced: number): boolean {
+  return loss > priced * UNPRICED_SLACK_SHARE + UNPRICED_SLACK_TOKENS;
+}
+
 /** The same in ms at a host's rate per 1k tokens (SPEC 9.6: added to its price). */
 export function evictionMs(e: Eviction | undefined, ratePer1k: number): number {
   return (ratePer1k * expectedLoss(e)) / 1000;

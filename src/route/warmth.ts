@@ -33,7 +33,15 @@ export interface WarmthInputs {
   now?: number;
   /** The chance an idle conversation returns (slots.ts TurnGaps). */
   chance?: ReturnChance;
+  /**
+   * A host that sent back a forward since the report polled at `polledAt`, because its slot would have evicted a
+   * live conversation (dispatch/evict-claim.ts): its digest's idle slots are stale, and are priced as live.
+   */
+  crowded?: (host: string, polledAt: number) => boolean;
 }
+
+/** A crowded host's idle conversations: every one comes back. */
+const ALWAYS_LIVE: ReturnChance = () => 1;
 
 /**
  * The candidates with `cached` and `ahead` filled in. cached = the larger of
@@ -65,6 +73,7 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
     let pick: SlotPick | undefined;
     let fromPick = 0;
     let slotKind = false;
+    const chance = h && w.crowded?.(c.host, h.polledAt) ? ALWAYS_LIVE : w.chance!;
     if (m) {
       for (const t of eligibleTargets(m, w.workload)) {
         slots += t.slots;
@@ -78,10 +87,10 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
           // A slot busy at the poll with a prompt this one continues ran this conversation's previous turn, which has
           // ended (a next turn is sent after its answer): it is idle now, as the digest's busy links already say.
           const views = slotViews(t.digest.slots, hashes, w.now ?? 0).map((v) => (v.busy && v.tokens > 0 && v.shared >= v.tokens ? { ...v, busy: false, idleMs: 0 } : v));
-          const p = chooseSlot(views, w.chance!);
+          const p = chooseSlot(views, chance);
           // Every slot busy in the digest, yet one is free (this node's forward there ended since the poll): it is
           // one of them, just idle; which is unknown, so what it reuses is priced by the same rule, and no slot named.
-          const q = p ?? chooseSlot(views.map((v) => (v.busy ? { ...v, busy: false, idleMs: 0 } : v)), w.chance!);
+          const q = p ?? chooseSlot(views.map((v) => (v.busy ? { ...v, busy: false, idleMs: 0 } : v)), chance);
           const v = q && views[q.index];
           // A continuation reuses the deepest link held (the reply after its prompt, too); another slot its head.
           const reuse = !q || !v ? 0 : v.tokens > 0 && v.shared >= v.tokens ? Math.max(q.reused, heldTokens(w.chain, t.digest.held, p ? t.digest.busy : undefined)) : q.reused;

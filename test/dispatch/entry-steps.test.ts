@@ -24,6 +24,7 @@ function drive(events: EntryEvent[], from = INITIAL, r = rules): { actions: Entr
 
 const refusedFull = { kind: 'ran', outcome: { kind: 'refused', by: 'full', detail: 'HTTP 429 (full)' } } as const;
 const waitedOut = { kind: 'ran', outcome: { kind: 'refused', by: 'waited', detail: 'HTTP 429 (waited)' } } as const;
+const sentBack = { kind: 'ran', outcome: { kind: 'refused', by: 'evicts', detail: 'HTTP 429 (evicts)' } } as const;
 
 describe('placement state machine', () => {
   const table: { name: string; events: EntryEvent[]; from?: EntryState; rules?: typeof rules; last: EntryAction; state?: Partial<EntryState> }[] = [
@@ -54,6 +55,12 @@ describe('placement state machine', () => {
     {
       name: 'a forward that waited at a full executor as long as it could is retried, and its deadline stays a 429',
       events: [waitedOut, waitedOut, { kind: 'waited', how: 'timeout' }],
+      last: { kind: 'fail', failure: 'queue-timeout' },
+    },
+    { name: 'a forward sent back for its eviction is priced again at once', events: [sentBack], from: S(), last: { kind: 'try' }, state: { retries: 1, refused: false, front: true } },
+    {
+      name: 'a forward sent back for its eviction had a slot there: its deadline stays a 429',
+      events: [sentBack, sentBack, { kind: 'waited', how: 'timeout' }],
       last: { kind: 'fail', failure: 'queue-timeout' },
     },
     { name: 'an answer of any status ends it (no retry)', events: [{ kind: 'ran', outcome: { kind: 'answered', status: 429 } }], last: { kind: 'end' } },

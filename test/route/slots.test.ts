@@ -11,7 +11,7 @@ import type { CacheDigest, PrefixChain, SlotHold } from '../../src/prompt/held.t
 import { decide } from '../../src/route/decide.ts';
 import { holdStep, NO_HOLD } from '../../src/route/hold.ts';
 import { homeRanking } from '../../src/route/session-home.ts';
-import { cascadeOf, chooseSlot, MAX_CASCADE, MIN_GAPS, PRIOR_LIVE_MS, returnChance, TurnGaps, type SlotView } from '../../src/route/slots.ts';
+import { cascadeOf, chooseSlot, evictsUnpriced, MAX_CASCADE, MIN_GAPS, PRIOR_LIVE_MS, returnChance, TurnGaps, type SlotView } from '../../src/route/slots.ts';
 import type { Candidate, Decision, HostView, RouteRequest } from '../../src/route/types.ts';
 import { warmCandidates } from '../../src/route/warmth.ts';
 import { seeded } from '../helpers/random.ts';
@@ -184,6 +184,21 @@ describe('eviction in the price: new conversations go where they evict least', (
     assert.equal(where(d), 'slow/scored');
   });
 
+  it('a host that sent back a forward for its eviction has its idle slots priced as live until its next report', () => {
+    // The digest says fast's conversations are dead (idle 90 and 120 s): fast wins, as above. The executor found them
+    // otherwise (another entry had just placed new conversations there): until fast reports again, they are live.
+    const slots = () => [hold(conv('c1', 20000), 90_000), hold(conv('c2', 20000), 120_000)];
+    const hosts = [hostWith('fast', slots()), hostWith('slow', [hold(undefined, 0)])];
+    const cands = [cand('fast', { ratePer1k: 80, free: 2, slots: 2 }), cand('slow', { ratePer1k: 150, free: 1, slots: 1 })];
+    const marks: string[] = [];
+    const crowded = (host: string, polledAt: number) => (marks.push(`${host}@${polledAt}`), host === 'fast');
+    const warm = warmCandidates(cands, { hosts, model: 'm', workload: 'chat', chain: conv('new', 9000), memory: none, now: NOW, chance: gaps.chance, crowded });
+    const d = decide(warm, req({ pricedTokens: 9000 }), { performance: true, random: seeded(5), roundRobin: 0 });
+    assert.equal(where(d), 'slow/scored');
+    assert.equal(warm[0].evicted?.chance, 1);
+    assert.deepEqual(marks, [`fast@${NOW - 100}`, `slow@${NOW - 100}`], 'asked with the poll time of each host’s report');
+  });
+
   it('a conversation’s next turn finds its own slot and evicts nothing', () => {
     const next: PrefixChain = [...conv('c1', 20000), { hash: 'c1next'.padEnd(16, '0'), tokens: 21000 }];
     const hosts = [hostWith('fast', [hold(conv('c2', 20000), 900), hold(conv('c1', 20000), 1200)])];
@@ -255,4 +270,20 @@ describe('session home: one host from every entry node', () => {
       assert.equal(where(later.decision), `${second}/session`);
     }
   });
+});
+
+describe('an executor sends back a forward whose eviction its entry did not price', () => {
+  const table: [loss: number, priced: number, sentBack: boolean, why: string][] = [
+    [0, 0, false, 'nothing destroyed'],
+    [12000, 0, true, 'the entry saw an empty slot, the executor a live conversation'],
+    [200, 0, false, 'a small loss is not worth a round trip'],
+    [1200, 1000, false, 'about what was priced'],
+    [6000, 1000, true, 'far more than priced: the entry read a stale digest'],
+    [6000, 6000, false, 'priced in full (a retry after being sent back prices idle slots as live)'],
+  ];
+  for (const [loss, priced, sentBack, why] of table) {
+    it(`${loss} tokens lost against ${priced} priced: ${sentBack ? 'sent back' : 'runs'} (${why})`, () => {
+      assert.equal(evictsUnpriced(loss, priced), sentBack);
+    });
+  }
 });

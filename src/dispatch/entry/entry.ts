@@ -20,7 +20,8 @@ import { decide } from '../../route/decide.ts';
 import { holdStep, NO_HOLD, type HoldState } from '../../route/hold.ts';
 import type { Candidate, HostView, RouteReason } from '../../route/types.ts';
 import { warmCandidates } from '../../route/warmth.ts';
-import { returnChance, type ReturnChance } from '../../route/slots.ts';
+import { expectedLoss, returnChance, type ReturnChance } from '../../route/slots.ts';
+import { evictClaim } from '../evict-claim.ts';
 import { sha256HexAsync } from '../../security/signing.ts';
 import { allowsModel } from '../../keys/access.ts';
 import { isScoredWorkload, promptDialectOf } from '../../workloads/workloads.ts';
@@ -81,6 +82,11 @@ export class Entry {
   readonly #lineWaits = new Map<string, number>();
   /** model \0 host → until when that member's line is taken as full (clock ms). */
   readonly #lineFull = new Map<string, number>();
+  /**
+   * model \0 host → when that member sent a forward back because its slot would evict a live conversation (clock ms):
+   * until a report polled after it, that member's idle slots are priced as live (dispatch/evict-claim.ts).
+   */
+  readonly #crowded = new Map<string, number>();
 
   constructor(
     private readonly p: DispatchPorts,
@@ -233,7 +239,9 @@ export class Entry {
             trace.route = route;
             trace.placedAt = performance.now();
             trace.cands = where.cands;
-            const outcome = await this.#run(rr, fwd, where, res, signal, { origin: p.name, route, queuedMs, extra }, trace);
+            // A forward may be sent back to be priced again (its eviction claim) while a retry is left and it is not pinned.
+            const mayReprice = state.retries < rules.forwardRetry && rr.pin === undefined;
+            const outcome = await this.#run(rr, fwd, where, res, signal, { origin: p.name, route, queuedMs, extra }, trace, mayReprice);
             event = { kind: 'ran', outcome };
             break;
           }
@@ -309,6 +317,7 @@ export class Entry {
         holding: (host) => (this.#holding.get(`${rr.model}\0${host}`) ?? 0) - (host === own ? 1 : 0),
         now: p.now(),
         chance: p.returnChance ?? returnChance0,
+        ...(this.#crowded.size > 0 ? { crowded: (host: string, polledAt: number) => this.#isCrowded(rr.model, host, polledAt) } : {}),
       });
     }
     const opts = { performance: p.rules.performance, random: p.random, roundRobin: p.nextRoundRobin() };
@@ -340,7 +349,21 @@ export class Entry {
     // An interactive keyed request sent where a slot looked free may still wait there if it was taken meanwhile: the
     // member then orders it with its own waiters instead of refusing it back into a race for the next one.
     const waitUntil = line?.waitThere && line.deadline - LINE_MARGIN_MS - p.now() >= LINE_MARGIN_MS ? { waitUntil: line.deadline - LINE_MARGIN_MS } : {};
-    return { kind: 'remote', host: d.host, reason: d.reason, end, predictedCached: d.predictedCached, cands, ...waitUntil };
+    // The eviction priced there goes with the forward (when slots were priced), so the executor can send it back if its slots say otherwise.
+    const priced = d.slot !== undefined ? { evictPriced: expectedLoss(d.evicted) } : {};
+    return { kind: 'remote', host: d.host, reason: d.reason, end, predictedCached: d.predictedCached, cands, ...waitUntil, ...priced };
+  }
+
+  /** Is `host` priced as crowded for `model` (it sent back a forward since the report polled at `polledAt`)? */
+  #isCrowded(model: string, host: string, polledAt: number): boolean {
+    const k = `${model}\0${host}`;
+    const at = this.#crowded.get(k);
+    if (at === undefined) return false;
+    if (polledAt > at) {
+      this.#crowded.delete(k);
+      return false;
+    }
+    return true;
   }
 
   /**
@@ -384,7 +407,7 @@ export class Entry {
   }
 
   /** One signed forward of the request to member `host`, its answer relayed to `res` with `responseHeaders`; `waitUntil`: it may wait there for a slot until then. */
-  async #forward(rr: RoutedRequest, fwd: ForwardCell, host: string, res: http.ServerResponse, signal: Gone, responseHeaders: Record<string, string>, waitUntil?: number): Promise<RunOutcome> {
+  async #forward(rr: RoutedRequest, fwd: ForwardCell, host: string, res: http.ServerResponse, signal: Gone, responseHeaders: Record<string, string>, waitUntil?: number, evictPriced?: number): Promise<RunOutcome> {
     const p = this.p;
     const body = (fwd.body ??= await forwardBody(rr));
     if (p.peers.signsBody) fwd.sha256 ??= await sha256HexAsync(body);
@@ -395,7 +418,11 @@ export class Entry {
       fwd.claims = encodeClaims({ ...chainClaims(rr), key: rr.caller?.name, band: bandClaim(rr.priority), req: t && `${p.name}:${t.id}`, traceparent: t?.span?.traceparent }) ?? null;
     // A wait at the member is this attempt's alone: the claim says how long is left of it now.
     const wait = waitUntil === undefined ? undefined : waitClaim(Math.min(p.rules.forwardWaitMs ?? 0, waitUntil - p.now()));
-    const claims = wait === undefined ? (fwd.claims ?? undefined) : fwd.claims ? `${fwd.claims};wait=${wait}` : `wait=${wait}`;
+    // So is the eviction priced at this host (dispatch/evict-claim.ts).
+    const evict = evictClaim(evictPriced);
+    let claims = fwd.claims ?? undefined;
+    if (wait !== undefined) claims = claims ? `${claims};wait=${wait}` : `wait=${wait}`;
+    if (evict !== undefined) claims = claims ? `${claims};evict=${evict}` : `evict=${evict}`;
     return sendForward(
       p.peers,
       {
@@ -442,7 +469,7 @@ export class Entry {
   }
 
   /** Run where it was reserved: here (the executor), or one forward to the member. */
-  async #run(rr: RoutedRequest, fwd: ForwardCell, where: Exclude<Reservation, { kind: 'load-failed' }>, res: http.ServerResponse, signal: Gone, h: ResponseMeta, trace: Trace): Promise<RunOutcome> {
+  async #run(rr: RoutedRequest, fwd: ForwardCell, where: Exclude<Reservation, { kind: 'load-failed' }>, res: http.ServerResponse, signal: Gone, h: ResponseMeta, trace: Trace, mayReprice: boolean): Promise<RunOutcome> {
     trace.predictedCached = where.predictedCached;
     trace.cachedTokens = undefined;
     if (where.kind === 'local') {
@@ -453,7 +480,8 @@ export class Entry {
     let outcome: RunOutcome = { kind: 'aborted' };
     try {
       trace.forwardAt = performance.now();
-      outcome = await this.#forward(rr, fwd, where.host, res, signal, { ...h.extra, ...meshHeaders(where.host, h.origin, h.route, h.queuedMs) }, where.waitUntil);
+      const evict = mayReprice && where.waitUntil === undefined ? where.evictPriced : undefined;
+      outcome = await this.#forward(rr, fwd, where.host, res, signal, { ...h.extra, ...meshHeaders(where.host, h.origin, h.route, h.queuedMs) }, where.waitUntil, evict);
     } finally {
       // Ended either way; the end of a served forward frees its slot in this node's view at once and wakes the queues.
       where.end(outcome.kind === 'refused' || outcome.kind === 'engine-failed' ? 'refused' : 'served');
@@ -461,7 +489,9 @@ export class Entry {
     if (outcome.kind === 'refused' || outcome.kind === 'engine-failed') {
       // A forward that waited there as long as it could was not refused: the member stays open to the next wait. One that
       // could have waited but was refused found the member's line full: no more waits are sent there for a moment.
-      if (outcome.kind === 'engine-failed' || outcome.by !== 'waited') p.forwards.refuse(where.host, rr.model, rr.workload);
+      // One sent back for its eviction had a slot there: the member is not full, its idle slots are live (priced so until its next report).
+      if (outcome.kind === 'refused' && outcome.by === 'evicts') this.#crowded.set(`${rr.model}\0${where.host}`, p.now());
+      else if (outcome.kind === 'engine-failed' || outcome.by !== 'waited') p.forwards.refuse(where.host, rr.model, rr.workload);
       if (outcome.kind === 'refused' && outcome.by === 'full' && where.waitUntil !== undefined) this.#noteLineFull(rr.model, where.host);
       p.metrics.forwards.inc({ outcome: outcome.kind === 'refused' ? 'refused' : 'engine-failed' });
       p.log.debug('forward refused', { host: where.host, model: rr.model, outcome: outcome.kind, detail: outcome.kind === 'refused' ? outcome.detail : outcome.text });

@@ -28,6 +28,8 @@ import { isTimelineOf } from '../timeline.ts';
 import { ANONYMOUS_FLOW } from '../../queue/fair.ts';
 import { waitOfClaim } from '../../queue/forward-claims.ts';
 import { flowOf } from '../entry/flow.ts';
+import { evictOfClaim } from '../evict-claim.ts';
+import { evictsUnpriced, expectedLoss } from '../../route/slots.ts';
 import { measure } from './measure.ts';
 import { countTokens, planMessages } from './messages.ts';
 import { planResponses } from './responses.ts';
@@ -86,6 +88,13 @@ export class Executor {
       }
       const { lease, waitedMs } = admitted;
       if (waitedMs > 0) trace.queuedMs = waitedMs;
+      // A slot taken at once that would destroy a live conversation its entry priced as free: sent back to be priced again.
+      const priced = waitedMs === 0 ? evictOfClaim(sender.claims.get('evict')) : undefined;
+      const unpriced = priced === undefined ? undefined : this.#unpricedLoss(rr, lease, priced);
+      if (unpriced !== undefined) {
+        lease.release();
+        throw errors.forwardEvicts(unpriced, priced!);
+      }
       const o = await this.run(rr, lease, res, signal, { origin: from, route: 'local', queuedMs: waitedMs, extra: {} }, trace);
       if (o.kind === 'engine-failed') {
         // Marked, so the entry node tries another host or answers 502 with this text.
@@ -117,6 +126,15 @@ export class Executor {
     if (o.ok) return { lease: o.lease, waitedMs: Math.max(1, o.waitedMs) };
     if (o.reason === 'aborted') return undefined;
     throw o.reason === 'full' ? errors.forwardNoSlot() : errors.forwardWaited(ms);
+  }
+
+  /** The expected tokens of re-prefill taking `lease`'s slot now destroys, when that is more than `priced` allows; else undefined. */
+  #unpricedLoss(rr: RoutedRequest, lease: Lease, priced: number): number | undefined {
+    const chain = this.#chainOf(rr)?.chain;
+    const e = chain?.length ? this.p.cache?.peek?.(lease.backend, chain) : undefined;
+    if (!e) return undefined;
+    const loss = expectedLoss({ ...e, cascade: e.cascade ?? 1 });
+    return evictsUnpriced(loss, priced) ? loss : undefined;
   }
 
   /** count_tokens answered here: this node's tokenizer for the model, else the estimate. */
