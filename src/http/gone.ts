@@ -51,19 +51,23 @@ export class GoneFlag implements Gone {
     if (i >= 0) ls.splice(i, 1);
   }
 
-  /** Fire once: every listener is called (and forgotten), in the order they were added. */
+  /**
+   * Fire once: every listener is called (and forgotten), in the order they were added; as with AbortSignal, one
+   * removed by an earlier listener meanwhile is not called.
+   */
   fire(): void {
     if (this.#aborted) return;
     this.#aborted = true;
-    const ls = this.#listeners;
-    this.#listeners = undefined;
     this.#real?.abort();
+    const ls = this.#listeners;
     if (!ls) return;
     const event: GoneEvent = { type: 'abort', target: this };
-    for (const l of ls) {
+    for (const l of [...ls]) {
+      if (!ls.includes(l)) continue;
       if (typeof l === 'function') l(event);
       else l.handleEvent(event);
     }
+    this.#listeners = undefined;
   }
 
   /** A real AbortSignal that aborts with this flag (made once, on first use). */

@@ -21,6 +21,19 @@ test('a client going away reaches every waiter once, in order, and not one that 
   assert.deepEqual(heard, ['relay', 'queue']);
 });
 
+test('a waiter another waiter stops while the client leaves is not called, as with AbortSignal', () => {
+  const flag = new GoneFlag();
+  const heard: string[] = [];
+  const queueWait = () => heard.push('queue');
+  flag.addEventListener('abort', () => {
+    heard.push('relay');
+    flag.removeEventListener('abort', queueWait);
+  });
+  flag.addEventListener('abort', queueWait);
+  flag.fire();
+  assert.deepEqual(heard, ['relay']);
+});
+
 test('a tokenizer call (undici, a real AbortSignal) is cancelled with the client', () => {
   const flag = new GoneFlag();
   const signal = abortSignalOf(flag);
