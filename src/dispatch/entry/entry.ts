@@ -419,10 +419,8 @@ export class Entry {
     // A wait at the member is this attempt's alone: the claim says how long is left of it now.
     const wait = waitUntil === undefined ? undefined : waitClaim(Math.min(p.rules.forwardWaitMs ?? 0, waitUntil - p.now()));
     // So is the eviction priced at this host (dispatch/evict-claim.ts).
-    const evict = evictClaim(evictPriced);
-    let claims = fwd.claims ?? undefined;
-    if (wait !== undefined) claims = claims ? `${claims};wait=${wait}` : `wait=${wait}`;
-    if (evict !== undefined) claims = claims ? `${claims};evict=${evict}` : `evict=${evict}`;
+    const attempt = encodeClaims({ wait, evict: evictClaim(evictPriced) });
+    const claims = fwd.claims && attempt ? `${fwd.claims};${attempt}` : (fwd.claims ?? attempt);
     return sendForward(
       p.peers,
       {
