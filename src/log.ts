@@ -9,6 +9,8 @@ export type Log = {
   warn(msg: string, fields?: Record<string, unknown>): void;
   error(msg: string, fields?: Record<string, unknown>): void;
   debug(msg: string, fields?: Record<string, unknown>): void;
+  /** Debug lines are written (VIIWORK_DEBUG=1 when the log was made): a caller on the request path builds its fields only then. */
+  readonly debugging?: boolean;
 };
 
 export const debugEnabled = () => process.env.VIIWORK_DEBUG === '1';
@@ -22,9 +24,12 @@ export function createLog(name: string, opts: { json?: boolean; destination?: No
       warn: (m, f) => p.warn(f ?? {}, m),
       error: (m, f) => p.error(f ?? {}, m),
       debug: (m, f) => p.debug(f ?? {}, m),
+      debugging: p.isLevelEnabled('debug'),
     };
   }
   const out = opts.destination ?? process.stderr;
+  // Read once: process.env is a slow property lookup, and debug is called once per request.
+  const debugging = debugEnabled();
   const line = (level: string, msg: string) => {
     const t = new Date().toISOString().slice(11, 23);
     out.write(`${t} ${level} [${name}] ${msg}\n`);
@@ -34,7 +39,8 @@ export function createLog(name: string, opts: { json?: boolean; destination?: No
     warn: (m) => line('WARN ', m),
     error: (m) => line('ERROR', m),
     debug: (m, f) => {
-      if (debugEnabled()) line('DEBUG', f ? `${m} ${JSON.stringify(f)}` : m);
+      if (debugging) line('DEBUG', f ? `${m} ${JSON.stringify(f)}` : m);
     },
+    debugging,
   };
 }

@@ -219,7 +219,7 @@ export class Executor {
         cachedOut: generation,
         reply: recordsReply(rr, chain),
       });
-      p.log.debug('request', { model: rr.model, workload: rr.workload, backend: lease.backend.id, route: h.route, result: result.kind });
+      if (p.log.debugging !== false) p.log.debug('request', { model: rr.model, workload: rr.workload, backend: lease.backend.id, route: h.route, result: result.kind });
       switch (result.kind) {
         case 'refused': {
           if (result.status === undefined) lease.backend.reportFailure(result.detail);
