@@ -739,7 +739,22 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
           const rows = outcomes.map((o) => ({ ...o, entry: trace[o.i].entry, session: trace[o.i].session, kind: classOf(trace[o.i]), after: trace[o.i].after }));
           fs.writeFileSync(path.join(process.env.ROUTING_DUMP, `${arm}-${load}.json`), JSON.stringify(rows));
           // The entry nodes' decision feeds (the last 200 each): predicted and engine cached tokens per request.
-          if (meshArm) fs.writeFileSync(path.join(process.env.ROUTING_DUMP, `${arm}-${load}-decisions.json`), JSON.stringify(await Promise.all(meshArm.map((n) => getJson(`${n.url}/v1/decisions`)))));
+          if (meshArm) {
+            const feeds = await Promise.all(meshArm.map((n) => getJson(`${n.url}/v1/decisions`)));
+            fs.writeFileSync(path.join(process.env.ROUTING_DUMP, `${arm}-${load}-decisions.json`), JSON.stringify(feeds));
+            // Each entry's own requests with the candidates its pricing saw (the last 200 timelines each node keeps).
+            const timelines: unknown[] = [];
+            for (const [k, n] of meshArm.entries()) {
+              for (const rec of ((feeds[k] as { data?: { entry?: string; timeline?: string }[] }).data ?? []).filter((d) => d.entry === n.name && d.timeline)) {
+                try {
+                  timelines.push(await getJson(`${n.url}/v1/timeline/${encodeURIComponent(rec.timeline!)}`));
+                } catch {
+                  // no longer kept
+                }
+              }
+            }
+            fs.writeFileSync(path.join(process.env.ROUTING_DUMP, `${arm}-${load}-timelines.json`), JSON.stringify(timelines));
+          }
         }
         const sessions = meshArm ? sessionPlacement(outcomes, trace, meshArm.map((n) => n.name)) : undefined;
         const selfUs = process.cpuUsage(cpu0.self);

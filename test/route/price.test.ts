@@ -190,6 +190,25 @@ describe('what a host holds: its digest and this node’s own recent routes', ()
     assert.equal(where(d2), `${home}/scored`);
   });
 
+  it('a forward the host sent back is forgotten: the host is not priced warm for the prompt it never ran', () => {
+    let now = 2000;
+    const routes = new RecentRoutes(() => now);
+    const hosts = [host('a'), host('b')];
+    const cands = hosts.map((h) => cand(h.name));
+    const chain = chainOf([SYSTEM, { role: 'user', content: 'a new task' }]);
+    const sent = routes.record('a', 'm', chain)!;
+    now += 5;
+    const cachedAt = () => warmCandidates(cands, { hosts, model: 'm', workload: 'chat', chain, memory: routes }).map((c) => c.cached);
+    // Placed there a moment ago: the whole prompt counts as held at a (a retry would go straight back).
+    assert.deepEqual(cachedAt(), [chain.at(-1)!.tokens, 0]);
+    // a refused it (full, or its slot would evict a live conversation): it holds nothing of it.
+    sent.forget();
+    assert.deepEqual(cachedAt(), [0, 0]);
+    // A route that ran stays counted after it ends.
+    routes.record('b', 'm', chain)!.end();
+    assert.deepEqual(cachedAt(), [0, chain.at(-1)!.tokens]);
+  });
+
   it('a digest says what a host holds; this node’s routes older than that digest’s poll no longer count', () => {
     let now = 5000;
     const routes = new RecentRoutes(() => now);

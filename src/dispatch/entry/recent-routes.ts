@@ -27,9 +27,15 @@ interface Route {
   last: string;
 }
 
-/** One recorded route: tell it when the request ends. */
+/** One recorded route: tell it when the request ends, or forget it when the request never ran there. */
 export interface RouteHandle {
   end(): void;
+  /**
+   * The host sent the request back (full, or its slot would evict a live conversation) or its engine failed: the
+   * host holds nothing of it, and a record saying otherwise would price that host warm for this very prompt and
+   * pull the request (and its next turn) straight back to a cold slot there.
+   */
+  forget(): void;
 }
 
 export class RecentRoutes implements RouteMemory {
@@ -51,7 +57,14 @@ export class RecentRoutes implements RouteMemory {
     this.#routes.set(key, list);
     // Hosts that were never sent to again drop out once their routes are all old.
     if (this.#routes.size > 4 * ROUTES_PER_HOST) this.#prune(now);
-    return { end: () => void (route.endedAt ??= this.now()) };
+    return {
+      end: () => void (route.endedAt ??= this.now()),
+      forget: () => {
+        const kept = this.#routes.get(key);
+        const i = kept ? kept.indexOf(route) : -1;
+        if (i >= 0) kept!.splice(i, 1);
+      },
+    };
   }
 
   held(host: string, model: string, chain: PrefixChain, since: number, slots: number, continued = false): number {
