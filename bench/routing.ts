@@ -78,7 +78,8 @@
  * ("6:14", load:seconds; 0 to skip), ROUTING_CAPACITY_POLL (the viiwork
  * arms' mesh.capacity_poll; default theirs, 1 s), ROUTING_DRAIN (0 to skip),
  * ROUTING_DRAIN_ROUNDS (1), ROUTING_DUMP=DIR (every arm's outcomes as JSON),
- * (and, for the viiwork arms, the entry nodes' decision feeds), ROUTING_KEEP=1
+ * (and, for the viiwork arms, the entry nodes' decision feeds and each
+ * entry's timelines, with the candidates its pricing saw), ROUTING_KEEP=1
  * (keep the scratch dir); BENCH_OUT=DIR writes results there
  * instead of bench/results.
  */
