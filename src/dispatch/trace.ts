@@ -5,7 +5,7 @@
  * that say where it ran.
  */
 import { RES_NODE, RES_ORIGIN, RES_QUEUED_MS, RES_ROUTE } from '../http/viiwork-headers.ts';
-import { genAiOperation } from '../metrics/gen-ai.ts';
+import { genAiErrorType, genAiOperation } from '../metrics/gen-ai.ts';
 import type { Candidate, RouteReason } from '../route/types.ts';
 import type { EntrySpan } from '../telemetry/tracing.ts';
 import type { DispatchPorts } from './ports.ts';
@@ -78,14 +78,6 @@ export function meshHeaders(executor: string, origin: string, route: RouteReason
 
 /** The metric label and feed entry of a request for a model no member serves. */
 export const UNKNOWN_MODEL = 'unknown';
-/** `outcome` is an HTTP status of 2xx (what /^2\d\d$/ says, without a regular expression on every request). */
-function isSuccessStatus(outcome: string): boolean {
-  if (outcome.length !== 3 || outcome.charCodeAt(0) !== 50) return false;
-  const d1 = outcome.charCodeAt(1) - 48;
-  const d2 = outcome.charCodeAt(2) - 48;
-  return d1 >= 0 && d1 <= 9 && d2 >= 0 && d2 <= 9;
-}
-
 /** The decision feed keeps at most this many characters of a model name. */
 const FEED_NAME_MAX = 128;
 
@@ -120,8 +112,8 @@ export function recordRequest(p: DispatchPorts, r: Routed, clientModel: string, 
     // Once per client request, at its entry (a forward's executor would count it twice).
     const labels = { gen_ai_operation_name: op, gen_ai_request_model: r.model, gen_ai_provider_name: 'viiwork' };
     if (trace.firstContentAt !== undefined) p.metrics.genAiTtft.observe(labels, (trace.firstContentAt - trace.startedAt) / 1000);
-    const failed = !isSuccessStatus(trace.outcome);
-    p.metrics.genAiDuration.observe(failed ? { ...labels, error_type: trace.outcome } : labels, (performance.now() - trace.startedAt) / 1000);
+    const errorType = genAiErrorType(trace.outcome);
+    p.metrics.genAiDuration.observe(errorType !== undefined ? { ...labels, error_type: errorType } : labels, (performance.now() - trace.startedAt) / 1000);
   }
   if (trace.executor !== null && trace.predictedCached !== undefined && trace.cachedTokens !== undefined && trace.known && trace.route !== 'forwarded') {
     // How well routing knows the caches: the entry's prediction against the engine's count. A forward's executor

@@ -11,7 +11,7 @@
  * dispatcher's port is absent.
  */
 import { context, SpanKind, SpanStatusCode, trace, TraceFlags, type Attributes, type Context, type Span, type Tracer } from '@opentelemetry/api';
-import { genAiOperation, GEN_AI_SEMCONV } from '../metrics/gen-ai.ts';
+import { genAiErrorType, genAiOperation, GEN_AI_SEMCONV } from '../metrics/gen-ai.ts';
 import type { ProviderOptions } from './provider.ts';
 import { formatTraceparent, parseTraceparent } from './traceparent.ts';
 
@@ -114,8 +114,9 @@ export class Tracing {
       child('prefill', f.engineAt, first ?? end);
       if (first !== undefined) child('decode', first, end);
     }
-    if (!/^2\d\d$/.test(f.outcome)) {
-      root.setAttribute('error.type', f.outcome);
+    const errorType = genAiErrorType(f.outcome);
+    if (errorType !== undefined) {
+      root.setAttribute('error.type', errorType);
       root.setStatus({ code: SpanStatusCode.ERROR, message: `ended ${f.outcome}` });
     }
     root.end(wall(end));
