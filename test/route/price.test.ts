@@ -202,10 +202,10 @@ describe('what a host holds: its digest and this node’s own recent routes', ()
     // Placed there a moment ago: the whole prompt counts as held at a (a retry would go straight back).
     assert.deepEqual(cachedAt(), [chain.at(-1)!.tokens, 0]);
     // a refused it (full, or its slot would evict a live conversation): it holds nothing of it.
-    sent.forget();
+    sent.end('refused');
     assert.deepEqual(cachedAt(), [0, 0]);
     // A route that ran stays counted after it ends.
-    routes.record('b', 'm', chain)!.end();
+    routes.record('b', 'm', chain)!.end('served');
     assert.deepEqual(cachedAt(), [0, chain.at(-1)!.tokens]);
   });
 
@@ -253,7 +253,7 @@ describe('what a host holds: its digest and this node’s own recent routes', ()
       warmCandidates([cand('a')], { hosts: [host('a', { polledAt: 1100 }, chatTarget({ digest }))], model: 'm', workload: 'chat', chain: next, memory: routes })[0].cached;
     now = 1200;
     assert.equal(cached(), 0, 'still running: the digest is right, a free slot would take it cold');
-    handle.end();
+    handle.end('served');
     assert.equal(cached(), next[0].tokens, 'ended after the poll: its slot is free and holds the system prompt');
   });
 

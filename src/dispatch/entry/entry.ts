@@ -345,7 +345,7 @@ export class Entry {
     const routed = rr.chain ? this.#routes.record(d.host, rr.model, rr.chain) : undefined;
     const ended = p.forwards.start(d.host, rr.model, rr.workload, d.target);
     // The record learns when the forward ended: a digest polled before that shows its slot busy, and it is free now.
-    const end = routed ? (how: 'served' | 'refused') => (how === 'refused' ? routed.forget() : routed.end(), ended(how)) : ended;
+    const end = routed ? (how: 'served' | 'refused') => (routed.end(how), ended(how)) : ended;
     // An interactive keyed request sent where a slot looked free may still wait there if it was taken meanwhile: the
     // member then orders it with its own waiters instead of refusing it back into a race for the next one.
     const waitUntil = line?.waitThere && line.deadline - LINE_MARGIN_MS - p.now() >= LINE_MARGIN_MS ? { waitUntil: line.deadline - LINE_MARGIN_MS } : {};
@@ -400,8 +400,7 @@ export class Entry {
       const n = waits(host) - 1;
       if (n > 0) this.#lineWaits.set(k, n);
       else this.#lineWaits.delete(k);
-      if (how === 'refused') routed?.forget();
-      else routed?.end();
+      routed?.end(how);
       ended(how);
     };
     return { kind: 'remote', host, reason: 'queued', end, predictedCached: pick.cached, cands, waitUntil: until };

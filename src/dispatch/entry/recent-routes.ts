@@ -27,15 +27,17 @@ interface Route {
   last: string;
 }
 
-/** One recorded route: tell it when the request ends, or forget it when the request never ran there. */
+/** How a forward ended, as the forward book hears it: it ran there, or its member sent it back (or its engine failed). */
+export type RouteEnd = 'served' | 'refused';
+
+/** One recorded route: tell it how the request ended. */
 export interface RouteHandle {
-  end(): void;
   /**
-   * The host sent the request back (full, or its slot would evict a live conversation) or its engine failed: the
-   * host holds nothing of it, and a record saying otherwise would price that host warm for this very prompt and
-   * pull the request (and its next turn) straight back to a cold slot there.
+   * `served`: the record keeps it, and learns when it ended. `refused` (sent back: full, waited out, or its slot would
+   * evict a live conversation; or its engine failed): the host holds nothing of it, so the record forgets it; kept, it
+   * would price that host warm for this very prompt and pull the retry straight back to a cold slot there.
    */
-  forget(): void;
+  end(how: RouteEnd): void;
 }
 
 export class RecentRoutes implements RouteMemory {
@@ -58,8 +60,11 @@ export class RecentRoutes implements RouteMemory {
     // Hosts that were never sent to again drop out once their routes are all old.
     if (this.#routes.size > 4 * ROUTES_PER_HOST) this.#prune(now);
     return {
-      end: () => void (route.endedAt ??= this.now()),
-      forget: () => {
+      end: (how) => {
+        if (how === 'served') {
+          route.endedAt ??= this.now();
+          return;
+        }
         const kept = this.#routes.get(key);
         const i = kept ? kept.indexOf(route) : -1;
         if (i >= 0) kept!.splice(i, 1);
