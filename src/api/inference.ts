@@ -35,7 +35,7 @@ export async function handleInference(node: ApiNode, req: http.IncomingMessage, 
   if (caller && !allowsModel(caller, parsed.model)) throw errors.modelNotAllowed(caller.name, parsed.model);
   // A forward's band rides in a signed claim (queue/forward-claims.ts), held to the key's ceiling like a client's header.
   const asked = sender.kind === 'client' ? askedPriority(priorityHeader, body, parsed.scan) : bandOfClaim(sender.claims.get('band'));
-  const ir = caller || asked ? { ...parsed, caller, priority: effectivePriority(caller, asked) } : parsed;
+  const ir = caller || asked ? Object.assign({}, parsed, { caller, priority: effectivePriority(caller, asked) }) : parsed;
   if (sender.kind === 'forward') {
     // A stopping node takes no new work: its slots are as good as full for the mesh.
     if (node.phase !== 'running') throw errors.forwardNoSlot();

@@ -188,12 +188,7 @@ export function sendError(res: http.ServerResponse, err: ApiError, extraHeaders:
     return;
   }
   const text = JSON.stringify(shape === 'anthropic' ? anthropicErrorBody(err.status, err.message) : err.body());
-  const headers: Record<string, string | number> = {
-    ...extraHeaders,
-    ...err.headers,
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(text),
-  };
+  const headers: Record<string, string | number> = Object.assign({}, extraHeaders, err.headers, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
   if (err.retryAfter !== undefined) headers['retry-after'] = String(err.retryAfter);
   res.writeHead(err.status, headers);
   res.end(text);
@@ -201,6 +196,6 @@ export function sendError(res: http.ServerResponse, err: ApiError, extraHeaders:
 
 export function sendJson(res: http.ServerResponse, status: number, body: unknown, extraHeaders: Record<string, string> = {}): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { ...extraHeaders, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.writeHead(status, Object.assign({}, extraHeaders, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }));
   res.end(text);
 }

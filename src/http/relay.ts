@@ -220,13 +220,13 @@ class Upstream implements Dispatcher.DispatchHandler {
           const answer = answerOfBody(body, opts.reply);
           const cached = engineCachedTokens(answer.usage);
           const count = opts.cachedOut && cached !== undefined ? { [RES_CACHED_TOKENS]: String(cached) } : {};
-          res.writeHead(out.status, { ...opts.responseHeaders, ...count, 'content-type': 'application/json', 'content-length': out.body.length });
+          res.writeHead(out.status, Object.assign({}, opts.responseHeaders, count, { 'content-type': 'application/json', 'content-length': out.body.length }));
           res.end(out.body);
           return { kind: 'done', status: out.status, body, usage: answer.usage, ...(answer.reply ? { reply: answer.reply } : {}), ...(cached !== undefined ? { cachedTokens: cached } : {}) };
         });
         return;
       }
-      res.writeHead(status, { ...opts.responseHeaders, 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
+      res.writeHead(status, Object.assign({}, opts.responseHeaders, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' }));
       res.write(tr.stream.start());
       this.#mode = { kind: 'translate', status, tr, scanner: new SseScanner(false, undefined, opts.reply) };
       this.#stall = stallWatch(opts.streamStallMs, (why) => this.stop(why));
@@ -241,7 +241,7 @@ class Upstream implements Dispatcher.DispatchHandler {
       this.#collect(REFUSAL_BODY_MAX, (body) => {
         if (this.#gone()) return { kind: 'aborted' };
         const out = failure(status, body);
-        res.writeHead(status, { ...opts.responseHeaders, 'content-type': 'application/json', 'content-length': out.length });
+        res.writeHead(status, Object.assign({}, opts.responseHeaders, { 'content-type': 'application/json', 'content-length': out.length }));
         res.end(out);
         return { kind: 'done', status };
       });

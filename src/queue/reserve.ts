@@ -129,8 +129,7 @@ export function trackedLease<L extends { release(): void }>(book: ReserveBook, m
   book.began(model);
   let done = false;
   const release = lease.release;
-  return {
-    ...lease,
+  return Object.assign({}, lease, {
     release() {
       if (!done) {
         done = true;
@@ -138,5 +137,5 @@ export function trackedLease<L extends { release(): void }>(book: ReserveBook, m
       }
       release.call(lease);
     },
-  };
+  });
 }

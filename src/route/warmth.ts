@@ -105,13 +105,14 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
     // This node's own digest is of now, evictions included: its record of routes here would only add what is gone.
     const own = w.chain.length === 0 || (c.local && digested) ? 0 : w.memory.held(c.host, w.model, w.chain, since, Math.max(1, slots), slotKind);
     const ahead = (c.ahead ?? 0) + (w.holding?.(c.host) ?? 0);
-    return {
-      ...c,
-      cached: Math.max(slotKind ? fromPick : fromDigest, own),
-      ...(ahead > 0 ? { ahead } : {}),
-      ...(pick ? { slot: pick.index } : {}),
-      ...(pick?.evicted ? { evicted: pick.evicted } : {}),
-    };
+    return Object.assign(
+      {},
+      c,
+      { cached: Math.max(slotKind ? fromPick : fromDigest, own) },
+      ahead > 0 ? { ahead } : undefined,
+      pick ? { slot: pick.index } : undefined,
+      pick?.evicted ? { evicted: pick.evicted } : undefined,
+    );
   });
 }
 

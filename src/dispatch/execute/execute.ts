@@ -71,7 +71,7 @@ export class Executor {
     // A forward names the model it runs as (the entry resolved any alias), and carries the chain the entry walked.
     const chain = chainOfClaim(sender.claims.get('chain'));
     const head = chain && headOfClaim(sender.claims.get('head'), chain.length);
-    const rr: RoutedRequest = chain ? { ...req, workload: req.endpoint.workload, chain, ...(head !== undefined ? { chainHead: head } : {}) } : { ...req, workload: req.endpoint.workload };
+    const rr: RoutedRequest = Object.assign({}, req, { workload: req.endpoint.workload }, chain ? { chain } : undefined, chain && head !== undefined ? { chainHead: head } : undefined);
     try {
       if (!this.p.slots.does(rr.model, rr.workload)) throw errors.forwardLacksModel(rr.model, rr.workload);
       trace.known = true;
@@ -190,7 +190,7 @@ export class Executor {
       let { body, stripUsage } = await engineBody(rr, run?.idSlot);
       let path = rr.path;
       let translate: AnswerTranslator | undefined;
-      const responseHeaders = { ...h.extra, ...meshHeaders(p.name, h.origin, h.route, h.queuedMs) };
+      const responseHeaders = Object.assign({}, h.extra, meshHeaders(p.name, h.origin, h.route, h.queuedMs));
       const plan = this.#plan(rr, lease);
       if (plan.kind === 'refuse') {
         // The executor's own answer about the request itself: unmarked, so it reaches the client once.
@@ -203,11 +203,10 @@ export class Executor {
         ({ path, body, translate } = plan);
         if (plan.omittedTools.length) responseHeaders[RES_OMITTED_TOOLS] = plan.omittedTools.join(', ').slice(0, 1024);
       }
-      const headers: Record<string, string> = {
-        'content-type': rr.scan ? 'application/json' : rr.contentType,
-        accept: rr.stream ? 'text/event-stream' : 'application/json',
-        ...lease.backend.authHeaders(),
-      };
+      const headers: Record<string, string> = Object.assign(
+        { 'content-type': rr.scan ? 'application/json' : rr.contentType, accept: rr.stream ? 'text/event-stream' : 'application/json' },
+        lease.backend.authHeaders(),
+      );
       trace.engineAt = performance.now();
       const result = await relay({ origin: base, path, method: 'POST', headers, body, signal }, res, {
         responseHeaders,
