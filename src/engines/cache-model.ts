@@ -328,8 +328,8 @@ class SlotCache implements CacheModel {
       // This prompt continues the slot's when the slot's prompt's last link is in its chain (chained hashes: the
       // whole prefix); it then reuses that, and the reply too when the client echoed it as it came.
       const shared = heldOf(chain, s.hashes);
-      const base = { busy: s.busy, tokens, shared, unique: tokens > 0 ? this.#unique(s) : 0 };
-      return s.busy ? base : { ...base, idleMs: Math.max(0, ms - (s.freedMs ?? ms)) };
+      const unique = tokens > 0 ? this.#unique(s) : 0;
+      return s.busy ? { busy: true, tokens, shared, unique } : { busy: false, tokens, shared, unique, idleMs: Math.max(0, ms - (s.freedMs ?? ms)) };
     });
   }
 

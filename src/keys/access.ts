@@ -118,9 +118,9 @@ export class Keyring {
    * the scope it checked.
    */
   named(name: string): Caller | 'revoked' {
-    if (name === LOCAL_CALLER.name) return { ...LOCAL_CALLER, role: 'user' };
+    if (name === LOCAL_CALLER.name) return Object.assign({}, LOCAL_CALLER, { role: 'user' as const });
     const e = this.table.entry(name);
-    if (!e) return { ...LOCAL_CALLER, name, role: 'user' };
+    if (!e) return Object.assign({}, LOCAL_CALLER, { name, role: 'user' as const });
     if (!e.value) return 'revoked';
     const k = e.value;
     return { name, role: k.role, models: k.models, priority: k.priority, weight: k.weight, limits: k.limits };

@@ -6,7 +6,7 @@
  */
 import { heldTokens, type PrefixChain } from '../prompt/held.ts';
 import { eligibleTargets } from './eligibility.ts';
-import { chainHashes, chooseSlot, expectedLoss, slotViews, type ReturnChance, type SlotPick } from './slots.ts';
+import { chainHashes, chooseSlot, expectedLoss, slotViews, type ReturnChance, type SlotPick, type SlotView } from './slots.ts';
 import type { Candidate, HostView } from './types.ts';
 
 /** This node's record of what it routed where (dispatch/entry/recent-routes.ts). */
@@ -86,11 +86,11 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
           slotKind = true;
           // A slot busy at the poll with a prompt this one continues ran this conversation's previous turn, which has
           // ended (a next turn is sent after its answer): it is idle now, as the digest's busy links already say.
-          const views = slotViews(t.digest.slots, hashes, w.now ?? 0).map((v) => (v.busy && v.tokens > 0 && v.shared >= v.tokens ? { ...v, busy: false, idleMs: 0 } : v));
+          const views = slotViews(t.digest.slots, hashes, w.now ?? 0).map((v) => (v.busy && v.tokens > 0 && v.shared >= v.tokens ? idleNow(v) : v));
           const p = chooseSlot(views, chance);
           // Every slot busy in the digest, yet one is free (this node's forward there ended since the poll): it is
           // one of them, just idle; which is unknown, so what it reuses is priced by the same rule, and no slot named.
-          const q = p ?? chooseSlot(views.map((v) => (v.busy ? { ...v, busy: false, idleMs: 0 } : v)), chance);
+          const q = p ?? chooseSlot(views.map((v) => (v.busy ? idleNow(v) : v)), chance);
           const v = q && views[q.index];
           // A continuation reuses the deepest link held (the reply after its prompt, too); another slot its head.
           const reuse = !q || !v ? 0 : v.tokens > 0 && v.shared >= v.tokens ? Math.max(q.reused, heldTokens(w.chain, t.digest.held, p ? t.digest.busy : undefined)) : q.reused;
@@ -115,6 +115,9 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
     );
   });
 }
+
+/** A slot the digest shows busy, taken as idle since just now. */
+const idleNow = (v: SlotView): SlotView => Object.assign({}, v, { busy: false, idleMs: 0 });
 
 /** A pick's expected destruction less what it reuses, in tokens: how targets of one host compare. */
 function pickCost(p: SlotPick): number {

@@ -184,7 +184,7 @@ export function signRequest(key: Buffer, req: SignableRequest & { now?: number; 
   const ts = String(Math.floor(req.now ?? Date.now()));
   const nonce = req.nonce ?? crypto.randomBytes(16).toString('hex');
   if (req.claims !== undefined && req.to === undefined) throw new Error('claims are signed v3, which names the receiver');
-  const text = canonicalString({ ...req, ts, nonce });
+  const text = canonicalString(Object.assign({}, req, { ts, nonce }));
   const version = req.to === undefined ? 'v1' : req.claims === undefined ? 'v2' : 'v3';
   const headers: SignedHeaders = {
     'X-Viiwork-Node': req.node,
@@ -207,7 +207,7 @@ export class RequestSigner {
   }
 
   sign(req: SignableRequest & { now?: number }): SignedHeaders {
-    return signRequest(this.#key, { ...req, now: req.now ?? this.#now() });
+    return signRequest(this.#key, Object.assign({}, req, { now: req.now ?? this.#now() }));
   }
 }
 
