@@ -104,7 +104,9 @@ export class ReplyCollector {
         if (ev.startsWith('null', i)) return;
         const end = ev.charCodeAt(i) === QUOTE ? stringEnd(ev, i) : -1;
         if (end > 0) {
-          this.#text += JSON.parse(buf.toString('utf8', at + i, at + end)) as string;
+          // Without an escape a JSON string's text is its bytes between the quotes (most streamed tokens).
+          const escaped = ev.indexOf('\\', i + 1);
+          this.#text += escaped < 0 || escaped >= end ? buf.toString('utf8', at + i + 1, at + end - 1) : (JSON.parse(buf.toString('utf8', at + i, at + end)) as string);
           return;
         }
       }
