@@ -40,6 +40,9 @@ export class SlotTable {
   /** performance.now() of each backend's last lease or release: how long it has been idle (on-demand unloading). */
   readonly #lastUsed = new Map<Backend, number>();
   #targets: LocalTarget[] = [];
+  /** The models and each one's targets, made once per regrouping (read on every routing decision). */
+  #models: readonly string[] = [];
+  #byModel = new Map<string, readonly LocalTarget[]>();
 
   constructor(backends: readonly Backend[] = []) {
     this.setBackends(backends);
@@ -65,18 +68,20 @@ export class SlotTable {
     this.#targets = [...groups.values()].sort((a, c) =>
       a.model === c.model ? descriptorKey(a.descriptor).localeCompare(descriptorKey(c.descriptor)) : a.model < c.model ? -1 : 1,
     );
+    this.#models = [...new Set(this.#targets.map((t) => t.model))];
+    this.#byModel = new Map(this.#models.map((m) => [m, this.#targets.filter((t) => t.model === m)]));
   }
 
   get targets(): readonly LocalTarget[] {
     return this.#targets;
   }
 
-  models(): string[] {
-    return [...new Set(this.#targets.map((t) => t.model))];
+  models(): readonly string[] {
+    return this.#models;
   }
 
-  targetsOf(model: string): LocalTarget[] {
-    return this.#targets.filter((t) => t.model === model);
+  targetsOf(model: string): readonly LocalTarget[] {
+    return this.#byModel.get(model) ?? [];
   }
 
   /** Called after every release, so queues can dispatch. */

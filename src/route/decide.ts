@@ -10,6 +10,9 @@ import { evictionMs } from './slots.ts';
 import { homeRanking, placeSession } from './session-home.ts';
 import type { Candidate, Decision, RouteOptions, RouteReason, RouteRequest } from './types.ts';
 
+/** No host left out (the usual case): one empty set, not one per decision. */
+const NO_HOSTS: ReadonlySet<string> = new Set();
+
 const run = (c: Candidate, reason: RouteReason, predictedCached?: number): Decision => ({
   kind: 'run',
   host: c.host,
@@ -56,7 +59,7 @@ export function decide(cands: readonly Candidate[], req: RouteRequest, opts: Rou
   // The feed compares the prediction with the engine's own count: the tokens believed held (in the engine's tokens where
   // the digest has them), not capped at the priced tokens (bytes ÷ 4 may undercount a real tokenizer).
   const pick = (p: Priced, reason: RouteReason) => run(p.c, reason, p.c.cached ?? p.cached);
-  const noWait = new Set(req.noWait ?? []);
+  const noWait: ReadonlySet<string> = req.noWait?.length ? new Set(req.noWait) : NO_HOSTS;
   if (req.sessionKey !== undefined) {
     // A session's home decides before any tie band (SPEC 9.6, "Session home"), the same way on every entry node.
     const home = placeSession(priced, homeRanking(req.sessionKey, live), noWait);
