@@ -11,6 +11,8 @@ export function rendezvousWeight(key: string, name: string): bigint {
 
 /** Names ranked best first for this key; ties (practically impossible) by name. */
 export function rendezvousRank(key: string, names: readonly string[]): string[] {
+  // One name (a fleet of one host, or one candidate left) ranks first without a hash.
+  if (names.length < 2) return names.slice();
   return names
     .map((name) => ({ name, w: rendezvousWeight(key, name) }))
     .sort((a, b) => (a.w === b.w ? (a.name < b.name ? -1 : 1) : a.w > b.w ? -1 : 1))
@@ -25,6 +27,7 @@ export function rendezvousRank(key: string, names: readonly string[]): string[] 
  * A weight of 0 or less counts as a tiny one (such a name is ranked, last in practice).
  */
 export function weightedRendezvousRank(key: string, names: readonly { name: string; weight: number }[]): string[] {
+  if (names.length < 2) return names.map((n) => n.name);
   return names
     .map(({ name, weight }) => {
       const u = (Number(rendezvousWeight(key, name) >> 11n) + 0.5) / 2 ** 53;

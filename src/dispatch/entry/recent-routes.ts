@@ -51,12 +51,18 @@ export class RecentRoutes implements RouteMemory {
     if (chain.length === 0) return undefined;
     const now = this.now();
     const key = `${host}\0${model}`;
-    const list = (this.#routes.get(key) ?? []).filter((r) => now - r.at <= ROUTE_MAX_AGE_MS);
+    let list = this.#routes.get(key);
+    if (!list) this.#routes.set(key, (list = []));
+    // Oldest first: the old ones leave from the front, in place (this runs for every placed request).
+    let old = 0;
+    while (old < list.length && now - list[old].at > ROUTE_MAX_AGE_MS) old++;
     const kept = chain.length <= HEAD_LINKS + TAIL_LINKS ? chain : [...chain.slice(0, HEAD_LINKS), ...chain.slice(-TAIL_LINKS)];
-    const route: Route = { at: now, held: new Map(kept.map((l) => [l.hash, l.tokens])), last: chain[chain.length - 1].hash };
+    const held = new Map<string, number>();
+    for (const l of kept) held.set(l.hash, l.tokens);
+    const route: Route = { at: now, held, last: chain[chain.length - 1].hash };
     list.push(route);
-    if (list.length > ROUTES_PER_HOST) list.splice(0, list.length - ROUTES_PER_HOST);
-    this.#routes.set(key, list);
+    const over = Math.max(old, list.length - ROUTES_PER_HOST);
+    if (over > 0) list.splice(0, over);
     // Hosts that were never sent to again drop out once their routes are all old.
     if (this.#routes.size > 4 * ROUTES_PER_HOST) this.#prune(now);
     return {
