@@ -28,8 +28,12 @@ export type HeaderBag = IncomingHttpHeaders | Record<string, string | string[] |
 export function headerValue(headers: HeaderBag, name: string): string | string[] | undefined {
   const direct = headers[name];
   if (direct !== undefined) return direct;
+  // node:http's names are lower case already: this pass (allocating nothing) is for records of any case.
   const lower = name.toLowerCase();
-  for (const [k, v] of Object.entries(headers)) if (k.toLowerCase() === lower && v !== undefined) return v;
+  for (const k in headers) {
+    const v = headers[k];
+    if (v !== undefined && k.length === lower.length && k.toLowerCase() === lower) return v;
+  }
   return undefined;
 }
 
@@ -53,8 +57,19 @@ export function classifyForwardHeaders(headers: HeaderBag): ForwardHeaderSet {
 
 /** Does any header name start with `x-viiwork-` (any case)? */
 function hasMeshHeader(headers: HeaderBag): boolean {
-  for (const k in headers) if (k.length >= MESH_PREFIX.length && k.slice(0, MESH_PREFIX.length).toLowerCase() === MESH_PREFIX) return true;
+  for (const k in headers) if (isMeshName(k)) return true;
   return false;
+}
+
+/** Does a header name start with `x-viiwork-` in any case? Compared by character, so no name is copied to lower case. */
+function isMeshName(k: string): boolean {
+  if (k.length < MESH_PREFIX.length) return false;
+  for (let i = 0; i < MESH_PREFIX.length; i++) {
+    const c = k.charCodeAt(i);
+    // ASCII letters compare with their lower case (| 0x20); '-' compares as itself.
+    if ((c >= 0x41 && c <= 0x5a ? c | 0x20 : c) !== MESH_PREFIX.charCodeAt(i)) return false;
+  }
+  return true;
 }
 
 const MESH_PREFIX = 'x-viiwork-';
@@ -65,9 +80,7 @@ const MESH_PREFIX = 'x-viiwork-';
  */
 export function removeMeshHeaders(headers: HeaderBag): void {
   for (const k in headers) {
-    if (k.length < MESH_PREFIX.length) continue;
-    const lower = k.toLowerCase();
-    if (lower.startsWith(MESH_PREFIX) && lower !== HEADER_PREFER) delete (headers as Record<string, unknown>)[k];
+    if (isMeshName(k) && k.toLowerCase() !== HEADER_PREFER) delete (headers as Record<string, unknown>)[k];
   }
 }
 

@@ -225,12 +225,23 @@ export interface VerifyInput {
 
 /** Does a reported version (major.minor.patch) predate `since`? Unknown or malformed versions do not. */
 export function versionBefore(ver: string | undefined, since: string): boolean {
-  const parse = (v: string) => /^(\d+)\.(\d+)\.(\d+)/.exec(v)?.slice(1).map(Number);
-  const a = ver === undefined ? undefined : parse(ver);
-  const b = parse(since)!;
+  const a = ver === undefined ? undefined : parsedVersion(ver);
+  const b = parsedVersion(since)!;
   if (!a) return false;
   for (let i = 0; i < 3; i++) if (a[i] !== b[i]) return a[i] < b[i];
   return false;
+}
+
+/** Versions read so far (a mesh reports a handful): each forward asks of its member's, so none is parsed twice. */
+const VERSIONS = new Map<string, readonly number[] | undefined>();
+const VERSIONS_MAX = 256;
+
+function parsedVersion(v: string): readonly number[] | undefined {
+  if (VERSIONS.has(v)) return VERSIONS.get(v);
+  const parsed = /^(\d+)\.(\d+)\.(\d+)/.exec(v)?.slice(1).map(Number);
+  if (VERSIONS.size >= VERSIONS_MAX) VERSIONS.clear();
+  VERSIONS.set(v, parsed);
+  return parsed;
 }
 
 /** `claims`: the `X-Viiwork-Claims` value a v3 signature covers, when the forward carries one. */
