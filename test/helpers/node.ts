@@ -15,8 +15,24 @@ export interface TestNode {
   stop(): Promise<void>;
 }
 
+/** The temp dirs this test process made: removed when it exits, so a suite run leaves none behind. */
+const madeDirs: string[] = [];
+
 export function tempDir(prefix = 'viiwork-test-'): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  if (madeDirs.length === 0) process.once('exit', removeMadeDirs);
+  madeDirs.push(dir);
+  return dir;
+}
+
+function removeMadeDirs(): void {
+  for (const dir of madeDirs) {
+    try {
+      fs.rmSync(dir, { recursive: true, force: true, maxRetries: 2 });
+    } catch {
+      // A dir still in use (a child that outlived its test) is left; the exit goes on.
+    }
+  }
 }
 
 /** A config document (as it would come from YAML) with test-friendly defaults filled in. */
