@@ -24,6 +24,7 @@ import { readBody } from '../http/body.ts';
 import { ApiError, errors, sendError, sendJson } from '../http/errors.ts';
 import type { AliasTable } from '../aliases/table.ts';
 import { AliasError, type AliasEntry } from '../aliases/types.ts';
+import type { RequestUrl } from './request-url.ts';
 
 export type Reached = { reached: number; members: number };
 
@@ -47,7 +48,7 @@ export type AliasRoutesOptions = {
  * Handles the request and returns true when `url` is an alias path; returns false (and touches nothing) otherwise.
  * `visible`: which aliases the caller may see in the lists (a scoped key sees only those /v1/models shows it); default all.
  */
-export type AliasRoutes = (req: http.IncomingMessage, res: http.ServerResponse, url: URL, visible?: (alias: string, target: string | undefined) => boolean) => Promise<boolean>;
+export type AliasRoutes = (req: http.IncomingMessage, res: http.ServerResponse, url: RequestUrl, visible?: (alias: string, target: string | undefined) => boolean) => Promise<boolean>;
 
 const PREFIX = '/v1/aliases';
 

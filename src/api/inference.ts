@@ -15,9 +15,10 @@ import { allowsModel, effectivePriority, type Caller } from '../keys/access.ts';
 import { admissionTokens } from '../keys/limits.ts';
 import { GENERATION_WORKLOADS } from '../workloads/workloads.ts';
 import type { ApiNode } from './ports.ts';
+import type { RequestUrl } from './request-url.ts';
 
 /** `caller`: the client's key (SPEC section 12), undefined without keys or for a forward (which names its key in its claim). */
-export async function handleInference(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL, endpoint: Endpoint, caller?: Caller): Promise<void> {
+export async function handleInference(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: RequestUrl, endpoint: Endpoint, caller?: Caller): Promise<void> {
   const gone = new GoneFlag();
   res.once('close', () => {
     if (!res.writableFinished) gone.fire();

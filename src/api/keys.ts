@@ -22,6 +22,7 @@ import type { KeyView } from '../keys/table.ts';
 import { KeyError, type KeyEntry } from '../keys/types.ts';
 import { isLocalAddress } from './aliases.ts';
 import type { ApiNode } from './ports.ts';
+import type { RequestUrl } from './request-url.ts';
 
 const PREFIX = '/v1/keys';
 
@@ -49,7 +50,7 @@ function asApiError(err: unknown, name: string): unknown {
   return errors.invalidKey(err.message);
 }
 
-export async function handleKeys(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL): Promise<void> {
+export async function handleKeys(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: RequestUrl): Promise<void> {
   const method = req.method ?? 'GET';
   const rest = url.pathname === PREFIX ? '' : url.pathname.slice(PREFIX.length + 1);
   const table = node.keys.table;

@@ -13,6 +13,7 @@ import { errors, sendJson } from '../http/errors.ts';
 import type { ApiNode } from './ports.ts';
 import type { LoadReason } from '../lifecycle/lifecycle.ts';
 import { bytesText } from '../lifecycle/lifecycle.ts';
+import type { RequestUrl } from './request-url.ts';
 
 const LOAD = /^\/v1\/models\/(.+)\/(load|unload)$/;
 
@@ -47,7 +48,7 @@ async function relay(node: ApiNode, res: http.ServerResponse, model: string, act
 
 const isLoopback = (ip: string | undefined) => !!ip && (ip === '::1' || ip.startsWith('127.') || ip.startsWith('::ffff:127.'));
 
-export async function handleLifecycle(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, model: string, action: 'load' | 'unload', url: URL): Promise<void> {
+export async function handleLifecycle(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, model: string, action: 'load' | 'unload', url: RequestUrl): Promise<void> {
   if (req.method !== 'POST') {
     req.resume();
     throw errors.methodNotAllowed(req.method ?? 'GET', `/v1/models/{id}/${action}`, 'POST');

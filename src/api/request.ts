@@ -13,6 +13,7 @@ import { boundaryOf, textField, textFieldCount } from '../http/multipart.ts';
 import { lastSpan, SCAN_SLICE, scanJsonObject, scanJsonObjectSliced, valueOf, type ScannedObject } from '../http/json-scan.ts';
 import type { DispatchRequest } from '../dispatch/types.ts';
 import { clientWantsUsage } from '../dispatch/execute/upstream-body.ts';
+import type { RequestUrl } from './request-url.ts';
 
 export const MAX_NAMES = 8;
 
@@ -34,7 +35,7 @@ function header(req: http.IncomingMessage, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
-export function parseRouting(req: http.IncomingMessage, url: URL): Pick<DispatchRequest, 'sessionKey' | 'pin' | 'prefer' | 'traceparent'> {
+export function parseRouting(req: http.IncomingMessage, url: RequestUrl): Pick<DispatchRequest, 'sessionKey' | 'pin' | 'prefer' | 'traceparent'> {
   const hosts = url.searchParams.getAll('host');
   if (hosts.length > 1) throw errors.tooManyNames('?host');
   const pin = hosts.length ? checkName('?host', hosts[0]) : undefined;
@@ -88,7 +89,7 @@ export function askedPriority(headerValue: string | string[] | undefined, body: 
   return v === 'interactive' || v === 'batch' ? v : undefined;
 }
 
-export async function parseInference(req: http.IncomingMessage, url: URL, endpoint: Endpoint, body: Buffer, limits: RequestLimits = DEFAULT_LIMITS): Promise<DispatchRequest> {
+export async function parseInference(req: http.IncomingMessage, url: RequestUrl, endpoint: Endpoint, body: Buffer, limits: RequestLimits = DEFAULT_LIMITS): Promise<DispatchRequest> {
   const contentType = header(req, 'content-type') ?? '';
   const routing = parseRouting(req, url);
   if (endpoint.workload === 'transcription' && /^multipart\/form-data/i.test(contentType)) {

@@ -24,8 +24,9 @@ import { FILES_PREFIX } from '../files/serve.ts';
 import { listen } from '../http/listen.ts';
 import { parseHistoryQuery } from '../history/query.ts';
 import { handleTimeline, TIMELINE_PREFIX } from './timeline.ts';
+import { requestUrl, type RequestUrl } from './request-url.ts';
 
-type Handler = (node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL, caller: Caller | undefined) => Promise<void> | void;
+type Handler = (node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: RequestUrl, caller: Caller | undefined) => Promise<void> | void;
 
 const GET_ROUTES: Record<string, Handler> = {
   '/health': health,
@@ -174,7 +175,7 @@ async function handle(
   res: http.ServerResponse,
   aliasRoutes: AliasRoutes,
 ): Promise<void> {
-  const url = new URL(req.url ?? '/', 'http://node');
+  const url = requestUrl(req.url);
   const method = req.method ?? 'GET';
   const origin = req.headers.origin;
   const foreignHost = rebound(node, req);
@@ -287,7 +288,7 @@ function scopedModels(node: ApiNode, caller: Caller | undefined): { object: stri
 }
 
 /** GET /v1/models/{id}: one entry of /v1/models (a model or an alias; ids may contain "/"), else 404; 403 outside the key's models. */
-function oneModel(node: ApiNode, res: http.ServerResponse, url: URL, caller: Caller | undefined): void {
+function oneModel(node: ApiNode, res: http.ServerResponse, url: RequestUrl, caller: Caller | undefined): void {
   let id: string;
   try {
     id = decodeURIComponent(url.pathname.slice('/v1/models/'.length));
@@ -335,7 +336,7 @@ export const CAPACITY_WAIT_MAX_MS = 2000;
  * one of this node's slots is released, or `ms` (at most 2 s) passed: the
  * member learns of a free slot when it frees, not at its next poll.
  */
-async function capacity(node: ApiNode, _req: http.IncomingMessage, res: http.ServerResponse, url: URL): Promise<void> {
+async function capacity(node: ApiNode, _req: http.IncomingMessage, res: http.ServerResponse, url: RequestUrl): Promise<void> {
   const model = url.searchParams.get('wait');
   const ms = Math.min(CAPACITY_WAIT_MAX_MS, Math.max(0, Number(url.searchParams.get('ms')) || 0));
   if (model && ms > 0) await node.slotReleased(model, ms);

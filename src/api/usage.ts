@@ -15,6 +15,7 @@ import { ApiError, errors, sendJson } from '../http/errors.ts';
 import type { Caller } from '../keys/access.ts';
 import { HOUR_MS, KEEP_HOURS } from '../keys/usage.ts';
 import type { ApiNode } from './ports.ts';
+import type { RequestUrl } from './request-url.ts';
 
 const SPAN = /^(\d+)(m|h|d)$/;
 const UNIT = { m: 60_000, h: HOUR_MS, d: 24 * HOUR_MS } as const;
@@ -30,7 +31,7 @@ export function parseSince(text: string | null, nowMs: number): number {
   return t;
 }
 
-export async function handleUsage(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: URL, caller: Caller | undefined): Promise<void> {
+export async function handleUsage(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: RequestUrl, caller: Caller | undefined): Promise<void> {
   if (url.pathname === '/v1/usage/local') return local(node, req, res);
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     req.resume();

@@ -38,6 +38,9 @@ export const isPeer = (m: Pick<MemberInfo, 'state' | 'role'>): boolean => m.role
 
 export class MemberTable {
   readonly #members = new Map<string, MemberInfo>();
+  // Made once per change of the table, not per read: every request reads the peers (routing, the forward check).
+  #list: readonly MemberInfo[] | undefined;
+  #peers: readonly MemberInfo[] | undefined;
 
   constructor(
     readonly selfName: string,
@@ -48,6 +51,7 @@ export class MemberTable {
   /** Apply the gossip layer's current view. Members it no longer lists keep their last state until they age out. */
   update(view: readonly GossipMember[]): void {
     const now = this.now();
+    this.#list = this.#peers = undefined;
     for (const g of view) {
       const meta = parseMeta(g.meta);
       const prev = this.#members.get(g.name);
@@ -69,6 +73,8 @@ export class MemberTable {
     for (const [name, m] of this.#members) {
       if ((m.state === 'dead' || m.state === 'left') && now - m.since > DEPARTED_KEEP_MS) this.#members.delete(name);
     }
+    // Again at the end: an onChange above may have read the table half updated.
+    this.#list = this.#peers = undefined;
   }
 
   get(name: string): MemberInfo | undefined {
@@ -76,13 +82,13 @@ export class MemberTable {
   }
 
   /** Every member, sorted by name. */
-  list(): MemberInfo[] {
-    return [...this.#members.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  list(): readonly MemberInfo[] {
+    return (this.#list ??= [...this.#members.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)));
   }
 
   /** Alive or suspect viiwork members other than this node: the ones polled and listed in /v1/models. */
-  peers(): MemberInfo[] {
-    return this.list().filter((m) => !m.self && isPeer(m));
+  peers(): readonly MemberInfo[] {
+    return (this.#peers ??= this.list().filter((m) => !m.self && isPeer(m)));
   }
 
   counts(): Record<MemberState, number> {

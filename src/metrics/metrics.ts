@@ -1,11 +1,12 @@
 /** The node's Prometheus registry (SPEC section 10). One instance per node, so tests can run several nodes in one process. */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Gauge, Registry } from 'prom-client';
 import { DURATION_BUCKETS, TTFT_BUCKETS } from './gen-ai.ts';
+import { HotCounter, HotHistogram } from './hot.ts';
 
 export class Metrics {
   readonly registry = new Registry();
-  readonly requests = new Counter({
+  readonly requests = new HotCounter({
     name: 'viiwork_requests_total',
     help: 'Inference requests by model, workload, route reason and outcome',
     labelNames: ['model', 'workload', 'route', 'outcome'] as const,
@@ -32,20 +33,21 @@ export class Metrics {
       },
     });
   })();
-  readonly queueWait = new Histogram({
+  readonly queueWait = new HotHistogram({
     name: 'viiwork_queue_wait_seconds',
     help: 'Time requests spent in the queue before placement',
+    labelNames: [] as const,
     buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 60],
     registers: [this.registry],
   });
-  readonly ttft = new Histogram({
+  readonly ttft = new HotHistogram({
     name: 'viiwork_ttft_seconds',
     help: 'Time from slot grant to first content chunk on this node',
     labelNames: ['model'] as const,
     buckets: [0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
     registers: [this.registry],
   });
-  readonly forwards = new Counter({
+  readonly forwards = new HotCounter({
     name: 'viiwork_forwards_total',
     help: 'Forwards sent by this node, by outcome',
     labelNames: ['outcome'] as const,
@@ -63,19 +65,19 @@ export class Metrics {
     labelNames: ['state'] as const,
     registers: [this.registry],
   });
-  readonly engineRestarts = new Counter({
+  readonly engineRestarts = new HotCounter({
     name: 'viiwork_engine_restarts_total',
     help: 'Engine processes restarted by this node',
     labelNames: ['model'] as const,
     registers: [this.registry],
   });
-  readonly modelLoads = new Counter({
+  readonly modelLoads = new HotCounter({
     name: 'viiwork_model_loads_total',
     help: 'On-demand model loads finished on this node, by model and reason (request, scale, operator)',
     labelNames: ['model', 'reason'] as const,
     registers: [this.registry],
   });
-  readonly fileTransferBytes = new Counter({
+  readonly fileTransferBytes = new HotCounter({
     name: 'viiwork_file_transfer_bytes_total',
     help: 'Bytes of model files sent to and received from members (direction: sent, received)',
     labelNames: ['direction'] as const,
@@ -87,7 +89,7 @@ export class Metrics {
     labelNames: ['direction'] as const,
     registers: [this.registry],
   });
-  readonly modelUnloads = new Counter({
+  readonly modelUnloads = new HotCounter({
     name: 'viiwork_model_unloads_total',
     help: 'Model unloads on this node, by model and reason (idle, room, operator, failed)',
     labelNames: ['model', 'reason'] as const,
@@ -100,51 +102,51 @@ export class Metrics {
     labelNames: ['kind'] as const,
     registers: [this.registry],
   });
-  readonly authRejected = new Counter({
+  readonly authRejected = new HotCounter({
     name: 'viiwork_forward_auth_rejected_total',
     help: 'Requests rejected with 401 for bad X-Viiwork-* forward headers',
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
   /** SPEC section 12: tokens per key and model on this host (kind: prompt_cached, prompt_uncached, completion). */
-  readonly keyTokens = new Counter({
+  readonly keyTokens = new HotCounter({
     name: 'viiwork_key_tokens_total',
     help: 'Tokens this host served per client key and model: kind="prompt_cached", "prompt_uncached" or "completion"',
     labelNames: ['key', 'model', 'kind'] as const,
     registers: [this.registry],
   });
   /** SPEC section 12: requests per key and model (outcome: ok, error, limited). */
-  readonly keyRequests = new Counter({
+  readonly keyRequests = new HotCounter({
     name: 'viiwork_key_requests_total',
     help: 'Requests per client key and model: outcome="ok" or "error" where they ran, "limited" where a key limit refused them',
     labelNames: ['key', 'model', 'outcome'] as const,
     registers: [this.registry],
   });
-  readonly promptTokens = new Counter({
+  readonly promptTokens = new HotCounter({
     name: 'viiwork_prompt_tokens_total',
     help: 'Prompt tokens of this node’s own executions by model, host and whether the engine served them from its cache (cache="cached") or processed them ("uncached")',
     labelNames: ['model', 'host', 'cache'] as const,
     registers: [this.registry],
   });
-  readonly cachedTokens = new Counter({
+  readonly cachedTokens = new HotCounter({
     name: 'viiwork_cached_tokens_total',
     help: 'Cached prompt tokens of requests that entered here, by model and executing host: as the entry predicted (source="predicted") and as the engine counted (source="engine")',
     labelNames: ['model', 'host', 'source'] as const,
     registers: [this.registry],
   });
-  readonly evictedPrompts = new Counter({
+  readonly evictedPrompts = new HotCounter({
     name: 'viiwork_evicted_prompts_total',
     help: 'Live cached prompts this node’s slot choice destroyed (a conversation likely to return, whose slot another request took), by model and host; evicted_tokens_total counts their tokens',
     labelNames: ['model', 'host'] as const,
     registers: [this.registry],
   });
-  readonly evictedTokens = new Counter({
+  readonly evictedTokens = new HotCounter({
     name: 'viiwork_evicted_tokens_total',
     help: 'Tokens of the live cached prompts counted in viiwork_evicted_prompts_total, by model and host',
     labelNames: ['model', 'host'] as const,
     registers: [this.registry],
   });
-  readonly cachePredictionError = new Histogram({
+  readonly cachePredictionError = new HotHistogram({
     name: 'viiwork_cache_prediction_error_tokens',
     help: 'Absolute difference between the cached tokens the entry predicted and the engine’s own count, per request, by model and executing host',
     labelNames: ['model', 'host'] as const,
@@ -156,14 +158,14 @@ export class Metrics {
    * OpenTelemetry-to-Prometheus rules give them: observed once per client
    * request, at its entry node.
    */
-  readonly genAiTtft = new Histogram({
+  readonly genAiTtft = new HotHistogram({
     name: 'gen_ai_server_time_to_first_token_seconds',
     help: 'gen_ai.server.time_to_first_token: time from a request reaching its entry node to the first content, for streamed and whole answers',
     labelNames: ['gen_ai_operation_name', 'gen_ai_request_model', 'gen_ai_provider_name'] as const,
     buckets: TTFT_BUCKETS,
     registers: [this.registry],
   });
-  readonly genAiDuration = new Histogram({
+  readonly genAiDuration = new HotHistogram({
     name: 'gen_ai_server_request_duration_seconds',
     help: 'gen_ai.server.request.duration: time from a request reaching its entry node to its end (error_type set when it failed)',
     labelNames: ['gen_ai_operation_name', 'gen_ai_request_model', 'gen_ai_provider_name', 'error_type'] as const,

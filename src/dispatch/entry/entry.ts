@@ -233,7 +233,7 @@ export class Entry {
             const outcome = await out;
             if (outcome.ok) {
               reserved = outcome.value;
-              p.metrics.queueWait.observe(outcome.queuedMs / 1000);
+              p.metrics.queueWait.observe({}, outcome.queuedMs / 1000);
             }
             event = { kind: 'waited', how: outcome.ok ? 'placed' : outcome.reason };
             break;
