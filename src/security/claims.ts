@@ -49,18 +49,25 @@ export function encodeClaims(claims: Readonly<Record<string, string | undefined>
   return out || undefined;
 }
 
+const MALFORMED = 'malformed X-Viiwork-Claims (expected name=value;name=value)';
+
 /** The claims of a header value; a string saying what is wrong with a malformed one. */
 export function decodeClaims(text: string | undefined): ForwardClaims | string {
   if (text === undefined || text === '') return NO_CLAIMS;
   if (text.length > CLAIMS_MAX_BYTES) return `X-Viiwork-Claims longer than ${CLAIMS_MAX_BYTES} bytes`;
   const out = new Map<string, string>();
-  for (const part of text.split(';')) {
-    const eq = part.indexOf('=');
-    const name = eq < 0 ? part : part.slice(0, eq);
-    const value = eq < 0 ? '' : part.slice(eq + 1);
-    if (eq < 0 || !NAME.test(name) || !VALUE.test(value)) return 'malformed X-Viiwork-Claims (expected name=value;name=value)';
+  // Walked by index, not split: every forward's executor reads this header, and the split array cost more than the rest.
+  for (let start = 0; start <= text.length; ) {
+    let end = text.indexOf(';', start);
+    if (end < 0) end = text.length;
+    const eq = text.indexOf('=', start);
+    if (eq < 0 || eq > end) return MALFORMED;
+    const name = text.slice(start, eq);
+    const value = text.slice(eq + 1, end);
+    if (!NAME.test(name) || !VALUE.test(value)) return MALFORMED;
     if (out.has(name)) return `X-Viiwork-Claims names ${name} twice`;
     out.set(name, value);
+    start = end + 1;
   }
   return out;
 }

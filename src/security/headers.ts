@@ -80,7 +80,9 @@ const MESH_PREFIX = 'x-viiwork-';
  */
 export function removeMeshHeaders(headers: HeaderBag): void {
   for (const k in headers) {
-    if (isMeshName(k) && k.toLowerCase() !== HEADER_PREFER) delete (headers as Record<string, unknown>)[k];
+    // Set to undefined, not deleted: a deletion turns node:http's header object into a slow dictionary for the rest of the
+    // request (every reader here takes undefined for absent, as node:http itself does).
+    if (isMeshName(k) && k.toLowerCase() !== HEADER_PREFER) (headers as Record<string, unknown>)[k] = undefined;
   }
 }
 
