@@ -120,23 +120,20 @@ export async function parseInference(req: http.IncomingMessage, url: RequestUrl,
   const maxTokens = boundedOutput(body, scan);
   const streamSpan = lastSpan(scan, 'stream');
   const stream = streamSpan !== undefined && streamSpan.end - streamSpan.start === 4 && body.toString('latin1', streamSpan.start, streamSpan.end) === 'true';
-  // One plain literal: a literal that spreads an object and adds fields takes V8's slow path (docs/decisions.md, "The house").
-  const parsed = {
+  return {
     path: url.pathname,
     endpoint,
     model,
     stream,
     promptTokens: estimateTokens(body.length),
+    ...routing,
     sessionKey: routing.sessionKey ?? agentSessionKey(req, body, scan),
-    pin: routing.pin,
-    prefer: routing.prefer,
-    traceparent: routing.traceparent,
     body,
     scan,
     contentType: contentType || 'application/json',
     clientWantsUsage: clientWantsUsage(body, scan),
+    ...(maxTokens !== undefined ? { maxTokens } : {}),
   };
-  return maxTokens === undefined ? parsed : Object.assign(parsed, { maxTokens });
 }
 
 /** Bound fields an engine may honour: OpenAI's (chat, completions, Responses), Anthropic's, and llama-server's own. */

@@ -112,14 +112,15 @@ export function recordRequest(p: DispatchPorts, r: Routed, clientModel: string, 
     // Once per client request, at its entry (a forward's executor would count it twice).
     const labels = { gen_ai_operation_name: op, gen_ai_request_model: r.model, gen_ai_provider_name: 'viiwork' };
     if (trace.firstContentAt !== undefined) p.metrics.genAiTtft.observe(labels, (trace.firstContentAt - trace.startedAt) / 1000);
-    p.metrics.genAiDuration.observe({ gen_ai_operation_name: op, gen_ai_request_model: r.model, gen_ai_provider_name: 'viiwork', error_type: genAiErrorType(trace.outcome) }, (performance.now() - trace.startedAt) / 1000);
+    const errorType = genAiErrorType(trace.outcome);
+    p.metrics.genAiDuration.observe(errorType !== undefined ? { ...labels, error_type: errorType } : labels, (performance.now() - trace.startedAt) / 1000);
   }
   if (trace.executor !== null && trace.predictedCached !== undefined && trace.cachedTokens !== undefined && trace.known && trace.route !== 'forwarded') {
     // How well routing knows the caches: the entry's prediction against the engine's count. A forward's executor
     // keeps its own (better informed) prediction in its feed, but the metric measures entry nodes only.
     const labels = { model: r.model, host: trace.executor };
     p.metrics.cachePredictionError.observe(labels, Math.abs(trace.predictedCached - trace.cachedTokens));
-    p.metrics.cachedTokens.inc({ model: r.model, host: trace.executor, source: 'predicted' }, trace.predictedCached);
-    p.metrics.cachedTokens.inc({ model: r.model, host: trace.executor, source: 'engine' }, trace.cachedTokens);
+    p.metrics.cachedTokens.inc({ ...labels, source: 'predicted' }, trace.predictedCached);
+    p.metrics.cachedTokens.inc({ ...labels, source: 'engine' }, trace.cachedTokens);
   }
 }
