@@ -398,7 +398,11 @@ class SlotCache implements CacheModel {
       // or (told its slot) it lost what the slot held without the node seeing it (a restart between health
       // checks, an erase). Whatever else the model believes deeper than the engine's count for this prompt is
       // doubtful.
-      for (const s of this.slots) if (s !== slot && !s.busy && heldOf(t.chain, s.hashes) > o.cachedTokens) this.#hold(s, []);
+      // A slot the node named, expected to share a prefix with this prompt, that the engine found empty (not even the
+      // template's first tokens reused) lost its cache: an erase or a restart, which empties every slot. What the model
+      // believes the other idle slots hold is forgotten too, so the next placements are not priced on it.
+      const lost = this.kind === 'chosen' && t.predicted > 0 && o.cachedTokens === 0;
+      for (const s of this.slots) if (s !== slot && !s.busy && (lost ? s.links.length > 0 : heldOf(t.chain, s.hashes) > o.cachedTokens)) this.#hold(s, []);
     }
   }
 

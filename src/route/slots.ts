@@ -96,15 +96,34 @@ export function chooseSlot(slots: readonly SlotView[], chance: ReturnChance): Sl
   const s = slots[best];
   const lost = lostTokens(s);
   if (!(lost > 0 && bestWorth > 0)) return { index: best, reused: s.shared };
-  // After this placement: the slot taken holds this request's conversation (live), busy slots hold live ones, idle
-  // ones as likely as their conversations are to return, empty ones nothing.
-  let live = 1;
-  for (let i = 0; i < slots.length; i++) {
-    if (i === best) continue;
-    const o = slots[i];
-    live += o.busy ? 1 : o.tokens === 0 ? 0 : chance(o.idleMs ?? 0);
-  }
-  return { index: best, reused: s.shared, evicted: { tokens: lost, idleMs: s.idleMs ?? 0, chance: chance(s.idleMs ?? 0), cascade: cascadeOf(live / slots.length) } };
+  // After this placement: the slot taken holds this request's conversation (live), the others as liveSlots counts them.
+  const c = chance(s.idleMs ?? 0);
+  const live = liveSlots(slots, chance) - c + 1;
+  return { index: best, reused: s.shared, evicted: { tokens: lost, idleMs: s.idleMs ?? 0, chance: c, cascade: cascadeOf(live / slots.length) } };
+}
+
+/**
+ * How many of `slots` hold a live conversation, in expectation: a busy slot
+ * one, an idle one as likely as its conversation is to return, an empty one
+ * none.
+ */
+export function liveSlots(slots: readonly SlotView[], chance: ReturnChance): number {
+  let live = 0;
+  for (const o of slots) live += o.busy ? 1 : o.tokens === 0 ? 0 : chance(o.idleMs ?? 0);
+  return live;
+}
+
+/**
+ * An eviction's cascade bounded by the fleet's room: a conversation evicted
+ * here that returns is placed where it costs least, so while other hosts have
+ * empty or dead slots it takes one of those and sets off nothing more. The
+ * cascade is then that of the fleet's live share after this placement
+ * (`fleetLive` live slots of `fleetSlots`, this host's included, before it).
+ */
+export function fleetBounded(e: Eviction, fleetLive: number, fleetSlots: number): Eviction {
+  if (!(fleetSlots > 0)) return e;
+  const cascade = Math.min(e.cascade, cascadeOf((fleetLive - e.chance + 1) / fleetSlots));
+  return cascade === e.cascade ? e : { ...e, cascade };
 }
 
 /** Tokens taking the slot destroys: what it holds beyond what this prompt keeps, and that no other slot holds. */

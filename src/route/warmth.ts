@@ -6,7 +6,7 @@
  */
 import { heldTokens, type PrefixChain } from '../prompt/held.ts';
 import { eligibleTargets } from './eligibility.ts';
-import { chainHashes, chooseSlot, expectedLoss, slotViews, type ReturnChance, type SlotPick, type SlotView } from './slots.ts';
+import { chainHashes, chooseSlot, expectedLoss, fleetBounded, liveSlots, slotViews, type ReturnChance, type SlotPick, type SlotView } from './slots.ts';
 import type { Candidate, HostView } from './types.ts';
 
 /** This node's record of what it routed where (dispatch/entry/recent-routes.ts). */
@@ -59,12 +59,19 @@ const ALWAYS_LIVE: ReturnChance = () => 1;
  * many other slots hold a shared system prompt (the executor keeps those for
  * their own conversations). The own record then counts only the prompts this
  * one continues.
+ *
+ * An eviction's cascade is then bounded by the fleet's room (slots.ts
+ * `fleetBounded`): the slots of every candidate that reports them, a full
+ * host's all live.
  */
 export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Candidate[] {
   if (w.chain.length === 0 && !w.holding) return [...cands];
   const byName = new Map(w.hosts.map((h) => [h.name, h]));
   const hashes = w.chance && w.chain.length ? chainHashes(w.chain) : undefined;
-  return cands.map((c) => {
+  // The fleet's slots that report what they hold, and how many of them hold live conversations (fleetBounded).
+  let fleetLive = 0;
+  let fleetSlots = 0;
+  const warmed = cands.map((c) => {
     const h = byName.get(c.host);
     const m = h?.models.get(w.model);
     let fromDigest = 0;
@@ -79,6 +86,10 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
         slots += t.slots;
         if (!t.digest) continue;
         digested = true;
+        if (hashes && c.free === 0 && t.digest.slots?.length) {
+          fleetLive += t.digest.slots.length;
+          fleetSlots += t.digest.slots.length;
+        }
         // With a free slot the engine places the request there: what only busy slots hold does not count.
         fromDigest = Math.max(fromDigest, heldTokens(w.chain, t.digest.held, c.free > 0 ? t.digest.busy : undefined));
         // The slot the executor will choose (the same rule, read from the digest): the target whose choice costs least.
@@ -87,6 +98,8 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
           // A slot busy at the poll with a prompt this one continues ran this conversation's previous turn, which has
           // ended (a next turn is sent after its answer): it is idle now, as the digest's busy links already say.
           const views = slotViews(t.digest.slots, hashes, w.now ?? 0).map((v) => (v.busy && v.tokens > 0 && v.shared >= v.tokens ? idleNow(v) : v));
+          fleetLive += liveSlots(views, chance);
+          fleetSlots += views.length;
           const p = chooseSlot(views, chance);
           // Every slot busy in the digest, yet one is free (this node's forward there ended since the poll): it is
           // one of them, just idle; which is unknown, so what it reuses is priced by the same rule, and no slot named.
@@ -113,6 +126,8 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
     if (pick?.evicted) warm.evicted = pick.evicted;
     return warm;
   });
+  for (const c of warmed) if (c.evicted) c.evicted = fleetBounded(c.evicted, fleetLive, fleetSlots);
+  return warmed;
 }
 
 /** A slot the digest shows busy, taken as idle since just now. */

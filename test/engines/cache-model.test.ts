@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { cacheModel, isMiss, sampledIndices, scaleChain, type CacheModel, type CacheModelKind } from '../../src/engines/cache-model.ts';
 import type { PrefixChain } from '../../src/prompt/held.ts';
+import { chooseSlot } from '../../src/route/slots.ts';
 
 /** A chain whose links are named by the messages so far ("s", "s/u1", ...), each message `each` tokens. */
 function chain(messages: string[], each = 100): PrefixChain {
@@ -52,6 +53,25 @@ describe('slot models (llama-server, node-chosen, sim)', () => {
     const m = cacheModel({ kind: 'chosen', slots: 1 });
     const r = serial(m, [chain(['s', 'a']), chain(['t', 'b']), chain(['s', 'a', 'x', 'a2'])]);
     assert.deepEqual(r.map((x) => x.predicted), [0, 0, 0]);
+  });
+
+  it('a named slot the engine found empty means its cache was lost (an erase, a restart): every idle slot is forgotten', () => {
+    const setup = () => {
+      const m = cacheModel({ kind: 'chosen', slots: 3, choose: (s) => chooseSlot(s, () => 1) });
+      serial(m, [chain(['s', 'a'], 1000), chain(['t', 'b'], 1000), chain(['u', 'c'], 1000)]);
+      return m;
+    };
+    // The engine reused nothing of the 2,000 tokens the model expected in the conversation's own slot.
+    const erased = setup();
+    const t = erased.begin(chain(['s', 'a', 'd'], 1000), ++clock);
+    assert.equal(t.predicted, 2000);
+    erased.finish(t, { processed: true, cachedTokens: 0, promptTokens: 3000 }, ++clock);
+    assert.equal(erased.begin(chain(['t', 'b', 'e'], 1000), ++clock).predicted, 0, 'the other conversations are gone from the engine, and from the model');
+    // A miss that still reused the template's first tokens is another slot's content, not a lost cache: the others stay.
+    const missed = setup();
+    const t2 = missed.begin(chain(['s', 'a', 'd'], 1000), ++clock);
+    missed.finish(t2, { processed: true, cachedTokens: 7, promptTokens: 3000 }, ++clock);
+    assert.equal(missed.begin(chain(['t', 'b', 'e'], 1000), ++clock).predicted, 2000);
   });
 
   it('a busy slot is not chosen; a request beyond the slots is predicted cold and changes nothing', () => {

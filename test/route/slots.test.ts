@@ -180,8 +180,17 @@ describe('eviction in the price: new conversations go where they evict least', (
     const busy = (c: string) => ({ ...hold(conv(c, 13000), 0), busy: true, idleSince: undefined });
     const { d, warm } = place([busy('b1'), busy('b2'), busy('b3'), hold(conv('c1', 13000), 900)], [hold(undefined, 0), hold(undefined, 0)], { fast: 80, slow: 150 });
     assert.equal(warm[0].evicted?.tokens, 5000);
-    assert.equal(warm[0].evicted?.cascade, MAX_CASCADE);
+    // The fleet has room (slow's two empty slots): the evicted conversation's return sets off at most what the fleet's
+    // live share does (4 of 6 slots live after this placement: 3 re-prefills), not the host's (every slot: 4).
+    assert.equal(warm[0].evicted?.cascade, cascadeOf(4 / 6));
+    assert.ok(warm[0].evicted!.cascade < MAX_CASCADE);
     assert.equal(where(d), 'slow/scored');
+  });
+
+  it('an eviction’s cascade is the host’s when the rest of the fleet is as full of live conversations', () => {
+    const busy = (c: string) => ({ ...hold(conv(c, 13000), 0), busy: true, idleSince: undefined });
+    const { warm } = place([busy('b1'), busy('b2'), busy('b3'), hold(conv('c1', 13000), 900)], [busy('b4'), busy('b5')], { fast: 80, slow: 150 });
+    assert.equal(warm[0].evicted?.cascade, MAX_CASCADE);
   });
 
   it('a host that sent back a forward for its eviction has its idle slots priced as live until its next report', () => {

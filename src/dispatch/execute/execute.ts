@@ -133,7 +133,9 @@ export class Executor {
     const chain = this.#chainOf(rr)?.chain;
     const e = chain?.length ? this.p.cache?.peek?.(lease.backend, chain) : undefined;
     if (!e) return undefined;
-    const loss = expectedLoss({ ...e, cascade: e.cascade ?? 1 });
+    // The cascade the entry priced is bounded by the fleet's room (route/slots.ts fleetBounded), which this node does
+    // not weigh here: the eviction alone is compared, so a forward is sent back for a stale view, not for the bound.
+    const loss = expectedLoss({ ...e, cascade: 1 });
     return evictsUnpriced(loss, priced) ? loss : undefined;
   }
 
