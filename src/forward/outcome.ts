@@ -3,7 +3,8 @@
 /** Why a forward did not run, before anything reached the client. */
 /** `waited`: the forward waited at the executor for a slot as long as it was allowed (queue/gate.ts): the host was full, nothing refused it. */
 /** `evicts`: the executor's slot would destroy a live conversation's cache the entry priced as free; the entry prices the host again. */
-export type RefusedBy = 'full' | 'workload' | 'auth' | 'connection' | 'quiet' | 'waited' | 'evicts';
+/** `cold`: the executor's slot would reuse far less of the prompt than the entry priced; the entry prices it again with what that host reuses. */
+export type RefusedBy = 'full' | 'workload' | 'auth' | 'connection' | 'quiet' | 'waited' | 'evicts' | 'cold';
 
 /** How one run (local or forwarded) ended, as placement sees it. */
 export type RunOutcome =
@@ -12,6 +13,7 @@ export type RunOutcome =
   | { kind: 'answered'; status: number; firstContentAt?: number; cachedTokens?: number }
   | { kind: 'aborted' }
   /** A forward refused before its first byte, by the receiver's mark or no connection: retried. */
-  | { kind: 'refused'; by: RefusedBy; detail: string }
+  /** reuses: with `cold`, the prompt tokens the executor's slot holds. */
+  | { kind: 'refused'; by: RefusedBy; detail: string; reuses?: number }
   /** The engine failed before its first byte (here, or on the executor, marked `engine`). */
   | { kind: 'engine-failed'; host: string; text: string };
