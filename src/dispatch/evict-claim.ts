@@ -1,5 +1,5 @@
 /**
- * The `evict` and `reuse` claims (security/claims.ts) of a forward. `evict`: the expected tokens
+ * The `evict` claim (security/claims.ts) of a forward: the expected tokens
  * of re-prefill (route/slots.ts expectedLoss) the entry priced for the slot
  * it expects the executor to take. Entries read members' slots from a
  * digest up to a poll old, and several entries read the same one: without
@@ -10,14 +10,6 @@
  *
  * Absent: the entry did not price slots there, or the forward cannot go
  * back (pinned, or no retry left); it then runs as before.
- */
-
-/**
- * `reuse`: the prompt tokens the entry priced as held at the executor (its
- * `predictedCached`), sent with `evict`. An executor whose slot would reuse
- * far less (route/slots.ts `reusesUnpriced`) sends the forward back marked
- * `cold` with what it reuses (`X-Viiwork-Reuses`), and the entry prices that
- * host at that for this request.
  */
 
 /** The claim's value: whole tokens. */

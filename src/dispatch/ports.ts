@@ -5,7 +5,7 @@
 import type { AliasLookup } from '../aliases/resolve.ts';
 import type { Backend } from '../engines/backend.ts';
 import type { CacheRun } from '../engines/cache-book.ts';
-import type { SlotPeek } from '../engines/cache-model.ts';
+import type { Evicted } from '../engines/cache-model.ts';
 import type { ReturnChance } from '../route/slots.ts';
 import type { PrefixChain } from '../prompt/held.ts';
 import type { Lease } from '../engines/targets.ts';
@@ -107,7 +107,7 @@ export interface DispatchPorts {
   readonly decisions: DecisionFeed;
   readonly log: Log;
   /** The executor's record of its engines' caches (engines/cache-book.ts); absent: none kept. */
-  readonly cache?: { begin(backend: Backend, chain: PrefixChain, head?: number): CacheRun; peek?(backend: Backend, chain: PrefixChain): SlotPeek | undefined };
+  readonly cache?: { begin(backend: Backend, chain: PrefixChain, head?: number): CacheRun; peek?(backend: Backend, chain: PrefixChain): Evicted | undefined };
   /** The chance an idle conversation returns (route/slots.ts): what pricing weighs an eviction by; absent: the prior. */
   readonly returnChance?: ReturnChance;
   /** On-demand loads asked by this node (SPEC section 11); absent: never asks. */

@@ -12,7 +12,7 @@
 import { randomBytes } from 'node:crypto';
 import type { CacheDigest, PrefixChain, SlotHold } from '../prompt/held.ts';
 import type { Backend } from './backend.ts';
-import { cacheModel, type CacheModel, type CacheModelKind, type CacheOutcome, type CacheTicket, type HeldLink, type SlotChooser, type SlotPeek } from './cache-model.ts';
+import { cacheModel, type CacheModel, type CacheModelKind, type CacheOutcome, type CacheTicket, type Evicted, type HeldLink, type SlotChooser } from './cache-model.ts';
 import type { LocalTarget } from './targets.ts';
 
 /** A digest lists at most this many links per target (SPEC section 7). */
@@ -129,8 +129,8 @@ export class CacheBook {
     };
   }
 
-  /** What a request with `chain` starting on `b` now would reuse and evict (the node-chosen kind), changing nothing. */
-  peek(b: Backend, chain: PrefixChain): SlotPeek | undefined {
+  /** What a request with `chain` starting on `b` now would evict (the node-chosen kind), changing nothing. */
+  peek(b: Backend, chain: PrefixChain): Evicted | undefined {
     return this.#models.get(b)?.model.peek?.(chain, this.#now());
   }
 

@@ -68,12 +68,6 @@ export interface Evicted {
   readonly cascade?: number;
 }
 
-/** What taking the slot the node would choose now does: the prompt tokens it reuses, and what it destroys (nothing of worth: absent). */
-export interface SlotPeek {
-  readonly reused: number;
-  readonly evicted?: Evicted;
-}
-
 /** The node's slot choice: the index of the slot to take and what that evicts, undefined when none is free. */
 export type SlotChooser = (slots: readonly ChooserSlot[]) => { readonly index: number; readonly evicted?: Evicted } | undefined;
 
@@ -129,11 +123,10 @@ export interface CacheModel {
   /** It ended: the engine's own counts correct the model. */
   finish(t: CacheTicket, o: CacheOutcome, now: number, ms?: number): void;
   /**
-   * The node-chosen kind: the slot `begin` would take for `chain` at `ms`, changing nothing — what it reuses of the
-   * prompt and what it evicts (the executor weighs both against what a forward's entry priced before it takes the
-   * slot); undefined when no slot is free, or not told.
+   * The node-chosen kind: what `begin` would evict for `chain` at `ms`, changing nothing (the executor weighs it
+   * against what a forward's entry priced before it takes the slot); undefined when nothing of worth, or not told.
    */
-  peek?(chain: PrefixChain, ms: number): SlotPeek | undefined;
+  peek?(chain: PrefixChain, ms: number): Evicted | undefined;
   /** What is held, most recently used first (a hash at most once). */
   held(): HeldLink[];
   /** Slot kinds: each slot's state (SPEC section 7, "Slot state"), idleSince on the caller's clock. */
@@ -323,12 +316,9 @@ class SlotCache implements CacheModel {
     return slot;
   }
 
-  peek(chain: PrefixChain, ms: number): SlotPeek | undefined {
+  peek(chain: PrefixChain, ms: number): Evicted | undefined {
     if (this.kind !== 'chosen' || !this.choose) return undefined;
-    const pick = this.choose(this.#views(chain, ms));
-    if (!pick) return undefined;
-    const reused = heldOf(chain, this.slots[pick.index].hashes);
-    return pick.evicted ? { reused, evicted: pick.evicted } : { reused };
+    return this.choose(this.#views(chain, ms))?.evicted;
   }
 
   #views(chain: PrefixChain, ms: number): ChooserSlot[] {

@@ -3,8 +3,7 @@
 /** Why a forward did not run, before anything reached the client. */
 /** `waited`: the forward waited at the executor for a slot as long as it was allowed (queue/gate.ts): the host was full, nothing refused it. */
 /** `evicts`: the executor's slot would destroy a live conversation's cache the entry priced as free; the entry prices the host again. */
-/** `cold`: the executor's slot would reuse far less of the prompt than the entry priced; the entry prices it again with what that host reuses. */
-export type RefusedBy = 'full' | 'workload' | 'auth' | 'connection' | 'quiet' | 'waited' | 'evicts' | 'cold';
+export type RefusedBy = 'full' | 'workload' | 'auth' | 'connection' | 'quiet' | 'waited' | 'evicts';
 
 /** How one run (local or forwarded) ended, as placement sees it. */
 export type RunOutcome =
@@ -13,7 +12,6 @@ export type RunOutcome =
   | { kind: 'answered'; status: number; firstContentAt?: number; cachedTokens?: number }
   | { kind: 'aborted' }
   /** A forward refused before its first byte, by the receiver's mark or no connection: retried. */
-  /** reuses: with `cold`, the prompt tokens the executor's slot holds. */
-  | { kind: 'refused'; by: RefusedBy; detail: string; reuses?: number }
+  | { kind: 'refused'; by: RefusedBy; detail: string }
   /** The engine failed before its first byte (here, or on the executor, marked `engine`). */
   | { kind: 'engine-failed'; host: string; text: string };

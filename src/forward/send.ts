@@ -10,7 +10,7 @@ import type http from 'node:http';
 import { engineFailureDetail } from '../http/errors.ts';
 import { GoneFlag, type Gone } from '../http/gone.ts';
 import { relay, upstreamErrorText, type RelayOptions } from '../http/relay.ts';
-import { RES_REFUSED, RES_REUSES, refusalMarker, reusesOf } from '../http/viiwork-headers.ts';
+import { RES_REFUSED, refusalMarker } from '../http/viiwork-headers.ts';
 import { addressMember, type MemberLink } from './member-call.ts';
 import type { RefusedBy, RunOutcome } from './outcome.ts';
 
@@ -83,8 +83,7 @@ export async function sendForward(link: PeerLink, call: ForwardCall, res: http.S
         if (r.status === undefined) return { kind: 'refused', by: quiet.flag.aborted ? 'quiet' : 'connection', detail: r.detail };
         const marker = refusalMarker(r.headers?.[RES_REFUSED]);
         if (marker === 'engine') return { kind: 'engine-failed', host: call.host, text: engineFailureDetail(upstreamErrorText(r.body) ?? r.detail) };
-        const reuses = marker === 'cold' ? reusesOf(r.headers?.[RES_REUSES]) : undefined;
-        return { kind: 'refused', by: (marker ?? 'full') as RefusedBy, detail: `${r.detail}${marker ? ` (${marker})` : ''}`, ...(reuses !== undefined ? { reuses } : {}) };
+        return { kind: 'refused', by: (marker ?? 'full') as RefusedBy, detail: `${r.detail}${marker ? ` (${marker})` : ''}` };
       }
     }
   } finally {

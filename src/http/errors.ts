@@ -5,7 +5,7 @@
  */
 import type http from 'node:http';
 import type { ErrorShape } from '../workloads/workloads.ts';
-import { RES_REFUSED, RES_REUSES } from './viiwork-headers.ts';
+import { RES_REFUSED } from './viiwork-headers.ts';
 
 export type { ErrorShape };
 
@@ -123,16 +123,6 @@ export const errors = {
       'no_free_slot',
       1,
       { [RES_REFUSED]: 'evicts' },
-    ),
-  /** A forward whose slot here would reuse far less of its prompt than its entry priced (its view of the slots was stale): placed again, told what this host reuses. */
-  forwardCold: (found: number, priced: number) =>
-    new ApiError(
-      429,
-      `the slot this node would give the forwarded request holds ${Math.round(found)} tokens of its prompt, not the ${Math.round(priced)} its entry priced (another request has taken that cache since); the entry node prices it again`,
-      'rate_limit_error',
-      'no_free_slot',
-      1,
-      { [RES_REFUSED]: 'cold', [RES_REUSES]: String(Math.round(found)) },
     ),
   forwardNoSlot: () =>
     new ApiError(429, 'this node has no free slot for the forwarded request; the entry node retries elsewhere', 'rate_limit_error', 'no_free_slot', 1, { [RES_REFUSED]: 'full' }),

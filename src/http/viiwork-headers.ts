@@ -29,27 +29,16 @@ export const RES_PASSED_ON: ReadonlySet<string> = new Set([RES_OMITTED_TOOLS]);
  * there (its `wait` claim, queue/forward-claims.ts) got none in that time or
  * gave its place to one that ranks higher; `evicts` when its slot here
  * would destroy a live conversation's cache that the entry (its `evict`
- * claim) priced as free; `cold` when its slot here would reuse far less of
- * the prompt than the entry priced (its `reuse` claim), with that count in
- * `x-viiwork-reuses`. The entry node retries only
+ * claim) priced as free. The entry node retries only
  * marked refusals; every other status is the answer.
  */
 export const RES_REFUSED = 'x-viiwork-refused';
 
-export type RefusalMarker = 'full' | 'workload' | 'auth' | 'engine' | 'memory' | 'waited' | 'evicts' | 'cold';
+export type RefusalMarker = 'full' | 'workload' | 'auth' | 'engine' | 'memory' | 'waited' | 'evicts';
 
 export function refusalMarker(value: string | string[] | undefined): RefusalMarker | undefined {
   const v = Array.isArray(value) ? value[0] : value;
-  return v === 'full' || v === 'workload' || v === 'auth' || v === 'engine' || v === 'memory' || v === 'waited' || v === 'evicts' || v === 'cold' ? v : undefined;
-}
-
-/** With a `cold` refusal: the prompt tokens the slot the receiving node would have given the forward holds (whole tokens). */
-export const RES_REUSES = 'x-viiwork-reuses';
-
-/** A `cold` refusal's count; undefined when absent or malformed. */
-export function reusesOf(value: string | string[] | undefined): number | undefined {
-  const v = Array.isArray(value) ? value[0] : value;
-  return v !== undefined && /^\d{1,12}$/.test(v) ? Number(v) : undefined;
+  return v === 'full' || v === 'workload' || v === 'auth' || v === 'engine' || v === 'memory' || v === 'waited' || v === 'evicts' ? v : undefined;
 }
 
 /**

@@ -156,22 +156,6 @@ export function evictsUnpriced(loss: number, priced: number): boolean {
   return loss > priced * UNPRICED_SLACK_SHARE + UNPRICED_SLACK_TOKENS;
 }
 
-/** An executor's slot may reuse this much less of a forward's prompt than its entry priced before the forward is sent back. */
-export const REUSE_SLACK_TOKENS = 512;
-export const REUSE_SLACK_SHARE = 0.25;
-
-/**
- * Does the slot the executor would take reuse far less of the prompt
- * (`found` tokens) than its entry priced (`priced`)? Then the entry's digest
- * showed this conversation's slot, or its system prompt's, where another
- * entry's request has since taken it: run here the prompt is prefilled cold,
- * where the entry may know a better host for a cold prefill. Sent back, it is
- * priced again with what this host reuses.
- */
-export function reusesUnpriced(found: number, priced: number): boolean {
-  return priced - found > Math.max(REUSE_SLACK_TOKENS, priced * REUSE_SLACK_SHARE);
-}
-
 /** The same in ms at a host's rate per 1k tokens (SPEC 9.6: added to its price). */
 export function evictionMs(e: Eviction | undefined, ratePer1k: number): number {
   return (ratePer1k * expectedLoss(e)) / 1000;

@@ -38,11 +38,6 @@ export interface WarmthInputs {
    * live conversation (dispatch/evict-claim.ts): its digest's idle slots are stale, and are priced as live.
    */
   crowded?: (host: string, polledAt: number) => boolean;
-  /**
-   * Hosts that sent this request back because their slot would reuse far less of it than priced (`cold`), with the
-   * tokens they said it reuses: those are priced at that, whatever their digest (or this node's record) says.
-   */
-  found?: ReadonlyMap<string, number>;
 }
 
 /** A crowded host's idle conversations: every one comes back. */
@@ -126,8 +121,6 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
     // One copy, then its fields set: a copy merged from several small objects costs several times this, per host and request.
     const warm: Candidate = Object.assign({}, c);
     warm.cached = Math.max(slotKind ? fromPick : fromDigest, own);
-    const found = w.found?.get(c.host);
-    if (found !== undefined && found < warm.cached) warm.cached = found;
     if (ahead > 0) warm.ahead = ahead;
     if (pick) warm.slot = pick.index;
     if (pick?.evicted) warm.evicted = pick.evicted;

@@ -25,7 +25,6 @@ function drive(events: EntryEvent[], from = INITIAL, r = rules): { actions: Entr
 const refusedFull = { kind: 'ran', outcome: { kind: 'refused', by: 'full', detail: 'HTTP 429 (full)' } } as const;
 const waitedOut = { kind: 'ran', outcome: { kind: 'refused', by: 'waited', detail: 'HTTP 429 (waited)' } } as const;
 const sentBack = { kind: 'ran', outcome: { kind: 'refused', by: 'evicts', detail: 'HTTP 429 (evicts)' } } as const;
-const sentBackCold = { kind: 'ran', outcome: { kind: 'refused', by: 'cold', detail: 'HTTP 429 (cold)', reuses: 0 } } as const;
 
 describe('placement state machine', () => {
   const table: { name: string; events: EntryEvent[]; from?: EntryState; rules?: typeof rules; last: EntryAction; state?: Partial<EntryState> }[] = [
@@ -59,7 +58,6 @@ describe('placement state machine', () => {
       last: { kind: 'fail', failure: 'queue-timeout' },
     },
     { name: 'a forward sent back for its eviction is priced again at once', events: [sentBack], from: S(), last: { kind: 'try' }, state: { retries: 1, refused: false, front: true } },
-    { name: 'a forward sent back cold (its slot reuses less than priced) is priced again at once, not refused', events: [sentBackCold], from: S(), last: { kind: 'try' }, state: { retries: 1, refused: false, front: true } },
     {
       name: 'a forward sent back for its eviction had a slot there: its deadline stays a 429',
       events: [sentBack, sentBack, { kind: 'waited', how: 'timeout' }],

@@ -11,7 +11,7 @@ import type { CacheDigest, PrefixChain, SlotHold } from '../../src/prompt/held.t
 import { decide } from '../../src/route/decide.ts';
 import { holdStep, NO_HOLD } from '../../src/route/hold.ts';
 import { homeRanking } from '../../src/route/session-home.ts';
-import { cascadeOf, chooseSlot, evictsUnpriced, MAX_CASCADE, MIN_GAPS, PRIOR_LIVE_MS, returnChance, reusesUnpriced, TurnGaps, type SlotView } from '../../src/route/slots.ts';
+import { cascadeOf, chooseSlot, evictsUnpriced, MAX_CASCADE, MIN_GAPS, PRIOR_LIVE_MS, returnChance, TurnGaps, type SlotView } from '../../src/route/slots.ts';
 import type { Candidate, Decision, HostView, RouteRequest } from '../../src/route/types.ts';
 import { warmCandidates } from '../../src/route/warmth.ts';
 import { seeded } from '../helpers/random.ts';
@@ -295,39 +295,4 @@ describe('an executor sends back a forward whose eviction its entry did not pric
       assert.equal(evictsUnpriced(loss, priced), sentBack);
     });
   }
-});
-
-describe('an executor sends back a forward whose slot reuses far less of its prompt than its entry priced', () => {
-  const table: [found: number, priced: number, sentBack: boolean, why: string][] = [
-    [2400, 2400, false, 'the slot the entry saw'],
-    [0, 0, false, 'priced cold, runs cold'],
-    [0, 2400, true, 'another entry’s request took the conversation’s slot since the digest was polled'],
-    [1500, 2400, true, 'only the system prompt is left of the conversation'],
-    [2000, 2400, false, 'a little less: not worth a round trip'],
-    [0, 400, false, 'a small prompt: not worth a round trip'],
-    [12000, 20000, true, 'a long conversation, 8,000 tokens short'],
-    [16000, 20000, false, 'a long conversation, within a quarter'],
-  ];
-  for (const [found, priced, sentBack, why] of table) {
-    it(`${found} tokens reused against ${priced} priced: ${sentBack ? 'sent back' : 'runs'} (${why})`, () => {
-      assert.equal(reusesUnpriced(found, priced), sentBack);
-    });
-  }
-
-  it('priced again, the host that sent it back counts what it said it reuses, and another host wins', () => {
-    // fast's digest shows the conversation's slot (continued: 20,000 reused); mid holds its system prompt.
-    const next: PrefixChain = [...conv('c1', 20000), { hash: 'c1next'.padEnd(16, '0'), tokens: 21000 }];
-    const c9: SlotHold = { ...hold(conv('c9', 9000), 90_000), head: conv('c9', 9000)[0] };
-    const hosts = [hostWith('fast', [hold(conv('c1', 20000), 900)]), hostWith('mid', [c9])];
-    const cands = [cand('fast', { ratePer1k: 80, free: 1 }), cand('mid', { ratePer1k: 100, free: 1 })];
-    const inputs = { hosts, model: 'm', workload: 'chat', chain: next, memory: none, now: NOW, chance: gaps.chance };
-    const before = warmCandidates(cands, inputs);
-    assert.equal(before[0].cached, 20000);
-    assert.equal(where(decide(before, req({ pricedTokens: 21000 }), { performance: true, random: seeded(5), roundRobin: 0 })), 'fast/scored');
-    // fast sent it back: its slot holds nothing of this prompt now. mid reuses the system prompt (8,000) and wins.
-    const after = warmCandidates(cands, { ...inputs, found: new Map([['fast', 0]]) });
-    assert.equal(after[0].cached, 0);
-    assert.equal(after[1].cached, 8000);
-    assert.equal(where(decide(after, req({ pricedTokens: 21000 }), { performance: true, random: seeded(5), roundRobin: 0 })), 'mid/scored');
-  });
 });

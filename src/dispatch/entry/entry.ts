@@ -53,8 +53,6 @@ const returnChance0: ReturnChance = (idleMs) => returnChance(idleMs, []);
 /** One request's wait for a warm host (route/hold.ts), shared by its attempts. */
 interface HoldCell {
   state: HoldState;
-  /** Hosts that sent this request back `cold` (their slots reuse less of it than priced), with what they reuse. */
-  reuses?: Map<string, number>;
 }
 
 /**
@@ -253,8 +251,6 @@ export class Entry {
             // A forward may be sent back to be priced again (its eviction claim) while a retry is left and it is not pinned.
             const mayReprice = state.retries < rules.forwardRetry && rr.pin === undefined;
             const outcome = await this.#run(rr, fwd, where, res, signal, { origin: p.name, route, queuedMs, extra }, trace, mayReprice);
-            // Sent back cold: that host is priced again with what its slots hold of this prompt, not what the digest said.
-            if (outcome.kind === 'refused' && outcome.by === 'cold' && where.kind === 'remote') (hold.reuses ??= new Map()).set(where.host, outcome.reuses ?? 0);
             event = { kind: 'ran', outcome };
             break;
           }
@@ -330,7 +326,6 @@ export class Entry {
         holding: (host) => (this.#holding.get(`${rr.model}\0${host}`) ?? 0) - (host === own ? 1 : 0),
         now: p.now(),
         chance: p.returnChance ?? returnChance0,
-        ...(hold.reuses ? { found: hold.reuses } : {}),
         ...(this.#crowded.size > 0 ? { crowded: (host: string, polledAt: number) => this.#isCrowded(rr.model, host, polledAt) } : {}),
       });
     }
@@ -421,7 +416,7 @@ export class Entry {
   }
 
   /** One signed forward of the request to member `host`, its answer relayed to `res` with `responseHeaders`; `waitUntil`: it may wait there for a slot until then. */
-  async #forward(rr: RoutedRequest, fwd: ForwardCell, host: string, res: http.ServerResponse, signal: Gone, responseHeaders: Record<string, string>, waitUntil?: number, priced?: { evict: number; reuse?: number }): Promise<RunOutcome> {
+  async #forward(rr: RoutedRequest, fwd: ForwardCell, host: string, res: http.ServerResponse, signal: Gone, responseHeaders: Record<string, string>, waitUntil?: number, evictPriced?: number): Promise<RunOutcome> {
     const p = this.p;
     const body = (fwd.body ??= await forwardBody(rr));
     if (p.peers.signsBody) fwd.sha256 ??= await sha256HexAsync(body);
@@ -432,8 +427,8 @@ export class Entry {
       fwd.claims = encodeClaims(Object.assign(chainClaims(rr), { key: rr.caller?.name, band: bandClaim(rr.priority), req: t && `${p.name}:${t.id}`, traceparent: t?.span?.traceparent })) ?? null;
     // A wait at the member is this attempt's alone: the claim says how long is left of it now.
     const wait = waitUntil === undefined ? undefined : waitClaim(Math.min(p.rules.forwardWaitMs ?? 0, waitUntil - p.now()));
-    // So are the eviction and the reuse priced at this host (dispatch/evict-claim.ts).
-    const attempt = encodeClaims({ wait, evict: evictClaim(priced?.evict), reuse: priced?.reuse ? evictClaim(priced.reuse) : undefined });
+    // So is the eviction priced at this host (dispatch/evict-claim.ts).
+    const attempt = encodeClaims({ wait, evict: evictClaim(evictPriced) });
     const claims = fwd.claims && attempt ? `${fwd.claims};${attempt}` : (fwd.claims ?? attempt);
     return sendForward(
       p.peers,
@@ -493,8 +488,7 @@ export class Entry {
     try {
       trace.forwardAt = performance.now();
       const evict = mayReprice && where.waitUntil === undefined ? where.evictPriced : undefined;
-      const priced = evict === undefined ? undefined : { evict, reuse: where.predictedCached };
-      outcome = await this.#forward(rr, fwd, where.host, res, signal, Object.assign({}, h.extra, meshHeaders(where.host, h.origin, h.route, h.queuedMs)), where.waitUntil, priced);
+      outcome = await this.#forward(rr, fwd, where.host, res, signal, Object.assign({}, h.extra, meshHeaders(where.host, h.origin, h.route, h.queuedMs)), where.waitUntil, evict);
     } finally {
       // Ended either way; the end of a served forward frees its slot in this node's view at once and wakes the queues.
       where.end(outcome.kind === 'refused' || outcome.kind === 'engine-failed' ? 'refused' : 'served');
@@ -503,9 +497,8 @@ export class Entry {
       // A forward that waited there as long as it could was not refused: the member stays open to the next wait. One that
       // could have waited but was refused found the member's line full: no more waits are sent there for a moment.
       // One sent back for its eviction had a slot there: the member is not full, its idle slots are live (priced so until its next report).
-      // One sent back cold had a slot there too: only this request's price of that host changes (its `reuses`).
       if (outcome.kind === 'refused' && outcome.by === 'evicts') this.#crowded.set(`${rr.model}\0${where.host}`, p.now());
-      else if (outcome.kind === 'engine-failed' || (outcome.by !== 'waited' && outcome.by !== 'cold')) p.forwards.refuse(where.host, rr.model, rr.workload);
+      else if (outcome.kind === 'engine-failed' || outcome.by !== 'waited') p.forwards.refuse(where.host, rr.model, rr.workload);
       if (outcome.kind === 'refused' && outcome.by === 'full' && where.waitUntil !== undefined) this.#noteLineFull(rr.model, where.host);
       p.metrics.forwards.inc({ outcome: outcome.kind === 'refused' ? 'refused' : 'engine-failed' });
       p.log.debug('forward refused', { host: where.host, model: rr.model, outcome: outcome.kind, detail: outcome.kind === 'refused' ? outcome.detail : outcome.text });

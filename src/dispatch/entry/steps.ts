@@ -89,7 +89,7 @@ function ran(s: EntryState, o: RunOutcome, rules: EntryRules): [EntryState, Entr
     case 'refused': {
       // A forward that waited at a full executor as long as it could (queue/gate.ts) was not refused, nor one sent back to
       // be priced again (its host had a slot): its deadline stays a 429.
-      const next = { ...s, refused: s.refused || (o.by !== 'waited' && o.by !== 'evicts' && o.by !== 'cold'), front: true };
+      const next = { ...s, refused: s.refused || (o.by !== 'waited' && o.by !== 'evicts'), front: true };
       if (s.retries < rules.forwardRetry) return [{ ...next, retries: s.retries + 1 }, { kind: 'try' }];
       return wait({ ...next, retries: 0 }, rules);
     }

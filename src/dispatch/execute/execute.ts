@@ -27,10 +27,9 @@ import type { DispatchRequest, RoutedRequest, RunOutcome } from '../types.ts';
 import { isTimelineOf } from '../timeline.ts';
 import { ANONYMOUS_FLOW } from '../../queue/fair.ts';
 import { waitOfClaim } from '../../queue/forward-claims.ts';
-import type { ForwardClaims } from '../../security/claims.ts';
 import { flowOf } from '../entry/flow.ts';
 import { evictOfClaim } from '../evict-claim.ts';
-import { evictsUnpriced, expectedLoss, reusesUnpriced } from '../../route/slots.ts';
+import { evictsUnpriced, expectedLoss } from '../../route/slots.ts';
 import { measure } from './measure.ts';
 import { countTokens, planMessages } from './messages.ts';
 import { planResponses } from './responses.ts';
@@ -89,12 +88,12 @@ export class Executor {
       }
       const { lease, waitedMs } = admitted;
       if (waitedMs > 0) trace.queuedMs = waitedMs;
-      // A slot taken at once that would destroy a live conversation its entry priced as free, or reuse far less of the
-      // prompt than it priced: its entry's view was stale, and the forward is sent back to be priced again.
-      const stale = waitedMs === 0 ? this.#staleView(rr, lease, sender.claims) : undefined;
-      if (stale) {
+      // A slot taken at once that would destroy a live conversation its entry priced as free: sent back to be priced again.
+      const priced = waitedMs === 0 ? evictOfClaim(sender.claims.get('evict')) : undefined;
+      const unpriced = priced === undefined ? undefined : this.#unpricedLoss(rr, lease, priced);
+      if (unpriced !== undefined) {
         lease.release();
-        throw stale;
+        throw errors.forwardEvicts(unpriced, priced!);
       }
       const o = await this.run(rr, lease, res, signal, { origin: from, route: 'local', queuedMs: waitedMs, extra: {} }, trace);
       if (o.kind === 'engine-failed') {
@@ -129,23 +128,15 @@ export class Executor {
     throw o.reason === 'full' ? errors.forwardNoSlot() : errors.forwardWaited(ms);
   }
 
-  /**
-   * The refusal for a forward whose entry priced `lease`'s slot from a stale view (its `evict` and `reuse` claims,
-   * dispatch/evict-claim.ts): taking it now destroys more than priced, or reuses far less; else undefined.
-   */
-  #staleView(rr: RoutedRequest, lease: Lease, claims: ForwardClaims): ApiError | undefined {
-    const evictPriced = evictOfClaim(claims.get('evict'));
-    const reusePriced = evictOfClaim(claims.get('reuse'));
-    if (evictPriced === undefined && reusePriced === undefined) return undefined;
+  /** The expected tokens of re-prefill taking `lease`'s slot now destroys, when that is more than `priced` allows; else undefined. */
+  #unpricedLoss(rr: RoutedRequest, lease: Lease, priced: number): number | undefined {
     const chain = this.#chainOf(rr)?.chain;
-    const found = chain?.length ? this.p.cache?.peek?.(lease.backend, chain) : undefined;
-    if (!found) return undefined;
+    const e = chain?.length ? this.p.cache?.peek?.(lease.backend, chain) : undefined;
+    if (!e) return undefined;
     // The cascade the entry priced is bounded by the fleet's room (route/slots.ts fleetBounded), which this node does
     // not weigh here: the eviction alone is compared, so a forward is sent back for a stale view, not for the bound.
-    const loss = found.evicted ? expectedLoss({ ...found.evicted, cascade: 1 }) : 0;
-    if (evictPriced !== undefined && evictsUnpriced(loss, evictPriced)) return errors.forwardEvicts(loss, evictPriced);
-    if (reusePriced !== undefined && reusesUnpriced(found.reused, reusePriced)) return errors.forwardCold(found.reused, reusePriced);
-    return undefined;
+    const loss = expectedLoss({ ...e, cascade: 1 });
+    return evictsUnpriced(loss, priced) ? loss : undefined;
   }
 
   /** count_tokens answered here: this node's tokenizer for the model, else the estimate. */
