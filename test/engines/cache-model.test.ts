@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { cacheModel, isMiss, sampledIndices, scaleChain, type CacheModel, type CacheModelKind } from '../../src/engines/cache-model.ts';
 import type { PrefixChain } from '../../src/prompt/held.ts';
-import { chooseSlot } from '../../src/route/slots.ts';
+import { chooseSlot, TurnGaps } from '../../src/route/slots.ts';
 
 /** A chain whose links are named by the messages so far ("s", "s/u1", ...), each message `each` tokens. */
 function chain(messages: string[], each = 100): PrefixChain {
@@ -197,8 +197,7 @@ describe('helpers', () => {
 });
 
 describe('the node’s slot choice in the executor’s model (issue 25)', () => {
-  it('keeps each conversation in its slot, tells the gaps between turns, and publishes each slot’s state', async () => {
-    const { chooseSlot, TurnGaps } = await import('../../src/route/slots.ts');
+  it('keeps each conversation in its slot, tells the gaps between turns, and publishes each slot’s state', () => {
     const gaps = new TurnGaps();
     const m = cacheModel({ kind: 'chosen', slots: 2, choose: (s) => chooseSlot(s, gaps.chance), onGap: (ms) => gaps.observe(ms) });
     let ms = 1000;

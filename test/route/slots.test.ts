@@ -174,10 +174,12 @@ describe('eviction in the price: new conversations go where they evict least', (
     assert.equal(warm[0].evicted, undefined);
   });
 
+  // A slot running another conversation's turn.
+  const busy = (c: string): SlotHold => ({ ...hold(conv(c, 13000), 0), busy: true, idleSince: undefined });
+
   it('a slower host’s empty slot beats a fast host full of live conversations even when one re-prefill of the evicted prompt is less than the difference', () => {
     // fast: 100 + 80 × 9 = 820 ms, evicting 5,000 live tokens: one re-prefill ≈ 360 ms (1,180 in all, under slow's
     // 100 + 150 × 9 = 1,450). But its other three slots are busy: the evicted conversation's return evicts another.
-    const busy = (c: string) => ({ ...hold(conv(c, 13000), 0), busy: true, idleSince: undefined });
     const { d, warm } = place([busy('b1'), busy('b2'), busy('b3'), hold(conv('c1', 13000), 900)], [hold(undefined, 0), hold(undefined, 0)], { fast: 80, slow: 150 });
     assert.equal(warm[0].evicted?.tokens, 5000);
     // The fleet has room (slow's two empty slots): the evicted conversation's return sets off at most what the fleet's
@@ -188,7 +190,6 @@ describe('eviction in the price: new conversations go where they evict least', (
   });
 
   it('an eviction’s cascade is the host’s when the rest of the fleet is as full of live conversations', () => {
-    const busy = (c: string) => ({ ...hold(conv(c, 13000), 0), busy: true, idleSince: undefined });
     const { warm } = place([busy('b1'), busy('b2'), busy('b3'), hold(conv('c1', 13000), 900)], [busy('b4'), busy('b5')], { fast: 80, slow: 150 });
     assert.equal(warm[0].evicted?.cascade, MAX_CASCADE);
   });
