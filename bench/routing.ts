@@ -77,7 +77,9 @@
  * ROUTING_SLO_MS (2000), ROUTING_QUIET_MS (2000), ROUTING_OVERLOAD
  * ("6:14", load:seconds; 0 to skip), ROUTING_CAPACITY_POLL (the viiwork
  * arms' mesh.capacity_poll; default theirs, 1 s), ROUTING_DRAIN (0 to skip),
- * ROUTING_DRAIN_ROUNDS (1), ROUTING_DUMP=DIR (every arm's outcomes as JSON),
+ * ROUTING_DRAIN_ROUNDS (1), ROUTING_HEADERS=swapped (agents trace: the
+ * sessions with and without a session header trade places, for a paired
+ * header-less ratio over two runs), ROUTING_DUMP=DIR (every arm's outcomes as JSON),
  * (and, for the viiwork arms, the entry nodes' decision feeds and each
  * entry's timelines, with the candidates its pricing saw), ROUTING_KEEP=1
  * (keep the scratch dir); BENCH_OUT=DIR writes results there
@@ -116,7 +118,9 @@ const AGENT_ENGINES: EngineSpec[] = [
   { name: 'slow', slots: 8, ttftMs: 90, prefillPer1k: 250, tokensPerS: 40, outputTokens: 16 },
 ];
 export const ENGINES: EngineSpec[] = AGENTS ? AGENT_ENGINES : SHORT_ENGINES;
-const traceOf = (shape: TraceShape, seed: number, systems: string[]) => (AGENTS ? buildAgentTrace(shape, seed, systems) : buildTrace(shape, seed, systems));
+/** ROUTING_HEADERS=swapped (agents trace): the sessions sent with a session header go without, and the others with one. */
+const SWAP_HEADERS = process.env.ROUTING_HEADERS === 'swapped';
+const traceOf = (shape: TraceShape, seed: number, systems: string[]) => (AGENTS ? buildAgentTrace(shape, seed, systems, SWAP_HEADERS) : buildTrace(shape, seed, systems));
 const ENGINE_ADDR = ENGINES.map((_, k) => `127.0.50.${11 + k}:${18801 + k}`);
 const NODE_IP = ENGINES.map((_, k) => `127.0.50.${1 + k}`);
 const NOPREFIX_IP = ENGINES.map((_, k) => `127.0.51.${1 + k}`);
@@ -701,6 +705,7 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
       answer_tokens: ENGINES[0].outputTokens,
       loads: loads.map((l) => ({ ...l, rate_req_per_s: Math.round(l.load * cap.reqPerS * 100) / 100 })),
       seed,
+      ...(AGENTS ? { session_headers: SWAP_HEADERS ? 'swapped' : 'as drawn' } : {}),
       tail_s: tailS,
       oracle_wait_weight: ORACLE_WAIT_WEIGHT,
       viiwork_warmup_s: warmupS,

@@ -37,7 +37,12 @@ export function agentSystemPrompts(seed: number): string[] {
   return Array.from({ length: AGENT_MIX.systemPrompts }, (_, k) => `You are coding agent ${k}. Tools: read_file, edit_file, run_tests, grep. ${words(r, between(r, AGENT_MIX.systemTokens))}`);
 }
 
-export function buildAgentTrace(shape: TraceShape, seed: number, systems: string[]): TraceRequest[] {
+/**
+ * `swapHeaders`: the sessions that would carry a session header go without one, and the others carry one (the same
+ * random draws, so the same conversations, prompts and times): a run of each pairs every conversation with itself,
+ * with and without the header, for the header-less ratio (docs/benchmarks.md, session 18).
+ */
+export function buildAgentTrace(shape: TraceShape, seed: number, systems: string[], swapHeaders = false): TraceRequest[] {
   const r = seeded(seed);
   const out: Omit<TraceRequest, 'i'>[] = [];
   let t = 0;
@@ -53,7 +58,8 @@ export function buildAgentTrace(shape: TraceShape, seed: number, systems: string
     }
     const id = conv++;
     const system = systems[Math.floor(r() * systems.length)];
-    const session = r() < AGENT_MIX.sessionHeaderShare ? `agent-${seed}-${id}-${Math.floor(r() * 1e9).toString(36)}` : undefined;
+    const drawn = r() < AGENT_MIX.sessionHeaderShare ? `agent-${seed}-${id}-${Math.floor(r() * 1e9).toString(36)}` : undefined;
+    const session = !swapHeaders ? drawn : drawn === undefined ? `agent-${seed}-${id}-swapped` : undefined;
     const turns = between(r, AGENT_MIX.turns);
     const messages: Message[] = [{ role: 'system', content: system }];
     let held = renderPrompt(true, { messages: [{ role: 'system', content: system }] })!.slice(0, -'<|assistant|>\n'.length);
