@@ -5,16 +5,27 @@
  * translation of a client's body is written with. A leaf: it imports no
  * other room, so both translations use it and neither needs the other.
  */
-export { answerText, callArguments, reasoningText, toolInput } from './content.ts';
-export { joinName, readChatChunk, type ChatChunk, type ToolCallPiece } from './chunk.ts';
-export { readChatCompletion, type ChatCallRead, type ChatCompletionRead, type ChatCompletionResult } from './completion.ts';
+export {
+  answerText,
+  callArguments,
+  joinName,
+  readChatChunk,
+  readChatCompletion,
+  readChatUsage,
+  reasoningText,
+  toolInput,
+  type ChatCallRead,
+  type ChatChunk,
+  type ChatCompletionRead,
+  type ChatCompletionResult,
+  type ChatUsageRead,
+  type ToolCallPiece,
+} from './answer.ts';
 export { isObj, present, type Obj } from './fields.ts';
 export { randomId } from './ids.ts';
-export { DEFAULT_LIMITS, TRANSLATE_MAX, type TranslationLimits } from './limits.ts';
+export { DEFAULT_LIMITS, parseTranslatedBody, TRANSLATE_MAX, type BodyRefusal, type TranslationLimits } from './limits.ts';
 export { guardTranslation, num, refuse, str, type TranslationError, type TranslationErrorCode, type TranslationOptions, type TranslationResult } from './refusal.ts';
+export { ReplyCollector, replyOfCompletion, type ChatReply } from './reply.ts';
 export { ChatSseDecoder, DEFAULT_MAX_EVENT_BYTES, eventData, sseEvent, type ChatSseData } from './sse.ts';
 export { ChatStreamTranslator } from './stream-translator.ts';
-export { parseTranslatedBody, type BodyRefusal } from './translated-body.ts';
 export type { ChatContentPart, ChatMessage, ChatRequest, ChatTool, ChatToolCall } from './types.ts';
-export { ReplyCollector, replyOfCompletion, type ChatReply } from './reply.ts';
-export { readChatUsage, type ChatUsageRead } from './usage.ts';

@@ -15,8 +15,7 @@
  * `content` key is parsed whole. A refusal is not part of what a client
  * echoes (the prefix chain reads a message's content and tool calls).
  */
-import { answerText, callArguments, reasoningText } from './content.ts';
-import { joinName, readChatChunk } from './chunk.ts';
+import { answerText, callArguments, joinName, readChatChunk, reasoningText } from './answer.ts';
 import { isObj } from './fields.ts';
 import { eventData } from './sse.ts';
 

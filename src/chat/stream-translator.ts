@@ -6,7 +6,7 @@
  * failed when it broke, reported an error or stopped short. A subclass writes
  * only its API's events. Pure: feed it, write what it returns.
  */
-import { readChatChunk, type ChatChunk } from './chunk.ts';
+import { readChatChunk, type ChatChunk } from './answer.ts';
 import { ChatSseDecoder, type ChatSseData } from './sse.ts';
 
 export abstract class ChatStreamTranslator {

@@ -37,11 +37,10 @@ program
 // viiwork alias set|ls|rm|history|revert
 (await import('./alias.ts')).registerAliasCommand(program);
 
-// viiwork keys add|ls|rm|set
-(await import('./keys.ts')).registerKeysCommand(program);
-
-// viiwork usage
-(await import('./usage.ts')).registerUsageCommand(program);
+// viiwork keys add|ls|rm|set, viiwork usage
+const keys = await import('./keys.ts');
+keys.registerKeysCommand(program);
+keys.registerUsageCommand(program);
 
 program.parseAsync(process.argv).catch((err) => {
   if (err instanceof ConfigError) {

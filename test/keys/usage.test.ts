@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { parseSince } from '../../src/api/usage.ts';
-import { usageTable } from '../../src/cli/usage.ts';
+import { usageTable } from '../../src/cli/keys.ts';
 import { HOUR_MS, mergeRows, parseRows, UsageBook } from '../../src/keys/usage.ts';
 
 const T0 = Date.UTC(2026, 0, 10, 12, 30);
