@@ -34,6 +34,11 @@ export interface ServedUsage {
   cachedTokens?: number;
   completionTokens?: number;
   /**
+   * The answer was cut short: the client left (`client`) or the engine broke off (`engine`) before its usage came.
+   * The counts are then the node's own: the prompt as estimated, the events streamed as completion tokens.
+   */
+  cutShort?: 'client' | 'engine';
+  /**
    * Clock ms the run took its slot: a settlement is counted in that second of the key's minute, beside its admission,
    * so the admission's estimate and its correction leave the sliding minute together (keys/window.ts).
    */

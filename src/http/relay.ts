@@ -109,8 +109,9 @@ export type RelayResult =
   /** `usage`: a whole answer's, when the relay parsed it (so nobody parses the body again). */
   /** `reply`: the assistant's reply, when asked for and known. */
   | { kind: 'done'; status: number; firstContentAt?: number; promptTokens?: number; cachedTokens?: number; completionTokens?: number; body?: Buffer; usage?: EngineUsage; reply?: ChatReply }
-  | { kind: 'broken'; detail: string }
-  | { kind: 'aborted' };
+  /** `streamed`: for a stream cut short, the events relayed from its first content on (about one token each). */
+  | { kind: 'broken'; detail: string; streamed?: number }
+  | { kind: 'aborted'; streamed?: number };
 
 function describe(err: unknown): string {
   const e = err as { code?: string; message?: string; cause?: { code?: string; message?: string } };
@@ -438,6 +439,11 @@ class Upstream implements Dispatcher.DispatchHandler {
   #settle(r: RelayResult): void {
     if (this.#settled) return;
     this.#settled = true;
+    if (r.kind === 'aborted' || r.kind === 'broken') {
+      const m = this.#mode;
+      const streamed = m.kind === 'pass' || m.kind === 'translate' ? m.scanner?.seen.streamed : undefined;
+      if (streamed !== undefined) r.streamed = streamed;
+    }
     this.#stall?.clear();
     clearInterval(this.#keepAlive);
     this.#endDrainWait();

@@ -21,6 +21,8 @@ export interface SseObservation {
   /** llama-server's `timings`: prompt tokens processed, and (newer builds) reused from the slot. */
   promptN?: number;
   cacheN?: number;
+  /** Whole events passed on from the first content on: about one token each, what a stream cut short is settled at. */
+  streamed?: number;
 }
 
 const CONTENT_KEYS = ['content', 'reasoning_content', 'tool_calls', 'refusal'];
@@ -122,6 +124,7 @@ export class SseScanner {
           keepFrom = end;
         }
       } else if (this.reply && !this.reply.done) this.reply.eventAt(text.slice(start, end), buf, start);
+      if (this.seen.firstContentAt !== undefined) this.seen.streamed = (this.seen.streamed ?? 0) + 1;
       start = end;
       end = eventEnd(text, start);
     }

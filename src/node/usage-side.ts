@@ -47,7 +47,9 @@ export function settleServed(n: UsageSide, rr: RoutedRequest, used: ServedUsage)
   if (c || n.keys.enabled) {
     const prompt = used.promptTokens ?? 0;
     const cached = Math.min(prompt, used.cachedTokens ?? 0);
-    recordUsage(n, { key: c?.name ?? 'anonymous', model: rr.model, outcome: used.status < 400 ? 'ok' : 'error', promptCached: cached, promptUncached: prompt - cached, completion: used.completionTokens ?? 0 });
+    // A client that left is no engine error; an engine that broke off is.
+    const ok = used.cutShort === 'client' || (used.cutShort === undefined && used.status < 400);
+    recordUsage(n, { key: c?.name ?? 'anonymous', model: rr.model, outcome: ok ? 'ok' : 'error', promptCached: cached, promptUncached: prompt - cached, completion: used.completionTokens ?? 0 });
   }
   if (!c || Object.keys(c.limits).length === 0) return;
   const held = admissionTokens(rr.promptTokens, rr.maxTokens, GENERATION_WORKLOADS.includes(rr.workload));

@@ -228,11 +228,21 @@ export class Executor {
           return { kind: 'engine-failed', host: p.name, text: `${lease.backend.id}: ${result.detail}${text ? `: ${text}` : ''}` };
         }
         case 'aborted':
-          trace.outcome = 'aborted';
-          return { kind: 'aborted' };
-        case 'broken':
-          trace.outcome = 'broken';
-          return { kind: 'answered', status: 0 };
+        case 'broken': {
+          trace.outcome = result.kind;
+          // No usage will come: the key is settled at what the node saw run (SPEC 12, "settled from the engine's usage").
+          const prompt = rr.promptTokens;
+          const cutShort = result.kind === 'aborted' ? 'client' : 'engine';
+          p.served?.(rr, {
+            status: res.headersSent ? res.statusCode : 502,
+            cutShort,
+            promptTokens: prompt,
+            cachedTokens: prompt === undefined ? undefined : Math.min(prompt, trace.predictedCached ?? 0),
+            completionTokens: result.streamed ?? 0,
+            startedAt: startedAtOf(p.now(), lease),
+          });
+          return result.kind === 'aborted' ? { kind: 'aborted' } : { kind: 'answered', status: 0 };
+        }
         case 'done': {
           trace.firstContentAt = result.firstContentAt;
           trace.outcome = String(result.status);
