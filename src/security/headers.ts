@@ -76,7 +76,8 @@ const MESH_PREFIX = 'x-viiwork-';
 
 /**
  * Remove every `x-viiwork-*` header except `x-viiwork-prefer` from `headers`
- * itself (what stripMeshHeaders leaves, without a copy).
+ * itself (no copy), so neither a client's smuggled claim nor a verified one
+ * reaches an engine or the next hop.
  */
 export function removeMeshHeaders(headers: HeaderBag): void {
   for (const k in headers) {
@@ -84,21 +85,6 @@ export function removeMeshHeaders(headers: HeaderBag): void {
     // request (every reader here takes undefined for absent, as node:http itself does).
     if (isMeshName(k) && k.toLowerCase() !== HEADER_PREFER) (headers as Record<string, unknown>)[k] = undefined;
   }
-}
-
-/**
- * A copy of `headers` without any `x-viiwork-*` header except
- * `x-viiwork-prefer`, so neither a client's smuggled claim nor a verified
- * one reaches an engine or the next hop. Key case is kept as given.
- */
-export function stripMeshHeaders<T extends HeaderBag>(headers: T): T {
-  const out: Record<string, string | string[] | undefined> = {};
-  for (const [k, v] of Object.entries(headers)) {
-    const lower = k.toLowerCase();
-    if (lower.startsWith('x-viiwork-') && lower !== HEADER_PREFER) continue;
-    out[k] = v;
-  }
-  return out as T;
 }
 
 /**

@@ -18,7 +18,7 @@ import {
   signRequest,
   type SignedHeaders,
 } from '../../src/security/signing.ts';
-import { classifyForwardHeaders, stripMeshHeaders } from '../../src/security/headers.ts';
+import { classifyForwardHeaders, removeMeshHeaders } from '../../src/security/headers.ts';
 
 const T0 = 1_764_441_600_123;
 const secretA = Buffer.alloc(32, 0xa1);
@@ -232,17 +232,20 @@ describe('signed forwards', () => {
 });
 
 describe('stripping mesh headers', () => {
-  test('every x-viiwork-* request header but x-viiwork-prefer is removed', () => {
-    const out = stripMeshHeaders({
+  test('every x-viiwork-* request header but x-viiwork-prefer is removed, in any case', () => {
+    const headers: Record<string, string | undefined> = {
       'content-type': 'application/json',
       'x-viiwork-node': 'gpu1',
       'X-Viiwork-Auth': 'v1=00',
       'x-viiwork-ts': '1',
       'x-viiwork-nonce': 'a',
-      'x-viiwork-origin': 'x',
+      'X-VIIWORK-ORIGIN': 'x',
       'x-viiwork-prefer': 'gpu2,gpu3',
       'x-session-id': 's',
-    });
-    assert.deepEqual(out, { 'content-type': 'application/json', 'x-viiwork-prefer': 'gpu2,gpu3', 'x-session-id': 's' });
+      'x-viiwork': 'not a mesh name (no dash after the prefix)',
+    };
+    removeMeshHeaders(headers);
+    const left = Object.fromEntries(Object.entries(headers).filter(([, v]) => v !== undefined));
+    assert.deepEqual(left, { 'content-type': 'application/json', 'x-viiwork-prefer': 'gpu2,gpu3', 'x-session-id': 's', 'x-viiwork': 'not a mesh name (no dash after the prefix)' });
   });
 });
