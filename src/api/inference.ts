@@ -12,7 +12,7 @@ import { errors } from '../http/errors.ts';
 import { askedPriority, parseInference } from './request.ts';
 import { bandOfClaim } from '../queue/forward-claims.ts';
 import { allowsModel, effectivePriority, type Caller } from '../keys/access.ts';
-import { admissionTokens } from '../keys/limits.ts';
+import { admissionTokens, heldOutput } from '../keys/limits.ts';
 import { GENERATION_WORKLOADS } from '../workloads/workloads.ts';
 import type { ApiNode } from './ports.ts';
 import type { RequestUrl } from './request-url.ts';
@@ -36,7 +36,10 @@ export async function handleInference(node: ApiNode, req: http.IncomingMessage, 
   if (caller && !allowsModel(caller, parsed.model)) throw errors.modelNotAllowed(caller.name, parsed.model);
   // A forward's band rides in a signed claim (queue/forward-claims.ts), held to the key's ceiling like a client's header.
   const asked = sender.kind === 'client' ? askedPriority(priorityHeader, body, parsed.scan) : bandOfClaim(sender.claims.get('band'));
-  const ir = caller || asked ? Object.assign({}, parsed, { caller, priority: effectivePriority(caller, asked) }) : parsed;
+  // The output held back for a key's limits (SPEC 12): capped at what its model's contexts hold. The entry works it out;
+  // a forward carries the entry's figure in its signed `out` claim, so both settle against the same charge.
+  const out = !caller || parsed.maxTokens === undefined ? undefined : sender.kind === 'forward' ? outOfClaim(sender.claims.get('out'), parsed.maxTokens) : heldOutput(parsed.maxTokens, contextsOf(node, parsed.model));
+  const ir = caller || asked ? Object.assign({}, parsed, { caller, priority: effectivePriority(caller, asked) }, out !== undefined && out !== parsed.maxTokens ? { maxTokens: out } : undefined) : parsed;
   if (sender.kind === 'forward') {
     // A stopping node takes no new work: its slots are as good as full for the mesh.
     if (node.phase !== 'running') throw errors.forwardNoSlot();
@@ -63,6 +66,26 @@ export async function handleInference(node: ApiNode, req: http.IncomingMessage, 
   } finally {
     a.ticket.release();
   }
+}
+
+/** The context lengths of every host of `model`, or of the models an alias of that name may run as (targets and fallbacks). */
+function contextsOf(node: ApiNode, model: string): number[] {
+  const alias = node.aliases.get(model);
+  const names = alias ? [model, alias.target, ...alias.fallbacks] : [model];
+  const out: number[] = [];
+  for (const h of node.hostViews()) {
+    for (const name of names) {
+      const ctx = h.models.get(name)?.ctx;
+      if (ctx !== undefined) out.push(ctx);
+    }
+  }
+  return out;
+}
+
+/** A forward's `out` claim: the output its entry held back, never above the body's own bound; absent or malformed, the bound. */
+function outOfClaim(claim: string | undefined, bound: number): number {
+  const n = claim !== undefined && /^\d{1,15}$/.test(claim) ? Number(claim) : undefined;
+  return n !== undefined && n < bound ? n : bound;
 }
 
 /** The caller a forward's `key` claim names, held to this node's key table; undefined when it names none. */

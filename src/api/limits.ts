@@ -17,6 +17,8 @@ export const LIMITS_PATH = '/v1/limits';
 const MAX_REPORTS = 4096;
 
 const num = (x: unknown): number | undefined => (typeof x === 'number' && Number.isFinite(x) && x >= 0 ? x : undefined);
+/** Token totals may be below zero: a node that settles forwards other entries admitted counts only the differences. */
+const signedNum = (x: unknown): number | undefined => (typeof x === 'number' && Number.isFinite(x) ? x : undefined);
 
 /** Reports from untrusted JSON; malformed ones are left out. */
 export function parseReports(doc: unknown): Report[] {
@@ -27,7 +29,7 @@ export function parseReports(doc: unknown): Report[] {
     const t = (r as { totals?: Record<string, unknown> } | null)?.totals;
     const key = (r as { key?: unknown } | null)?.key;
     if (keyNameProblem(key) && key !== 'local' && key !== 'anonymous') continue;
-    const totals = t && { rpm: num(t.rpm), tpm: num(t.tpm), day: num(t.day), dayOf: num(t.dayOf), concurrent: num(t.concurrent) };
+    const totals = t && { rpm: num(t.rpm), tpm: signedNum(t.tpm), day: signedNum(t.day), dayOf: num(t.dayOf), concurrent: num(t.concurrent) };
     if (!totals || Object.values(totals).some((v) => v === undefined)) continue;
     out.push({ key: key as string, totals: totals as Report['totals'], demand: (r as { demand?: unknown }).demand === true });
   }

@@ -185,8 +185,9 @@ export class Limiter {
     this.#count(key).tokens += extraTokens;
     const h = this.#held.get(key);
     if (h) h.since.tokens += extraTokens;
+    // Reported with the next batch (lastUse), but not as demand: a node that only settles forwards other entries
+    // admitted is no entry of the key, and counting it as one would halve the real entries' shares.
     this.#lastUse.set(key, this.deps.now());
-    this.#usedSinceReport.add(key);
     this.#dirty = true;
   }
 
@@ -229,7 +230,7 @@ export class Limiter {
     const inFlight = this.#flights.get(owner);
     if (inFlight) return inFlight;
     const now = this.deps.now();
-    const reports = keys.map((key) => ({ key, totals: totalsOf(this.#window(key), now), demand: this.#usedSinceReport.delete(key) }));
+    const reports = keys.map((key) => ({ key, totals: totalsOf(this.#window(key), now, true), demand: this.#usedSinceReport.delete(key) }));
     const inflight = new Map(keys.map((k) => [k, this.#window(k).inflight]));
     // What was admitted while the report travelled is not in the owner's answer: it stays in `since`, or every entry could spend its share twice.
     const marks = new Map(keys.map((k) => [k, { ...this.#count(k) }]));

@@ -103,11 +103,28 @@ export function sumReports(reports: Iterable<{ totals: Totals; at: number }>, no
     if (r.totals.dayOf === dayOf) out.day += r.totals.day;
     if (age < inflightMs) out.concurrent += r.totals.concurrent;
   }
+  // Tokens come signed (an executor's settlements of forwards other entries admitted); the key's sum is never below 0.
+  out.tpm = Math.max(0, out.tpm);
+  out.day = Math.max(0, out.day);
   return out;
 }
 
 /** The output held back at admission when a generation request sets no bound (settled from the engine's usage). */
 export const UNBOUNDED_OUTPUT_TOKENS = 256;
+
+/**
+ * The output bound a request is held to at admission: its own, but no more
+ * than the largest context of a host that serves its model (an engine
+ * generates at most what its context holds, and agent clients ask for more:
+ * Claude Code's 32,000 on a model of 8,192). `contexts`: the context
+ * lengths of those hosts; none known leaves the bound as it is. Pure.
+ */
+export function heldOutput(maxTokens: number | undefined, contexts: Iterable<number | undefined>): number | undefined {
+  if (maxTokens === undefined) return undefined;
+  let largest = 0;
+  for (const c of contexts) if (c !== undefined && Number.isFinite(c) && c > largest) largest = c;
+  return largest > 0 ? Math.min(maxTokens, largest) : maxTokens;
+}
 
 /**
  * The tokens a request is charged at admission: its prompt (as estimated

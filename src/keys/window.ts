@@ -38,12 +38,16 @@ export function addTo(m: Minute, nowMs: number, n: number): void {
   m.counts[i] += n;
 }
 
-/** The total of the seconds that overlap the last 60 s at `nowMs`. */
-export function minuteTotal(m: Minute, nowMs: number): number {
+/**
+ * The total of the seconds that overlap the last 60 s at `nowMs`; `signed`
+ * keeps a negative total (a node that settles forwards another entry
+ * admitted counts only their differences, often below zero), else at least 0.
+ */
+export function minuteTotal(m: Minute, nowMs: number, signed = false): number {
   const s = Math.floor(nowMs / 1000);
   let t = 0;
   for (let i = 0; i < SLOTS; i++) if (inMinute(m.stamps[i], s)) t += m.counts[i];
-  return Math.max(0, t);
+  return signed ? t : Math.max(0, t);
 }
 
 /** One key at one node. */
@@ -70,7 +74,9 @@ export function addTokensAt(w: KeyWindow, atMs: number, nowMs: number, n: number
     w.day = day;
     w.dayTokens = 0;
   }
-  w.dayTokens = Math.max(0, w.dayTokens + n);
+  // Signed, as the minute: a settlement of a forward another entry admitted is only its difference. A settlement of a
+  // request admitted before midnight stays in that day (gone by now), so it cannot take from today's count.
+  if (Math.floor(Math.min(atMs, nowMs) / DAY_MS) === day) w.dayTokens += n;
 }
 
 /** Count tokens (admitted, or a settlement's difference) at `nowMs`, in the minute and the day. */
@@ -91,7 +97,7 @@ export function takeBack(w: KeyWindow, atMs: number, tokens: number, nowMs: numb
     if (w.requests.stamps[i] === s) w.requests.counts[i] -= 1;
     if (w.tokens.stamps[i] === s) w.tokens.counts[i] -= tokens;
   }
-  if (w.day === Math.floor(atMs / DAY_MS)) w.dayTokens = Math.max(0, w.dayTokens - tokens);
+  if (w.day === Math.floor(atMs / DAY_MS)) w.dayTokens -= tokens;
 }
 
 /** What a node reports of a key to its owner: totals, so a report lost or repeated changes nothing, and a new owner rebuilds at once. */
@@ -104,9 +110,11 @@ export interface Totals {
   concurrent: number;
 }
 
-export function totalsOf(w: KeyWindow, nowMs: number): Totals {
+/** `signed`: tokens as counted here, below zero included (a report to the owner, which sums every entry's); else at least 0. */
+export function totalsOf(w: KeyWindow, nowMs: number, signed = false): Totals {
   const day = Math.floor(nowMs / DAY_MS);
-  return { rpm: minuteTotal(w.requests, nowMs), tpm: minuteTotal(w.tokens, nowMs), day: w.day === day ? w.dayTokens : 0, dayOf: day, concurrent: w.inflight };
+  const dayTokens = w.day === day ? w.dayTokens : 0;
+  return { rpm: minuteTotal(w.requests, nowMs), tpm: minuteTotal(w.tokens, nowMs, signed), day: signed ? dayTokens : Math.max(0, dayTokens), dayOf: day, concurrent: w.inflight };
 }
 
 /** A window from untrusted JSON (the state file), or undefined. */
@@ -129,7 +137,7 @@ export function parseWindow(x: unknown): KeyWindow | undefined {
   if (!o || typeof o !== 'object') return undefined;
   const requests = minute(o.requests);
   const tokens = minute(o.tokens);
-  if (!requests || !tokens || typeof o.day !== 'number' || typeof o.dayTokens !== 'number') return undefined;
+  if (!requests || !tokens || typeof o.day !== 'number' || typeof o.dayTokens !== 'number' || !Number.isFinite(o.dayTokens)) return undefined;
   // In flight at a stop is over after a restart.
-  return { requests, tokens, day: o.day, dayTokens: Math.max(0, o.dayTokens), inflight: 0 };
+  return { requests, tokens, day: o.day, dayTokens: o.dayTokens, inflight: 0 };
 }

@@ -3,7 +3,8 @@
  * body, carried in one header, `X-Viiwork-Claims`, and covered by the
  * signature in a secured mesh (signature v3, signing.ts). Today: `chain`
  * (the prompt's prefix chain, prompt/chain-claim.ts), `key` (the client
- * key's name, SPEC section 12), `band` and `wait` (the request's priority
+ * key's name, SPEC section 12), `out` (the output its entry held back for
+ * the key's limits, api/inference.ts), `band` and `wait` (the request's priority
  * band and how long it may wait for a slot there, queue/forward-claims.ts),
  * `req` and `traceparent` (its timeline id and trace context).
  *

@@ -241,6 +241,34 @@ describe('limits across three entry nodes (one process)', () => {
     assert.ok((await entry.admit(key, { rpm: 10 }, 0)).ok);
   });
 
+  it('a gateway admits and an executor settles: the settlement reaches the key’s minute, and the executor takes no share', async () => {
+    // a: the entry (a gateway with no engines) admits; c: the executor runs the forwards and settles them from the engine's
+    // usage. c's window then holds only differences, below zero when the engine used less than was held back.
+    const f = fleet();
+    const a = f.nodes.get('a')!;
+    const c = f.nodes.get('c')!;
+    const key = 'gw';
+    const limits = { tpm: 10_000 };
+    const first = await a.admit(key, limits, 4097);
+    assert.ok(first.ok);
+    first.ticket.release();
+    f.advance(2500); // past the owner's first two seconds of a new key, when every member counts as an entry
+    const small = await a.admit(key, limits, 1); // a is still sending: its demand is fresh at the owner
+    assert.ok(small.ok);
+    small.ticket.release();
+    c.settle(key, 1007 - 4097, f.now() - 2500); // the engine used 1,007 of the 4,097 held
+    await c.flush([key]);
+    await a.flush([key]);
+    // The mesh spent 1,007 and a is the key’s only entry: two of 4,400 fit. (Clamped at c, the minute read 4,097 and
+    // the second would not fit; had c's settlement counted as demand, a's share would be half of what is left, 4,496.)
+    for (const n of [1, 2]) {
+      const r = await a.admit(key, limits, 4400);
+      assert.ok(r.ok, `request ${n} of 4,400 after 1,007 spent of 10,000: ${JSON.stringify(r)}`);
+      r.ticket.release();
+    }
+    assert.equal((await a.admit(key, limits, 300)).ok, false, 'the limit still holds: 1,007 + 1 + 8,800 + 300 > 10,000');
+  });
+
   it('counters survive a restart (state_dir)', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'viiwork-limits-'));
     const now = () => T0;
