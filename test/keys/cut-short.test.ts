@@ -12,11 +12,10 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { request } from 'undici';
 import { waitFor } from '../fakes/wait.ts';
 import { startMeshNode, stopAll, type MeshNode } from '../helpers/mesh.ts';
 import { tempDir } from '../helpers/node.ts';
-import { call } from '../helpers/http.ts';
+import { call, openPost } from '../helpers/http.ts';
 
 const ADMIN = `adm-${crypto.randomBytes(12).toString('hex')}`;
 const sha = (s: string) => crypto.createHash('sha256').update(s).digest('hex');
@@ -28,14 +27,8 @@ const TPM = 1500;
 
 /** A streamed chat request that reads `events` SSE events of the answer, then leaves (the connection closed). */
 async function streamThenLeave(url: string, key: string, events: number): Promise<{ status: number; limit?: unknown }> {
-  const ac = new AbortController();
-  const r = await request(`${url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...auth(key) },
-    body: JSON.stringify({ model: 'long', stream: true, max_tokens: MAX_TOKENS, messages: [{ role: 'user', content: 'tell me a long story' }] }),
-    signal: ac.signal,
-  });
-  if (r.statusCode !== 200) return { status: r.statusCode, limit: r.headers['x-viiwork-limit'], ...JSON.parse(await r.body.text()) };
+  const r = await openPost(`${url}/v1/chat/completions`, auth(key), { model: 'long', stream: true, max_tokens: MAX_TOKENS, messages: [{ role: 'user', content: 'tell me a long story' }] });
+  if (r.status !== 200) return { status: r.status, limit: r.headers['x-viiwork-limit'], ...JSON.parse(await r.body.text()) };
   let seen = 0;
   try {
     for await (const chunk of r.body) {
@@ -43,7 +36,7 @@ async function streamThenLeave(url: string, key: string, events: number): Promis
       if (seen >= events) break;
     }
   } finally {
-    ac.abort();
+    await r.close();
   }
   return { status: 200 };
 }
@@ -85,21 +78,14 @@ describe('a stream the client leaves early is settled at what it used', () => {
 
   it('a request that would pass the limit with its whole output still gets 429 tpm', async () => {
     // Two streams held at once (neither settled yet) hold 2 × 1,000 > 1,500: the limit itself still holds.
-    const ac = new AbortController();
-    const open = await request(`${node.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', ...auth(key) },
-      body: JSON.stringify({ model: 'long', stream: true, max_tokens: MAX_TOKENS, messages: [{ role: 'user', content: 'another story' }] }),
-      signal: ac.signal,
-    });
+    const open = await openPost(`${node.url}/v1/chat/completions`, auth(key), { model: 'long', stream: true, max_tokens: MAX_TOKENS, messages: [{ role: 'user', content: 'another story' }] });
     try {
-      assert.equal(open.statusCode, 200);
+      assert.equal(open.status, 200);
       const refused = await streamThenLeave(node.url, key, 1);
       assert.equal(refused.status, 429);
       assert.equal(refused.limit, 'tpm');
     } finally {
-      ac.abort();
-      await open.body.dump().catch(() => {});
+      await open.close();
     }
   });
 });

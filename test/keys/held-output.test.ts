@@ -13,12 +13,11 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { request } from 'undici';
 import { heldOutput } from '../../src/keys/limits.ts';
 import { waitFor } from '../fakes/wait.ts';
 import { startMeshNode, stopAll, type MeshNode } from '../helpers/mesh.ts';
 import { tempDir } from '../helpers/node.ts';
-import { call } from '../helpers/http.ts';
+import { call, openPost } from '../helpers/http.ts';
 
 const ADMIN = `adm-${crypto.randomBytes(12).toString('hex')}`;
 const sha = (s: string) => crypto.createHash('sha256').update(s).digest('hex');
@@ -43,22 +42,9 @@ describe('an agent-sized max_tokens under a tpm limit, through an entry and an e
   let key = '';
 
   /** A streamed request whose headers are read (the stream left open); `close` ends it. */
-  async function open(node: MeshNode, maxTokens: number): Promise<{ status: number; limit?: unknown; close: () => Promise<void> }> {
-    const ac = new AbortController();
-    const r = await request(`${node.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', ...auth(key) },
-      body: JSON.stringify({ model: 'small-ctx', stream: true, max_tokens: maxTokens, messages: [{ role: 'user', content: 'fix the failing test' }] }),
-      signal: ac.signal,
-    });
-    return {
-      status: r.statusCode,
-      limit: r.headers['x-viiwork-limit'],
-      close: async () => {
-        ac.abort();
-        await r.body.dump().catch(() => {});
-      },
-    };
+  async function open(node: MeshNode, maxTokens: number) {
+    const r = await openPost(`${node.url}/v1/chat/completions`, auth(key), { model: 'small-ctx', stream: true, max_tokens: maxTokens, messages: [{ role: 'user', content: 'fix the failing test' }] });
+    return { status: r.status, limit: r.headers['x-viiwork-limit'], close: r.close };
   }
 
   before(async () => {
