@@ -111,8 +111,8 @@ describe('an agent-sized max_tokens under a tpm limit, through an entry and an e
     };
     // About 3,000 tokens really used, then the agent-sized request (held 4,096, used 1,000).
     for (let i = 0; i < 3; i++) assert.equal(await whole(1000), 1000);
-    // Admitted once the entry's reports of the three have been answered (until then it counts them in its view and
-    // in what it admitted since).
+    // Admitted once it fits the entry's share: while the key is new at its owner (its first 2 s) every member counts as
+    // an entry, so the share is half of what is left, and the three just admitted may not have been answered yet.
     const agent = await waitFor(async () => (await whole(AGENT_MAX_TOKENS, false)) ?? undefined, { timeoutMs: 10_000, intervalMs: 50, what: 'the agent-sized request admitted' });
     assert.equal(agent, 1000);
     const prevKey = key;
