@@ -25,6 +25,7 @@ const auth = (key: string) => ({ authorization: `Bearer ${key}` });
 const CONTEXT = 4096;
 const TPM = 6000;
 const AGENT_MAX_TOKENS = 32000;
+const TPM2 = 18_500;
 
 describe('held-back output (pure)', () => {
   it('is the bound, capped at the largest context known; no bound or no context known leaves it as it is', () => {
@@ -55,7 +56,8 @@ describe('an agent-sized max_tokens under a tpm limit, through an entry and an e
     // The executor's engine answers slowly enough that a stream is still open while the next request is admitted.
     const sim = { ttft_ms: 1, prefill_ms_per_1k: 1, tokens_per_s: 20, output_tokens: 400 };
     nodes.push((entry = await startMeshNode({ name: 'entry', ip: '127.0.79.11', env, api: { keys_file: keysFile }, models: [] })));
-    const fast = { ttft_ms: 1, prefill_ms_per_1k: 1, tokens_per_s: 1_000_000, output_tokens: 1000 };
+    const fast = { ttft_ms: 1, prefill_ms_per_1k: 1, tokens_per_s: 1_000_000, output_tokens: 4000 };
+    const short = { ttft_ms: 1, prefill_ms_per_1k: 1, tokens_per_s: 1_000_000, output_tokens: 1000 };
     nodes.push(
       await startMeshNode({
         name: 'exec',
@@ -65,15 +67,16 @@ describe('an agent-sized max_tokens under a tpm limit, through an entry and an e
         models: [
           { name: 'small-ctx', engine: 'sim', parallel: 4, context: CONTEXT, sim },
           { name: 'fast-ctx', engine: 'sim', parallel: 4, context: CONTEXT, sim: fast },
+          { name: 'short-ctx', engine: 'sim', parallel: 4, context: CONTEXT, sim: short },
         ],
       }),
     );
     await waitFor(
       async () => {
         const fleet = await call(`${entry.url}/v1/fleet/capacity`, 'GET', auth(ADMIN));
-        return fleet.json?.models?.filter((m: any) => ['small-ctx', 'fast-ctx'].includes(m.name) && m.hosts.some((h: any) => h.node === 'exec' && h.fresh && h.slots > 0)).length === 2;
+        return fleet.json?.models?.filter((m: any) => ['small-ctx', 'fast-ctx', 'short-ctx'].includes(m.name) && m.hosts.some((h: any) => h.node === 'exec' && h.fresh && h.slots > 0)).length === 3;
       },
-      { timeoutMs: 15_000, what: 'both models on exec seen from the entry' },
+      { timeoutMs: 15_000, what: 'the three models on exec seen from the entry' },
     );
     const made = await call(`${entry.url}/v1/keys`, 'POST', auth(ADMIN), { name: 'agent', limits: { tpm: TPM } });
     assert.equal(made.status, 201, made.text);
@@ -97,28 +100,29 @@ describe('an agent-sized max_tokens under a tpm limit, through an entry and an e
   });
 
   it('the executor settles against the entry’s figure (the `out` claim), not the body’s 32,000', async () => {
-    // A second key, with room for two held requests but not for them and what it really used. Settled against 32,000,
-    // the agent request's settlement would hand back ~28,000 tokens and wipe out the real use from the key's minute.
-    const made = await call(`${entry.url}/v1/keys`, 'POST', auth(ADMIN), { name: 'agent2', limits: { tpm: 10_000 } });
+    // A second key: 12,021 tokens really used on fast-ctx, then an agent-sized request on short-ctx (held 4,097, used
+    // 1,007): 13,028 spent once the executor's settlements reach the key's owner. Settled against the body's 32,000
+    // instead, the agent request would hand back ~31,000 and wipe the real use out of the key's minute.
+    const made = await call(`${entry.url}/v1/keys`, 'POST', auth(ADMIN), { name: 'agent2', limits: { tpm: TPM2 } });
     assert.equal(made.status, 201, made.text);
     const key2 = made.json.key;
     await waitFor(async () => (await call(`${nodes[1].url}/v1/models`, 'GET', auth(key2))).status === 200, { timeoutMs: 5000, what: 'agent2 known on the executor' });
-    const whole = async (maxTokens: number, must = true): Promise<number | undefined> => {
-      const r = await call(`${entry.url}/v1/chat/completions`, 'POST', auth(key2), { model: 'fast-ctx', max_tokens: maxTokens, messages: [{ role: 'user', content: 'go' }] });
-      if (!must && r.status === 429) return undefined;
+    // A whole answer's completion tokens, or undefined for a 429 (while the key is new at its owner, its first 2 s,
+    // every member counts as an entry, so the entry's share is half of what is left: a request may wait for room).
+    const whole = async (model: string, maxTokens: number): Promise<number | undefined> => {
+      const r = await call(`${entry.url}/v1/chat/completions`, 'POST', auth(key2), { model, max_tokens: maxTokens, messages: [{ role: 'user', content: 'go' }] });
+      if (r.status === 429) return undefined;
       assert.equal(r.status, 200, r.text);
       return r.json.usage.completion_tokens as number;
     };
-    // About 3,000 tokens really used, then the agent-sized request (held 4,096, used 1,000).
-    for (let i = 0; i < 3; i++) assert.equal(await whole(1000), 1000);
-    // Admitted once it fits the entry's share: while the key is new at its owner (its first 2 s) every member counts as
-    // an entry, so the share is half of what is left, and the three just admitted may not have been answered yet.
-    const agent = await waitFor(async () => (await whole(AGENT_MAX_TOKENS, false)) ?? undefined, { timeoutMs: 10_000, intervalMs: 50, what: 'the agent-sized request admitted' });
-    assert.equal(agent, 1000);
+    const admitted = (model: string, maxTokens: number) => waitFor(() => whole(model, maxTokens), { timeoutMs: 10_000, intervalMs: 50, what: `${model} with max_tokens ${maxTokens} admitted` });
+    for (let i = 0; i < 3; i++) assert.equal(await admitted('fast-ctx', 4000), 4000);
+    assert.equal(await admitted('short-ctx', AGENT_MAX_TOKENS), 1000);
     const prevKey = key;
     key = key2;
     try {
-      // Once the executor's settlements reach the entry (through the key's owner), one more is admitted (~4,000 + 4,100).
+      // Before the settlements arrive the entry counts 16,100 held, and one more (4,097) would pass 18,500: the first
+      // is admitted once they have (13,028 + 4,097).
       const first = await waitFor(
         async () => {
           const o = await open(entry, AGENT_MAX_TOKENS);
@@ -131,7 +135,8 @@ describe('an agent-sized max_tokens under a tpm limit, through an entry and an e
       const second = await open(entry, AGENT_MAX_TOKENS);
       await second.close();
       await first.close();
-      assert.equal(second.status, 429, 'the real use, plus two held requests, passes tpm 10,000');
+      // 13,028 + 2 × 4,097 > 18,500. Had the settlement wiped the minute, the two (8,194) would fit any share of it.
+      assert.equal(second.status, 429, `the real use plus two held requests passes tpm ${TPM2}`);
     } finally {
       key = prevKey;
     }
