@@ -230,14 +230,13 @@ export class Executor {
         case 'aborted':
         case 'broken': {
           trace.outcome = result.kind;
-          // No usage will come: the key is settled at what the node saw run (SPEC 12, "settled from the engine's usage").
-          const prompt = rr.promptTokens;
-          const cutShort = result.kind === 'aborted' ? 'client' : 'engine';
+          // No usage will come: the key is settled at what the node saw run (SPEC 12, "settled from the engine's usage");
+          // the served side holds the cached count to the prompt, as it does the engine's.
           p.served?.(rr, {
             status: res.headersSent ? res.statusCode : 502,
-            cutShort,
-            promptTokens: prompt,
-            cachedTokens: prompt === undefined ? undefined : Math.min(prompt, trace.predictedCached ?? 0),
+            cutShort: result.kind === 'aborted' ? 'client' : 'engine',
+            promptTokens: rr.promptTokens,
+            cachedTokens: trace.predictedCached,
             completionTokens: result.streamed ?? 0,
             startedAt: startedAtOf(p.now(), lease),
           });
