@@ -75,7 +75,8 @@ export interface ApiNode {
   hostViews(): HostView[];
   /** This node's own /v1/capacity document. */
   /** `held`: the digest version the poller holds (`?digests=`); unchanged digests are then not resent. */
-  capacityReport(held?: HeldDigests): CapacityReport;
+  /** `member`: the member polling, told its own share of busy slots. */
+  capacityReport(held?: HeldDigests, member?: string): CapacityReport;
   /**
    * Resolves when a slot of `model` is released here, at once when one is
    * free now (or the model is not served), or after `ms`. Bounded: past a

@@ -16,7 +16,7 @@ import { handleUsage } from './usage.ts';
 import { fleetCapacity, meshDocument, modelsDocument } from './fleet.ts';
 import { ApiError, errors, sendError, sendJson, type ErrorShape } from '../http/errors.ts';
 import { handleInference } from './inference.ts';
-import { readRequestBody } from './body.ts';
+import { clientAddress, readRequestBody } from './body.ts';
 import { createAliasRoutes, type AliasRoutes } from './aliases.ts';
 import { handleLifecycle, lifecyclePath } from './lifecycle.ts';
 import { isUiPath, serveUi } from '../ui/serve.ts'; // dashboards
@@ -336,11 +336,12 @@ export const CAPACITY_WAIT_MAX_MS = 2000;
  * one of this node's slots is released, or `ms` (at most 2 s) passed: the
  * member learns of a free slot when it frees, not at its next poll.
  */
-async function capacity(node: ApiNode, _req: http.IncomingMessage, res: http.ServerResponse, url: RequestUrl): Promise<void> {
+async function capacity(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, url: RequestUrl): Promise<void> {
   const model = url.searchParams.get('wait');
   const ms = Math.min(CAPACITY_WAIT_MAX_MS, Math.max(0, Number(url.searchParams.get('ms')) || 0));
   if (model && ms > 0) await node.slotReleased(model, ms);
-  if (!res.destroyed) sendJson(res, 200, node.capacityReport(parseHeld(url.searchParams.get('digests'))));
+  // A member's poll comes from its advertise address: it is told which busy slots are its own forwards'.
+  if (!res.destroyed) sendJson(res, 200, node.capacityReport(parseHeld(url.searchParams.get('digests')), node.members.peerAt(clientAddress(req))));
 }
 
 function health(node: ApiNode, _req: http.IncomingMessage, res: http.ServerResponse): void {

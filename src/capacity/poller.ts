@@ -90,6 +90,7 @@ export function parseReport(doc: unknown, expectedNode: string): CapacityReport 
           if (!x || !Array.isArray(x.workloads)) return [];
           const release = num(x.release_ms);
           const reserved = num(x.reserved);
+          const yours = num(x.your_busy);
           const digest = readWire(x.digest);
           return [
             {
@@ -98,6 +99,7 @@ export function parseReport(doc: unknown, expectedNode: string): CapacityReport 
               slots: num(x.slots) ?? 0,
               busy: num(x.busy) ?? 0,
               loading: num(x.loading),
+              ...(yours !== undefined && yours >= 0 ? { your_busy: Math.floor(yours) } : {}),
               ...(release !== undefined && release >= 0 ? { release_ms: release } : {}),
               ...(reserved !== undefined && reserved > 0 ? { reserved: Math.floor(reserved) } : {}),
               ...(digest ? { digest } : {}),

@@ -36,6 +36,11 @@ export interface TargetReport {
   audio: boolean;
   slots: number;
   busy: number;
+  /**
+   * Of `busy`, the slots the polling member's own forwards hold (docs/api.md): only in a report to a member, recognised
+   * by its address; absent: unknown (a client's poll, or an older node).
+   */
+  your_busy?: number;
   /** Backends still loading (added later: absent means unknown, read as 0). */
   loading?: number;
   /** With no free slot: the expected ms until one frees (SPEC section 7). */
@@ -105,8 +110,11 @@ export interface CapacityReport {
 /** A target's wire digest, encoded once per version (a report per poll must not re-encode an unchanged digest). */
 const wireCache = new WeakMap<object, DigestWire>();
 
-/** `held`: what the poller says it holds; targets unchanged since are sent as `{"v": version}` alone. */
-export function buildReport(node: ReportSource, held?: HeldDigests): CapacityReport {
+/**
+ * `held`: what the poller says it holds; targets unchanged since are sent as `{"v": version}` alone. `member`: the
+ * member polling, told its own share of each target's busy slots.
+ */
+export function buildReport(node: ReportSource, held?: HeldDigests, member?: string): CapacityReport {
   const book = node.cache;
   const since = book && held && held.epoch === book.epoch ? held.version : -1;
   const models: ModelReport[] = [];
@@ -116,6 +124,7 @@ export function buildReport(node: ReportSource, held?: HeldDigests): CapacityRep
     const tr = targets.map((t) => {
       const s = node.slots.summarize(t);
       const r: TargetReport = { workloads: [...t.descriptor.workloads], audio: t.descriptor.audio, slots: s.slots, busy: s.busy, loading: s.loading };
+      if (member !== undefined) r.your_busy = Math.min(s.busy, node.slots.busyOfMember(t, member));
       const release = node.slots.releaseMs(t);
       if (release !== undefined) r.release_ms = release;
       const held = node.heldBack?.(name, s.slots) ?? 0;

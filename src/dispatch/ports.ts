@@ -78,6 +78,8 @@ export interface LocalSlots {
   wait?(model: string, workload: Workload, sessionKey: string | undefined, flow: Flow, ms: number, signal?: Gone): Promise<LineOutcome<Lease>>;
   /** Does any local target of this model do the workload (healthy or not)? */
   does(model: string, workload: Workload): boolean;
+  /** The lease, counted as member `member`'s until released (its `your_busy`, SPEC section 7); absent: not counted. */
+  heldBy?(lease: Lease, member: string): Lease;
 }
 
 export interface DispatchPorts {

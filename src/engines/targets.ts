@@ -40,6 +40,8 @@ export class SlotTable {
   /** performance.now() of each backend's last lease or release: how long it has been idle (on-demand unloading). */
   readonly #lastUsed = new Map<Backend, number>();
   #targets: LocalTarget[] = [];
+  /** Slots held by each member's forwards, by (member, model, descriptor): a regrouping makes new targets, the count stays. */
+  readonly #ofMembers = new Map<string, number>();
   /** The models and each one's targets, made once per regrouping (read on every routing decision). */
   #models: readonly string[] = [];
   #byModel = new Map<string, readonly LocalTarget[]>();
@@ -220,5 +222,36 @@ export class SlotTable {
         for (const fn of this.#listeners) fn();
       },
     };
+  }
+
+  /**
+   * `lease`, counted as a slot held by member `member`'s forward until it is released: that member's polls are told
+   * how many of a target's busy slots are its own (`your_busy`, SPEC section 7), so it can count its forwards in flight
+   * against the report without guessing which of them the report saw (route/eligibility.ts).
+   */
+  heldBy(lease: Lease, member: string): Lease {
+    const key = `${member}\0${lease.target.model}\0${descriptorKey(lease.target.descriptor)}`;
+    this.#ofMembers.set(key, (this.#ofMembers.get(key) ?? 0) + 1);
+    let done = false;
+    return {
+      backend: lease.backend,
+      target: lease.target,
+      grantedAt: lease.grantedAt,
+      release: () => {
+        // Before the slot's own release: a poll it answers (capacity/release-waits.ts) already counts the slot as not ours.
+        if (!done) {
+          done = true;
+          const n = (this.#ofMembers.get(key) ?? 1) - 1;
+          if (n > 0) this.#ofMembers.set(key, n);
+          else this.#ofMembers.delete(key);
+        }
+        lease.release();
+      },
+    };
+  }
+
+  /** Slots of `t` that member `member`'s forwards hold now. */
+  busyOfMember(t: LocalTarget, member: string): number {
+    return this.#ofMembers.get(`${member}\0${t.model}\0${descriptorKey(t.descriptor)}`) ?? 0;
   }
 }

@@ -10,6 +10,9 @@
  *   next report.
  * - A refusal marks (member, model, workload) full until a report polled
  *   after it, or until one of this node's forwards to that member ends.
+ * - A report that says how many of its busy slots are this node's forwards
+ *   (`your_busy`) replaces both guesses: every forward in flight counts
+ *   against it, and that many slots are added back (route/eligibility.ts).
  */
 import { freesSlotOf, tallyOf } from '../route/eligibility.ts';
 import type { ForwardRecord, ForwardTally, RefusalMark } from '../route/types.ts';
@@ -96,11 +99,12 @@ export class ForwardBook {
     }
   }
 
-  /** This node's forwards to (host, model) for `target`, against a report polled at `polledAt`. */
-  readonly tally = (host: string, model: string, target: string, polledAt: number): ForwardTally => {
+  /** This node's forwards to (host, model) for `target`, against a report polled at `polledAt` (`yourBusy`: eligibility.ts tallyOf). */
+  readonly tally = (host: string, model: string, target: string, polledAt: number, yourBusy?: number): ForwardTally => {
     const b = this.#byKey.get(keyOf(host, model));
-    if (!b) return { deducted: 0, freed: 0 };
-    const { deducted } = tallyOf(b.inflight, target, polledAt);
+    if (!b) return { deducted: 0, freed: yourBusy ?? 0 };
+    const { deducted } = tallyOf(b.inflight, target, polledAt, yourBusy);
+    if (yourBusy !== undefined) return { deducted, freed: yourBusy };
     if (b.freed?.polledAt !== polledAt) {
       // A newer report: count the ended forwards once for it; later ends and deletions keep the count.
       const byTarget = new Map<string, number>();

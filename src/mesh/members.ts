@@ -91,6 +91,17 @@ export class MemberTable {
     return (this.#peers ??= this.list().filter((m) => !m.self && isPeer(m)));
   }
 
+  /** The one peer whose advertise address is `ip` (its connections leave from it, SPEC section 1); undefined: none, or several. */
+  peerAt(ip: string): string | undefined {
+    let found: string | undefined;
+    for (const m of this.peers()) {
+      if (m.addr !== ip) continue;
+      if (found !== undefined) return undefined;
+      found = m.name;
+    }
+    return found;
+  }
+
   counts(): Record<MemberState, number> {
     const c: Record<MemberState, number> = { alive: 0, suspect: 0, dead: 0, left: 0 };
     for (const m of this.#members.values()) c[m.state]++;

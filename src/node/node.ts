@@ -363,8 +363,8 @@ export class ViiworkNode implements ApiNode {
     return this.loads.place(model, workload, detail);
   }
 
-  capacityReport(held?: HeldDigests): CapacityReport {
-    return buildReport(reportSource(this, this.#modelFiles), held);
+  capacityReport(held?: HeldDigests, member?: string): CapacityReport {
+    return buildReport(reportSource(this, this.#modelFiles), held, member);
   }
 
   slotReleased(model: string, ms: number): Promise<void> {

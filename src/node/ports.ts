@@ -107,6 +107,7 @@ export function dispatchPorts(n: DispatchParts, peers: PeerLink, waiting: () => 
     slots: {
       tryLease: (model, workload, key, flow) => n.gate.tryLease(model, workload, key, flow),
       does: (model, workload) => n.slots.does(model, workload),
+      heldBy: (lease, member) => n.slots.heldBy(lease, member),
       wait: (model, workload, key, flow, ms, signal) => n.gate.wait(model, workload, key, flow, ms, signal),
     },
     forwards: n.forwards,

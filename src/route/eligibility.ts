@@ -2,8 +2,8 @@
  * Which hosts can do a request (SPEC sections 7–9, step 4): per target, from
  * that target's own descriptor, before anything else. A host's free slots
  * for a workload are the sum over its eligible targets, less this node's
- * forwards that started after the report's poll, and zero while a refusal
- * mark newer than the report stands.
+ * forwards the report does not show (by its `your_busy` count, else by the
+ * poll's time), and zero while a refusal mark newer than the report stands.
  */
 import { LEGACY_DESCRIPTOR, descriptorDoes, descriptorKey, isKnownWorkload, type Descriptor } from '../workloads/workloads.ts';
 import type { Candidate, ForwardRecord, ForwardTally, HostModelView, HostView, RefusalMark, TargetView } from './types.ts';
@@ -22,8 +22,11 @@ export function hostDoes(m: HostModelView, workload: string): boolean {
 
 export interface CandidateInputs {
   hosts: readonly HostView[];
-  /** What this node's forwards to `host` for `model` change in a report of its target `target` polled at `polledAt`. */
-  forwards: (host: string, model: string, target: string, polledAt: number) => ForwardTally;
+  /**
+   * What this node's forwards to `host` for `model` change in a report of its target `target` polled at `polledAt`;
+   * `yourBusy`: the report's own count of them (then no poll time is guessed at).
+   */
+  forwards: (host: string, model: string, target: string, polledAt: number, yourBusy?: number) => ForwardTally;
   marks: readonly RefusalMark[];
 }
 
@@ -52,7 +55,7 @@ export function candidates(inputs: CandidateInputs, model: string, workload: str
       let tf: number;
       if (h.local) tf = Math.max(0, t.slots - t.busy);
       else {
-        const tally = inputs.forwards(h.name, model, key, h.polledAt);
+        const tally = inputs.forwards(h.name, model, key, h.polledAt, t.yourBusy);
         tf = remoteFree(t, tally);
         overbooked += Math.max(0, tally.deducted - (t.slots - t.busy + Math.min(tally.freed, t.busy)));
       }
@@ -87,10 +90,9 @@ export function candidates(inputs: CandidateInputs, model: string, workload: str
 }
 
 /**
- * A remote target's free slots: its report's, less this node's forwards that
- * started after the report's poll and are still in flight, plus those that
- * started before it (so the report shows them busy) and have ended since —
- * never more than the report showed busy.
+ * A remote target's free slots: its report's, less this node's forwards the
+ * report cannot know of that are still in flight, plus those it shows busy
+ * that have ended since — never more than the report showed busy (tallyOf).
  */
 function remoteFree(t: TargetView, { deducted, freed }: ForwardTally): number {
   return Math.max(0, t.slots - t.busy - deducted + Math.min(freed, t.busy));
@@ -99,22 +101,28 @@ function remoteFree(t: TargetView, { deducted, freed }: ForwardTally): number {
 /** Does an ended forward free a slot that a report polled at `polledAt` shows busy? */
 export const freesSlotOf = (f: ForwardRecord, polledAt: number): boolean => f.endedAt !== undefined && f.startedAt < polledAt && f.endedAt >= polledAt;
 
-/** The tally of `records` for one target against a report polled at `polledAt`, counted one by one. */
-export function tallyOf(records: Iterable<ForwardRecord>, target: string, polledAt: number): ForwardTally {
+/**
+ * The tally of `records` for one target against a report polled at `polledAt`, counted one by one. With `yourBusy`
+ * (the report says how many of its busy slots this node's forwards held) the report's share of ours is replaced by
+ * ours in flight now, whatever the times: a forward that started just before the poll may not have reached the member
+ * by then, and one that ended just after it may have freed its slot there before; guessing from the times counts such
+ * a slot free twice (a refused forward, and the queue's order lost).
+ */
+export function tallyOf(records: Iterable<ForwardRecord>, target: string, polledAt: number, yourBusy?: number): ForwardTally {
   let deducted = 0;
   let freed = 0;
   for (const f of records) {
     if (f.target !== target) continue;
     if (f.endedAt === undefined) {
-      if (f.startedAt >= polledAt) deducted++;
-    } else if (freesSlotOf(f, polledAt)) freed++;
+      if (yourBusy !== undefined || f.startedAt >= polledAt) deducted++;
+    } else if (yourBusy === undefined && freesSlotOf(f, polledAt)) freed++;
   }
-  return { deducted, freed };
+  return yourBusy === undefined ? { deducted, freed } : { deducted, freed: yourBusy };
 }
 
 /** Tallies over a plain list of forwards (tests, and callers without a book). */
 export function forwardsIn(list: readonly ForwardRecord[]): CandidateInputs['forwards'] {
-  return (host, model, target, polledAt) => tallyOf(list.filter((f) => f.host === host && f.model === model), target, polledAt);
+  return (host, model, target, polledAt, yourBusy) => tallyOf(list.filter((f) => f.host === host && f.model === model), target, polledAt, yourBusy);
 }
 
 /** The union of known workloads over a model's targets on the given hosts, sorted (for /v1/models). */

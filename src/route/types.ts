@@ -15,6 +15,8 @@ export interface TargetView {
   /** Slots of healthy backends. */
   slots: number;
   busy: number;
+  /** Of `busy`, the slots this node's own forwards held when the report was made (undefined: not reported, an older node). */
+  yourBusy?: number;
   /** Backends still loading (undefined: not reported). */
   loading?: number;
   /** What its engines are believed to hold in their prompt caches (SPEC section 7); undefined: not reported. */
@@ -76,9 +78,12 @@ export interface HostView {
  */
 /** What this node's forwards change in a report of one target of a member (see remoteFree in eligibility.ts). */
 export interface ForwardTally {
-  /** In flight, started at or after the report's poll: the report cannot know of them. */
+  /**
+   * In flight, started at or after the report's poll: the report cannot know of them. With the report's own count of
+   * this node's forwards (`your_busy`): every one in flight.
+   */
   deducted: number;
-  /** Started before the poll (the report shows them busy) and ended since. */
+  /** Started before the poll (the report shows them busy) and ended since. With `your_busy`: that count. */
   freed: number;
 }
 

@@ -8,8 +8,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ForwardBook, type ForwardEnd } from '../../src/forward/book.ts';
-import { tallyOf } from '../../src/route/eligibility.ts';
-import type { ForwardRecord } from '../../src/route/types.ts';
+import { candidates, tallyOf } from '../../src/route/eligibility.ts';
+import { descriptorKey } from '../../src/workloads/workloads.ts';
+import type { ForwardRecord, HostView, TargetView } from '../../src/route/types.ts';
 import { seeded } from '../helpers/random.ts';
 
 const HOSTS = ['b', 'c'];
@@ -63,6 +64,10 @@ describe('the forward book', () => {
               const p = polled.get(host)!;
               const want = tallyOf(known.filter((k) => k.f.host === host && k.f.model === model).map((k) => k.f), target, p);
               assert.deepEqual(book.tally(host, model, target, p), want, `seed ${seed}, step ${step}, ${host}/${model}/${target} against a poll at ${p}`);
+              // A report that counts this node's forwards in its busy slots: every one in flight, whatever the times.
+              const yours = step % 3;
+              const told = tallyOf(known.filter((k) => k.f.host === host && k.f.model === model).map((k) => k.f), target, p, yours);
+              assert.deepEqual(book.tally(host, model, target, p, yours), told, `seed ${seed}, step ${step}, ${host}/${model}/${target}, your_busy ${yours}`);
             }
           }
         }
@@ -84,4 +89,50 @@ describe('the forward book', () => {
     book.prune(() => 1_200);
     assert.deepEqual(book.tally('b', 'm', 'chat', 1_050), { deducted: 0, freed: 0 });
   });
+
+  describe('against a report that counts this node’s own forwards (your_busy)', () => {
+    const descriptor = { workloads: ['chat', 'completion'], audio: false };
+    const KEY = descriptorKey(descriptor);
+    /** B's one slot as this node sees it: a report polled at `polledAt` with `busy` and, when told, `yours`. */
+    const freeOnB = (book: ForwardBook, polledAt: number, busy: number, yours?: number) => {
+      const target: TargetView = { descriptor, slots: 1, busy, ...(yours !== undefined ? { yourBusy: yours } : {}) };
+      const b: HostView = { name: 'b', local: false, rttMs: 1, fresh: true, polledAt, models: new Map([['m', { targets: [target], slots: 1, busy }]]) };
+      return candidates({ hosts: [b], forwards: book.tally, marks: book.marks }, 'm', 'chat')[0].free;
+    };
+
+    it('a forward sent just before a held report was answered is not counted free: without the count it was, twice', () => {
+      let now = 1_000;
+      const book = new ForwardBook(() => now);
+      // The queue's head is sent to B's slot the moment this node's earlier forward there ends...
+      book.start('b', 'm', 'chat', KEY)('served');
+      now = 1_001;
+      book.start('b', 'm', 'chat', KEY);
+      // ...and B's held report, made when that slot freed and before the new forward arrived, is timed (half an RTT
+      // before it came) after the new forward started: the times say the report saw it, and B looks free for the next.
+      assert.equal(freeOnB(book, 1_002, 0), 1, 'the times alone: free (the next waiter is sent too, and one is refused)');
+      // B says none of its busy slots were this node's: the forward in flight is counted against it.
+      assert.equal(freeOnB(book, 1_002, 0, 0), 0);
+    });
+
+    it('a forward that ended since the report frees its slot at once; one the report already saw end is not freed again', () => {
+      let now = 1_000;
+      const book = new ForwardBook(() => now);
+      const end = book.start('b', 'm', 'chat', KEY);
+      now = 1_100;
+      // B reports the slot busy, with this forward in it.
+      assert.equal(freeOnB(book, 1_050, 1, 1), 0);
+      end('served');
+      assert.equal(freeOnB(book, 1_050, 1, 1), 1, 'ended since the report: free at once');
+      // Another node's forward holds B's slot: this node's end does not free it.
+      assert.equal(freeOnB(book, 1_050, 1, 0), 0);
+      // A report made as the slot freed, timed before the end reached this node: free once, not twice.
+      const again = book.start('b', 'm', 'chat', KEY);
+      now = 1_200;
+      again('served');
+      assert.equal(freeOnB(book, 1_150, 0, 0), 1);
+      book.start('b', 'm', 'chat', KEY);
+      assert.equal(freeOnB(book, 1_150, 0, 0), 0, 'the one slot, taken by the forward just sent');
+    });
+  });
 });
+

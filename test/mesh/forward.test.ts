@@ -178,6 +178,33 @@ describe('forwarding across the mesh', () => {
     }
   });
 
+  it('a member’s poll is told which of the busy slots are its own forwards (your_busy); a client’s and another member’s are not', async () => {
+    engB.hold();
+    const fromA = new Agent({ localAddress: IP(1) });
+    const fromC = new Agent({ localAddress: IP(3) });
+    try {
+      const sent = post(`${a.url}/v1/chat/completions?host=B`, { model: 'shared', messages: [] });
+      await waitFor(() => engB.heldCount === 1, { what: 'A’s forward running on B' });
+      const sharedOf = async (dispatcher?: Agent) => {
+        const r = await request(`${b.url}/v1/capacity`, dispatcher ? { dispatcher } : {});
+        return ((await r.body.json()) as any).models.find((m: any) => m.name === 'shared').targets[0];
+      };
+      const toA = await sharedOf(fromA);
+      assert.equal(toA.busy, 1);
+      assert.equal(toA.your_busy, 1, 'A is told the busy slot is its forward');
+      assert.equal((await sharedOf(fromC)).your_busy, 0, 'C is told none of it is its own');
+      assert.equal((await sharedOf()).your_busy, undefined, 'a client (not at a member’s address) is told nothing of it');
+      engB.releaseAll();
+      assert.equal((await sent).status, 200);
+      const after = await sharedOf(fromA);
+      assert.deepEqual([after.busy, after.your_busy], [0, 0]);
+    } finally {
+      engB.hold(false);
+      await fromA.close();
+      await fromC.close();
+    }
+  });
+
   it('a client cannot pass its request off as a forward in an open mesh (X-Viiwork-Node from a non-member address is 401)', async () => {
     const r = await post(`${c.url}/v1/chat/completions`, { model: 'only-c', messages: [] }, { 'x-viiwork-node': 'A' });
     assert.equal(r.status, 401, r.text);

@@ -86,7 +86,9 @@ export class Executor {
         trace.outcome = 'aborted';
         return;
       }
-      const { lease, waitedMs } = admitted;
+      const { waitedMs } = admitted;
+      // Counted as the sender's slot while it runs: its polls of this node say so (`your_busy`).
+      const lease = this.p.slots.heldBy ? this.p.slots.heldBy(admitted.lease, from) : admitted.lease;
       if (waitedMs > 0) trace.queuedMs = waitedMs;
       // A slot taken at once that would destroy a live conversation its entry priced as free: sent back to be priced again.
       const priced = waitedMs === 0 ? evictOfClaim(sender.claims.get('evict')) : undefined;
