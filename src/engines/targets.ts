@@ -6,6 +6,7 @@
 import type { Backend } from './backend.ts';
 import { rendezvousRank } from '../hashing/rendezvous.ts';
 import { nextMeanBusy, releaseEstimate } from './release.ts';
+import { beforeRelease } from '../queue/reserve.ts';
 import { descriptorDoes, descriptorKey, type Descriptor, type Workload } from '../workloads/workloads.ts';
 
 export interface LocalTarget {
@@ -230,28 +231,21 @@ export class SlotTable {
    * against the report without guessing which of them the report saw (route/eligibility.ts).
    */
   heldBy(lease: Lease, member: string): Lease {
-    const key = `${member}\0${lease.target.model}\0${descriptorKey(lease.target.descriptor)}`;
+    const key = memberKey(member, lease.target);
     this.#ofMembers.set(key, (this.#ofMembers.get(key) ?? 0) + 1);
-    let done = false;
-    return {
-      backend: lease.backend,
-      target: lease.target,
-      grantedAt: lease.grantedAt,
-      release: () => {
-        // Before the slot's own release: a poll it answers (capacity/release-waits.ts) already counts the slot as not ours.
-        if (!done) {
-          done = true;
-          const n = (this.#ofMembers.get(key) ?? 1) - 1;
-          if (n > 0) this.#ofMembers.set(key, n);
-          else this.#ofMembers.delete(key);
-        }
-        lease.release();
-      },
-    };
+    // Before the slot's own release: a poll it answers (capacity/release-waits.ts) already counts the slot as not ours.
+    return beforeRelease(lease, () => {
+      const n = (this.#ofMembers.get(key) ?? 1) - 1;
+      if (n > 0) this.#ofMembers.set(key, n);
+      else this.#ofMembers.delete(key);
+    });
   }
 
   /** Slots of `t` that member `member`'s forwards hold now. */
   busyOfMember(t: LocalTarget, member: string): number {
-    return this.#ofMembers.get(`${member}\0${t.model}\0${descriptorKey(t.descriptor)}`) ?? 0;
+    return this.#ofMembers.get(memberKey(member, t)) ?? 0;
   }
 }
+
+/** A member's forwards' count on one target, kept by (model, descriptor): regrouping makes new target objects. */
+const memberKey = (member: string, t: LocalTarget): string => `${member}\0${t.model}\0${descriptorKey(t.descriptor)}`;

@@ -103,8 +103,10 @@ export class ForwardBook {
   readonly tally = (host: string, model: string, target: string, polledAt: number, yourBusy?: number): ForwardTally => {
     const b = this.#byKey.get(keyOf(host, model));
     if (!b) return { deducted: 0, freed: yourBusy ?? 0 };
-    const { deducted } = tallyOf(b.inflight, target, polledAt, yourBusy);
-    if (yourBusy !== undefined) return { deducted, freed: yourBusy };
+    const inflight = tallyOf(b.inflight, target, polledAt, yourBusy);
+    // The report's count replaces the ended forwards' (tallyOf).
+    if (yourBusy !== undefined) return inflight;
+    const { deducted } = inflight;
     if (b.freed?.polledAt !== polledAt) {
       // A newer report: count the ended forwards once for it; later ends and deletions keep the count.
       const byTarget = new Map<string, number>();

@@ -96,7 +96,7 @@ function modelsOf(r: PeerReport): ReadonlyMap<string, HostModelView> {
         descriptor: { workloads: t.workloads, audio: t.audio },
         slots: t.slots,
         busy: t.busy,
-        ...(t.your_busy !== undefined ? { yourBusy: Math.min(t.your_busy, t.busy) } : {}),
+        ...(t.your_busy !== undefined ? { yourBusy: t.your_busy } : {}),
         loading: t.loading,
         digest: r.digests?.get(digestKey(mr.name, t.workloads, t.audio)),
         releaseMs: t.release_ms,

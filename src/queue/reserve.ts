@@ -127,13 +127,21 @@ export class ReserveBook {
 /** `lease`, counted as an interactive request running on `model` until it is released (once, however often it is called). */
 export function trackedLease<L extends { release(): void }>(book: ReserveBook, model: string, lease: L): L {
   book.began(model);
+  return beforeRelease(lease, () => book.ended(model));
+}
+
+/**
+ * `lease` with `fn` run once, at its first release and before the lease's own release (whose listeners then see the
+ * count `fn` keeps already settled); later calls only pass on to the lease.
+ */
+export function beforeRelease<L extends { release(): void }>(lease: L, fn: () => void): L {
   let done = false;
   const release = lease.release;
   return Object.assign({}, lease, {
     release() {
       if (!done) {
         done = true;
-        book.ended(model);
+        fn();
       }
       release.call(lease);
     },
