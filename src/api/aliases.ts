@@ -23,7 +23,7 @@ import os from 'node:os';
 import { readBody } from '../http/body.ts';
 import { ApiError, errors, sendError, sendJson } from '../http/errors.ts';
 import type { AliasTable } from '../aliases/table.ts';
-import { AliasError, type AliasEntry } from '../aliases/types.ts';
+import { AliasError, type AliasEntry, type AliasValue } from '../aliases/types.ts';
 import type { RequestUrl } from './request-url.ts';
 
 export type Reached = { reached: number; members: number };
@@ -48,7 +48,13 @@ export type AliasRoutesOptions = {
  * Handles the request and returns true when `url` is an alias path; returns false (and touches nothing) otherwise.
  * `visible`: which aliases the caller may see in the lists (a scoped key sees only those /v1/models shows it); default all.
  */
-export type AliasRoutes = (req: http.IncomingMessage, res: http.ServerResponse, url: RequestUrl, visible?: (alias: string, target: string | undefined) => boolean) => Promise<boolean>;
+export type AliasRoutes = (req: http.IncomingMessage, res: http.ServerResponse, url: RequestUrl, scope?: AliasScope) => Promise<boolean>;
+
+/**
+ * An alias's value as the caller may see it: the value (fallbacks it may not see left out), `null` for a removal it
+ * may see, undefined when the alias is hidden from it.
+ */
+export type AliasScope = <A extends AliasValue>(alias: string, value: A | null) => A | null | undefined;
 
 const PREFIX = '/v1/aliases';
 
@@ -143,7 +149,7 @@ export function createAliasRoutes(opts: AliasRoutesOptions): AliasRoutes {
     sendJson(res, 200, { alias: entry.name, ...value, version: entry.version, reached, members, ...extra });
   };
 
-  return async (req, res, url, visible) => {
+  return async (req, res, url, scope) => {
     const path = url.pathname;
     if (path !== PREFIX && !path.startsWith(`${PREFIX}/`)) return false;
     const method = req.method ?? 'GET';
@@ -152,13 +158,13 @@ export function createAliasRoutes(opts: AliasRoutesOptions): AliasRoutes {
     try {
       if (rest.length === 0 || (rest.length === 1 && rest[0] === '')) {
         if (method !== 'GET' && method !== 'HEAD') throw errors.methodNotAllowed(method, path, 'GET');
-        const live = visible ? table.list().filter((a) => visible(a.name, a.target)) : table.list();
+        const live = scope ? table.list().flatMap((a) => scope(a.name, a) ?? []) : table.list();
         sendJson(res, 200, { object: 'list', version: table.version, data: live.map(({ name: alias, ...v }) => ({ alias, ...v })) });
         return true;
       }
       if (rest.length === 1 && rest[0] === 'history' && (method === 'GET' || method === 'HEAD')) {
         const only = url.searchParams.get('alias') ?? undefined;
-        const changes = visible ? table.history(only).filter((e) => visible(e.name, e.value?.target)) : table.history(only);
+        const changes = scope ? table.history(only).flatMap((e) => { const value = scope(e.name, e.value); return value === undefined ? [] : [{ ...e, value }]; }) : table.history(only);
         sendJson(res, 200, { object: 'list', data: changes.map(historyItem) });
         return true;
       }

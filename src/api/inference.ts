@@ -36,35 +36,52 @@ export async function handleInference(node: ApiNode, req: http.IncomingMessage, 
   if (caller && !allowsModel(caller, parsed.model)) throw errors.modelNotAllowed(caller.name, parsed.model);
   // A forward's band rides in a signed claim (queue/forward-claims.ts), held to the key's ceiling like a client's header.
   const asked = sender.kind === 'client' ? askedPriority(priorityHeader, body, parsed.scan) : bandOfClaim(sender.claims.get('band'));
-  // The output held back for a key's limits (SPEC 12): capped at what its model's contexts hold. The entry works it out;
-  // a forward carries the entry's figure in its signed `out` claim, so both settle against the same charge.
-  const out = !caller || parsed.maxTokens === undefined ? undefined : sender.kind === 'forward' ? outOfClaim(sender.claims.get('out'), parsed.maxTokens) : heldOutput(parsed.maxTokens, contextsOf(node, parsed.model));
+  // The output held back for a key's limits (SPEC 12): the body's bound capped at what its model's contexts hold, or the
+  // context itself when the body sets none. The entry works it out; a forward carries the entry's figure in its signed
+  // `out` claim, so both settle against the same charge.
+  const generation = GENERATION_WORKLOADS.includes(endpoint.workload);
+  const claimed = sender.kind === 'forward' ? outOfClaim(sender.claims.get('out'), parsed.maxTokens) : undefined;
+  const out = !caller || !generation ? undefined : (claimed ?? heldOutput(parsed.maxTokens, contextsOf(node, parsed.model), parsed.promptTokens));
   const ir = caller || asked ? Object.assign({}, parsed, { caller, priority: effectivePriority(caller, asked) }, out !== undefined && out !== parsed.maxTokens ? { maxTokens: out } : undefined) : parsed;
   if (sender.kind === 'forward') {
     // A stopping node takes no new work: its slots are as good as full for the mesh.
     if (node.phase !== 'running') throw errors.forwardNoSlot();
     return node.dispatcher.serveForward(ir, sender, res, gone);
   }
-  // The key's limits, held across the mesh (SPEC section 12); count_tokens takes no slot and is not charged.
-  if (!caller || endpoint.action === 'count_tokens') return node.dispatcher.serveClient(ir, res, gone);
-  const tokens = admissionTokens(ir.promptTokens, ir.maxTokens, GENERATION_WORKLOADS.includes(endpoint.workload));
-  const a = await node.limiter.admit(caller.name, caller.limits, tokens);
-  if (!a.ok) {
-    // A model name nobody serves is not a label (clients choose it): it counts as `unknown`.
-    const known = node.aliases.get(ir.model) !== undefined || node.hostViews().some((h) => h.models.has(ir.model));
-    node.recordUsage({ key: caller.name, model: known ? ir.model : 'unknown', outcome: 'limited' });
-    throw errors.keyLimit(caller.name, a.limit, a.message, a.retryAfterS);
-  }
+  if (!caller) return node.dispatcher.serveClient(ir, res, gone);
+  // A key revoked while its request waits (the limits' round trip, the queue, a forward not yet answered) fails it
+  // with 401, on whichever node the revocation reaches; an answer already under way runs to its end.
+  let revoked = false;
+  const unwatch = node.keys.onRevoked(caller.name, () => {
+    if (res.headersSent) return;
+    revoked = true;
+    gone.fire();
+  });
   try {
-    await node.dispatcher.serveClient(ir, res, gone);
-  } catch (err) {
-    // Refused before anything was answered (an unknown model, an alias out of scope, a pin to no member, the queue's
-    // 429, no healthy backend, an engine that failed before its first byte): the mesh ran nothing, so the key is not
-    // charged for it (docs/api.md, "Limits across the mesh").
-    if (!res.headersSent) a.ticket.giveBack();
-    throw err;
+    // The key's limits, held across the mesh (SPEC section 12); count_tokens takes no slot and is not charged.
+    if (endpoint.action === 'count_tokens') return await node.dispatcher.serveClient(ir, res, gone);
+    const tokens = admissionTokens(ir.promptTokens, ir.maxTokens, generation);
+    const a = await node.limiter.admit(caller.name, caller.limits, tokens);
+    if (!a.ok) {
+      // A model name nobody serves is not a label (clients choose it): it counts as `unknown`.
+      const known = node.aliases.get(ir.model) !== undefined || node.hostViews().some((h) => h.models.has(ir.model));
+      node.recordUsage({ key: caller.name, model: known ? ir.model : 'unknown', outcome: 'limited' });
+      throw errors.keyLimit(caller.name, a.limit, a.message, a.retryAfterS);
+    }
+    try {
+      if (!revoked) await node.dispatcher.serveClient(ir, res, gone);
+      if (revoked && !res.headersSent) throw errors.revokedKey(caller.name);
+    } catch (err) {
+      // Refused before anything was answered (an unknown model, an alias out of scope, a pin to no member, the queue's
+      // 429, no healthy backend, an engine that failed before its first byte, the key revoked meanwhile): the mesh ran
+      // nothing, so the key is not charged for it (docs/api.md, "Limits across the mesh").
+      if (!res.headersSent) a.ticket.giveBack();
+      throw err;
+    } finally {
+      a.ticket.release();
+    }
   } finally {
-    a.ticket.release();
+    unwatch();
   }
 }
 
@@ -82,10 +99,11 @@ function contextsOf(node: ApiNode, model: string): number[] {
   return out;
 }
 
-/** A forward's `out` claim: the output its entry held back, never above the body's own bound; absent or malformed, the bound. */
-function outOfClaim(claim: string | undefined, bound: number): number {
+/** A forward's `out` claim: the output its entry held back, never above the body's own bound; absent or malformed, undefined. */
+function outOfClaim(claim: string | undefined, bound: number | undefined): number | undefined {
   const n = claim !== undefined && /^\d{1,15}$/.test(claim) ? Number(claim) : undefined;
-  return n !== undefined && n < bound ? n : bound;
+  if (n === undefined) return bound;
+  return bound === undefined || n < bound ? n : bound;
 }
 
 /** The caller a forward's `key` claim names, held to this node's key table; undefined when it names none. */

@@ -9,9 +9,11 @@ import type { ApiNode } from './ports.ts';
 import { dialectOfPath, endpointFor, errorShapeOf } from '../workloads/workloads.ts';
 import { parseHeld } from '../capacity/digest.ts';
 import { classifyForwardHeaders } from '../security/headers.ts';
-import { allowsModel, needOf, reaches, type Caller } from '../keys/access.ts';
+import { allowsModel, needOf, reaches, scopedAlias, type Caller } from '../keys/access.ts';
+import type { AliasValue } from '../aliases/types.ts';
 import { handleKeys } from './keys.ts';
 import { handleLimits, LIMITS_PATH } from './limits.ts';
+import { handleKeyTable, KEY_TABLE_PATH } from './key-table.ts';
 import { handleUsage } from './usage.ts';
 import { fleetCapacity, meshDocument, modelsDocument } from './fleet.ts';
 import { ApiError, errors, sendError, sendJson, type ErrorShape } from '../http/errors.ts';
@@ -51,8 +53,9 @@ export function createApiHandler(node: ApiNode): http.RequestListener {
       // Clients of Anthropic's SDKs read Anthropic's error shape (SPEC section 4): the path's dialect says which.
       const shape = errorShapeOfRequest(req);
       if (err instanceof ApiError) return sendError(res, err, {}, shape);
-      // A client that went away mid-upload is not a fault of ours.
-      if ((err as NodeJS.ErrnoException).code === 'ECONNRESET' || req.destroyed) return void res.destroy();
+      // A client that went away mid-upload is not a fault of ours. (Not `req.destroyed`: a request read to its end is
+      // destroyed too, and an error after that is ours to answer and log: issue 46 found it reset instead.)
+      if ((err as NodeJS.ErrnoException).code === 'ECONNRESET' || req.socket.destroyed) return void res.destroy();
       node.log.error(`unexpected error on ${req.method} ${req.url}: ${(err as Error).stack ?? err}`);
       sendError(res, new ApiError(500, 'internal error in viiwork; see the node log', 'server_error', 'internal_error'), {}, shape);
     });
@@ -235,11 +238,12 @@ async function handle(
   }
   if (url.pathname === '/v1/keys' || url.pathname.startsWith('/v1/keys/')) return handleKeys(node, req, res, url);
   if (url.pathname === LIMITS_PATH) return handleLimits(node, req, res);
+  if (url.pathname === KEY_TABLE_PATH) return handleKeyTable(node, req, res);
   if (url.pathname === '/v1/usage' || url.pathname === '/v1/usage/local') return handleUsage(node, req, res, url, caller);
   if (url.pathname === '/v1/aliases' || url.pathname.startsWith('/v1/aliases/')) {
-    // A scoped key sees the aliases /v1/models shows it: name and target both within its models.
-    const visible = caller ? (alias: string, target: string | undefined) => allowsModel(caller, alias) && (target === undefined || allowsModel(caller, target)) : undefined;
-    if (await aliasRoutes(req, res, url, visible)) return;
+    // A scoped key sees the aliases /v1/models shows it: name and target within its models, fallbacks outside it left out.
+    const scope = caller ? <A extends AliasValue>(alias: string, value: A | null) => (value ? scopedAlias(caller, alias, value) : allowsModel(caller, alias) ? null : undefined) : undefined;
+    if (await aliasRoutes(req, res, url, scope)) return;
   }
   // --- dashboards (src/ui): GET /, /node, /ui/* ---
   if ((method === 'GET' || method === 'HEAD') && serveUi(url.pathname, res)) return;
@@ -280,14 +284,18 @@ async function handle(
  * without keys.
  */
 function scopedModels(node: ApiNode, caller: Caller | undefined): { object: string; data: { id: string }[] } {
-  const doc = modelsDocument(node, node.aliases.list()) as { object: string; data: { id: string }[] };
-  if (!caller) return doc;
-  const targetOf = new Map(node.aliases.list().map((a) => [a.name, a.target]));
-  const allowed = (id: string) => allowsModel(caller, id) && (!targetOf.has(id) || allowsModel(caller, targetOf.get(id)!));
-  return { ...doc, data: doc.data.filter((m) => allowed(m.id)) };
+  const all = node.aliases.list();
+  if (!caller) return modelsDocument(node, all) as { object: string; data: { id: string }[] };
+  // Aliases as the key's scope shows them: an alias's context and workloads come only from what it may run as here.
+  const aliases = all.flatMap((a) => scopedAlias(caller, a.name, a) ?? []);
+  const doc = modelsDocument(node, aliases) as { object: string; data: { id: string }[] };
+  return { ...doc, data: doc.data.filter((m) => allowsModel(caller, m.id)) };
 }
 
-/** GET /v1/models/{id}: one entry of /v1/models (a model or an alias; ids may contain "/"), else 404; 403 outside the key's models. */
+/**
+ * GET /v1/models/{id}: one entry of /v1/models as the caller's key sees it (a model or an alias; ids may contain
+ * "/"), else 404: a model outside the key's scope answers as one that does not exist (issue 46).
+ */
 function oneModel(node: ApiNode, res: http.ServerResponse, url: RequestUrl, caller: Caller | undefined): void {
   let id: string;
   try {
@@ -295,10 +303,8 @@ function oneModel(node: ApiNode, res: http.ServerResponse, url: RequestUrl, call
   } catch {
     throw errors.unknownModel(url.pathname.slice('/v1/models/'.length, 200));
   }
-  const doc = modelsDocument(node, node.aliases.list()) as { data: { id: string }[] };
-  const entry = doc.data.find((m) => m.id === id);
+  const entry = scopedModels(node, caller).data.find((m) => m.id === id);
   if (!entry) throw errors.unknownModel(id.slice(0, 200));
-  if (caller && !scopedModels(node, caller).data.some((m) => m.id === id)) throw errors.modelNotAllowed(caller.name, id);
   sendJson(res, 200, entry);
 }
 
@@ -319,6 +325,7 @@ export function takesMemberCalls(pathname: string, rawUrl = pathname): boolean {
   return (
     endpointFor(pathname) !== undefined ||
     pathname === LIMITS_PATH ||
+    pathname === KEY_TABLE_PATH ||
     pathname === '/v1/usage/local' ||
     pathname === '/v1/capacity' ||
     (pathname.startsWith('/v1/models/') && lifecyclePath(pathname) !== undefined) ||
@@ -365,7 +372,7 @@ function health(node: ApiNode, _req: http.IncomingMessage, res: http.ServerRespo
   });
 }
 
-async function metrics(node: ApiNode, _req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+async function metrics(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, _url: RequestUrl, caller: Caller | undefined): Promise<void> {
   for (const q of node.queues.entries()) node.metrics.queueDepth.set({ model: q.model, workload: q.workload }, q.depth);
   node.metrics.reportAge.reset();
   for (const m of node.members.peers()) {
@@ -377,6 +384,22 @@ async function metrics(node: ApiNode, _req: http.IncomingMessage, res: http.Serv
   if (memory) for (const kind of ['budget', 'used', 'free'] as const) node.metrics.memoryBytes.set({ kind }, memory[kind]);
   const text = await node.metrics.registry.metrics();
   res.writeHead(200, { 'content-type': node.metrics.registry.contentType });
-  res.end(text);
+  // /metrics is open unless api.protect_ops, but a key's usage is for that key and admins (SPEC 12, issue 46): the
+  // per-key series are filtered by the key the scraper presents, asked for here even where the path needs none.
+  const who = !node.keys.enabled ? 'all' : (caller ?? node.keys.caller(req.headers, false));
+  res.end(who === 'all' || who?.role === 'admin' ? text : keySeriesOf(text, who?.name));
+}
+
+const KEY_SERIES = /^viiwork_key_[a-z_]+\{(?:[^}]*,)?key="([^"]*)"/;
+
+/** The exposition without other keys' per-key samples: only `key`'s (none for a scraper without a key). */
+export function keySeriesOf(text: string, key: string | undefined): string {
+  return text
+    .split('\n')
+    .filter((line) => {
+      const m = KEY_SERIES.exec(line);
+      return m === null || m[1] === key;
+    })
+    .join('\n');
 }
 

@@ -21,9 +21,15 @@ const invalid = (status: number, message: string, code: string) => new ApiError(
 
 export async function handleTimeline(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, pathname: string): Promise<void> {
   req.resume();
-  const id = decodeURIComponent(pathname.slice(TIMELINE_PREFIX.length));
-  if (!isTimelineId(id)) throw invalid(400, `"${id.slice(0, 80)}" is not a timeline id: ids are <entry node>:<number>, as in the decision feed's "timeline" field (GET /v1/decisions)`, 'invalid_timeline_id');
+  // Forward headers are judged first: a request that carries them without a valid set learns nothing of ids.
   const sender = await judgeForward(req, Buffer.alloc(0), node.meshMode, node.members, () => {}, node.name);
+  let id: string;
+  try {
+    id = decodeURIComponent(pathname.slice(TIMELINE_PREFIX.length));
+  } catch {
+    throw invalid(400, `the timeline id in ${pathname.slice(0, 120)} is not valid URL encoding: ids are <entry node>:<number>, as in the decision feed's "timeline" field`, 'invalid_timeline_id');
+  }
+  if (!isTimelineId(id)) throw invalid(400, `"${id.slice(0, 80)}" is not a timeline id: ids are <entry node>:<number>, as in the decision feed's "timeline" field (GET /v1/decisions)`, 'invalid_timeline_id');
   const doc = node.timelines.get(id);
   if (!doc) throw invalid(404, `no timeline ${id} on ${node.name}: a node keeps the timelines of its last 200 requests; ask the entry node named before the colon`, 'timeline_not_found');
   if (sender.kind === 'forward' || doc.executor === null || doc.executor === node.name || doc.entry !== node.name) return sendJson(res, 200, doc);

@@ -18,6 +18,8 @@ import type { ApiNode } from './ports.ts';
 import type { RequestUrl } from './request-url.ts';
 
 const SPAN = /^(\d+)(m|h|d)$/;
+/** The latest time a JavaScript date holds (ECMA-262 §21.4.1.1). */
+const MAX_DATE_MS = 8.64e15;
 const UNIT = { m: 60_000, h: HOUR_MS, d: 24 * HOUR_MS } as const;
 
 /** `since` as ms since the epoch; throws a 400 naming the forms it takes. */
@@ -25,7 +27,12 @@ export function parseSince(text: string | null, nowMs: number): number {
   if (text === null || text === '') return nowMs - 24 * HOUR_MS;
   const span = SPAN.exec(text);
   if (span) return nowMs - Number(span[1]) * UNIT[span[2] as keyof typeof UNIT];
-  if (/^\d+$/.test(text)) return Number(text);
+  if (/^\d+$/.test(text)) {
+    // A time past what a date can hold (400 digits read as Infinity) answered 200 with "since": null (issue 46).
+    const ms = Number(text);
+    if (!Number.isSafeInteger(ms) || ms > MAX_DATE_MS) throw errors.invalidUsageQuery(`since "${text.slice(0, 40)}${text.length > 40 ? '…' : ''}" is past any date: give ms since the epoch (such as ${nowMs}), an ISO date, or a span such as 24h or 7d`);
+    return ms;
+  }
   const t = Date.parse(text);
   if (Number.isNaN(t)) throw errors.invalidUsageQuery(`since "${text.slice(0, 40)}" is not a date, a time in ms, or a span such as 24h or 7d`);
   return t;

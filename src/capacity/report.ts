@@ -17,6 +17,8 @@ export interface ReportSource {
   readonly aliasVersion: number;
   /** The key table's version (SPEC section 12); absent: no key table. */
   readonly keyVersion?: number;
+  /** What the key table holds (keys/table.ts `digest`), beside keyVersion. */
+  readonly keyDigest?: string;
   /** The executor's record of its engines' caches (absent: no digests). */
   readonly cache?: CacheBook;
   /** Slots of a target of `model` with `slots` healthy slots held back from batch now (queue/reserve.ts); absent: none. */
@@ -99,6 +101,8 @@ export interface CapacityReport {
   at?: number;
   alias_version?: number;
   key_version?: number;
+  /** 16 hex digits over the key table's entries: two members with the same one hold the same keys (keys/sync.ts). */
+  key_digest?: string;
   /** The executor's digest epoch and node-wide version: a poll says `?digests=<epoch>.<version>` to be sent only what changed. */
   digest_epoch?: string;
   digest_version?: number;
@@ -172,6 +176,6 @@ export function buildReport(node: ReportSource, held?: HeldDigests, member?: str
     });
   }
   const digests = book ? { digest_epoch: book.epoch, digest_version: book.version } : {};
-  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliasVersion, ...(node.keyVersion !== undefined ? { key_version: node.keyVersion } : {}), ...digests, models, ...(node.lifecycle ? { memory: node.lifecycle.memory() } : {}) };
+  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliasVersion, ...(node.keyVersion !== undefined ? { key_version: node.keyVersion, key_digest: node.keyDigest } : {}), ...digests, models, ...(node.lifecycle ? { memory: node.lifecycle.memory() } : {}) };
 }
 

@@ -46,14 +46,33 @@ export async function call<T>(base: string, method: 'GET' | 'PUT' | 'DELETE' | '
   return doc as T;
 }
 
-/** Rows as left-aligned columns separated by two spaces; the first row is the header. */
-export function formatTable(rows: string[][]): string {
-  const widths: number[] = [];
-  for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
-  return rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]))).join('  ')).join('\n') + '\n';
+/** Control characters: C0, DEL and C1. Line feeds and tabs are kept where text runs over lines (`printable`). */
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
+const CONTROL_BUT_LINES = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+const escaped = (c: string) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`;
+
+/**
+ * Text from a node (model names a client chose, key names, error messages)
+ * as it may reach an operator's terminal: every control character written
+ * as `\xHH`, so none moves the cursor, recolours, retitles or writes the
+ * clipboard (OSC 52) (issue 46: a user key's model name with escapes forged
+ * rows in `viiwork top`). `lines`: keep line feeds and tabs (a whole
+ * screen); a table cell keeps none.
+ */
+export function printable(text: string, lines = true): string {
+  return text.replace(lines ? CONTROL_BUT_LINES : CONTROL, escaped);
 }
 
-export const out = (text: string) => process.stdout.write(text);
+/** Rows as left-aligned columns separated by two spaces; the first row is the header. Cells are made printable. */
+export function formatTable(rows: string[][]): string {
+  const safe = rows.map((row) => row.map((cell) => printable(cell, false)));
+  const widths: number[] = [];
+  for (const row of safe) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
+  return safe.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]))).join('  ')).join('\n') + '\n';
+}
+
+/** Standard output for every CLI view: printable, whatever a node sent (JSON.stringify leaves DEL and C1 raw). */
+export const out = (text: string) => process.stdout.write(printable(text));
 
 /** Run one command's body; a failure prints `viiwork: <message>` and sets exit status 1. */
 export function run<A extends unknown[]>(fn: (...args: A) => Promise<void>): (...args: A) => Promise<void> {
@@ -61,7 +80,7 @@ export function run<A extends unknown[]>(fn: (...args: A) => Promise<void>): (..
     try {
       await fn(...args);
     } catch (err) {
-      process.stderr.write(`viiwork: ${(err as Error).message}\n`);
+      process.stderr.write(`viiwork: ${printable((err as Error).message)}\n`);
       process.exitCode = 1;
     }
   };

@@ -6,7 +6,7 @@
  */
 import type { DecisionRecord } from '../dispatch/decisions.ts';
 import type { HistoryDoc } from '../history/store.ts';
-import { call, formatTable } from './node-client.ts';
+import { call, formatTable, printable } from './node-client.ts';
 import { CLI_SERIES, historyRows } from './sparkline.ts';
 
 interface FleetHost {
@@ -45,7 +45,7 @@ export function topScreen(url: string, fleet: Fleet, history: HistoryDoc, decisi
   });
   const recent = decisions.slice(-RECENT).reverse().map((d) => [new Date(d.at).toISOString().slice(11, 19), d.entry, d.executor ?? '-', d.model, d.route, d.ttft_ms === null ? '-' : `${d.ttft_ms} ms`, d.outcome]);
   return [
-    `viiwork top — ${fleet.node} at ${url} — ${new Date(now).toISOString().slice(11, 19)} UTC — q to quit`,
+    printable(`viiwork top — ${fleet.node} at ${url} — ${new Date(now).toISOString().slice(11, 19)} UTC — q to quit`, false),
     '',
     formatTable([['HOST', 'BUSY', 'QUEUED', 'REPORT', 'REQ/S (15 MIN)', 'TTFT P95 (15 MIN)', 'MODELS'], ...rows]),
     'RECENT REQUESTS (this node)',
@@ -83,7 +83,7 @@ export async function top(opts: { url: string; interval: string }): Promise<void
       seen = [...seen, ...feed.data.filter((d) => !d.lifecycle)].slice(-RECENT);
       screen = topScreen(opts.url, fleet, history, seen, Date.now());
     } catch (err) {
-      screen = `viiwork top — ${opts.url} — ${(err as Error).message}\n`;
+      screen = `${printable(`viiwork top — ${opts.url} — ${(err as Error).message}`, false)}\n`;
     }
     // In place: home, the screen with each line cleared to its end, then clear below.
     process.stdout.write(tty ? `\x1b[H${screen.replace(/\n/g, '\x1b[K\n')}\x1b[J` : `${screen}\n`);

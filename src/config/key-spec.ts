@@ -125,10 +125,45 @@ export function parseKeyValue(raw: unknown): KeyValue | undefined {
   return problems.length ? undefined : (value as KeyValue);
 }
 
-/** `*` and `?` globs; everything else literal. */
+/**
+ * `*` and `?` globs; everything else literal. A key holder chooses both the
+ * glob (its own scope) and the name, so the match must stay linear in the
+ * name whatever the glob: a RegExp built from the glob backtracks (issue 46:
+ * `*a*a…*b` against 255 `a`s froze a node for minutes). The glob is cut at
+ * its stars; the pieces between them are found leftmost in turn, which is
+ * exact for `*` (taking a piece's first place leaves the most room for the
+ * rest), so the work is at most name length × glob length, never exponential.
+ */
 export function globMatch(glob: string, name: string): boolean {
   if (glob === '*') return true;
   if (!/[*?]/.test(glob)) return glob === name;
-  const re = new RegExp(`^${glob.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.')}$`, 's');
-  return re.test(name);
+  const pieces = glob.split('*');
+  if (pieces.length === 1) return glob.length === name.length && pieceAt(glob, name, 0);
+  const first = pieces[0];
+  const last = pieces[pieces.length - 1];
+  const end = name.length - last.length;
+  if (first.length > end || !pieceAt(first, name, 0) || !pieceAt(last, name, end)) return false;
+  let from = first.length;
+  for (let i = 1; i < pieces.length - 1; i++) {
+    const piece = pieces[i];
+    const at = findPiece(piece, name, from, end);
+    if (at < 0) return false;
+    from = at + piece.length;
+  }
+  return true;
+}
+
+/** Does `piece` (literal but for `?`) match `name` at `at`? */
+function pieceAt(piece: string, name: string, at: number): boolean {
+  for (let i = 0; i < piece.length; i++) {
+    const c = piece.charCodeAt(i);
+    if (c !== 63 /* ? */ && c !== name.charCodeAt(at + i)) return false;
+  }
+  return true;
+}
+
+/** The first place at or after `from` where `piece` matches and ends by `end`, or -1. */
+function findPiece(piece: string, name: string, from: number, end: number): number {
+  for (let at = from; at + piece.length <= end; at++) if (pieceAt(piece, name, at)) return at;
+  return -1;
 }

@@ -80,6 +80,18 @@ export const reaches = (caller: Caller, need: Need): boolean => need !== 'admin'
 /** May the caller use this model or alias name? */
 export const allowsModel = (caller: Pick<Caller, 'models'>, name: string): boolean => caller.models.some((g) => globMatch(g, name));
 
+/**
+ * An alias as a scoped key sees it (SPEC 12: a user key learns nothing of
+ * models outside its scope): none unless its name and target are both in
+ * scope, and only the fallbacks in scope, the only ones it may run as
+ * (issue 46: fallbacks outside the scope were listed). Every place that
+ * shows or resolves an alias for a key goes through this.
+ */
+export function scopedAlias<A extends { target: string; fallbacks: readonly string[] }>(caller: Pick<Caller, 'models'>, name: string, alias: A): A | undefined {
+  if (!allowsModel(caller, name) || !allowsModel(caller, alias.target)) return undefined;
+  return alias.fallbacks.every((f) => allowsModel(caller, f)) ? alias : { ...alias, fallbacks: alias.fallbacks.filter((f) => allowsModel(caller, f)) };
+}
+
 /** The priority a request runs at: what it asked (header or body), never above its key's. */
 export function effectivePriority(caller: Caller | undefined, asked: Priority | undefined): Priority {
   const ceiling = caller?.priority ?? 'interactive';
@@ -93,12 +105,36 @@ export function effectivePriority(caller: Caller | undefined, asked: Priority | 
  */
 export class Keyring {
   readonly #local: Set<string>;
+  /** Key name -> what to call when it is revoked: the requests of that key still waiting for a slot. */
+  readonly #revocationWatch = new Map<string, Set<() => void>>();
 
   constructor(
     readonly table: KeyTable,
     plain: readonly string[],
   ) {
     this.#local = new Set(plain.map(sha256Hex));
+    table.onChange((changed) => {
+      for (const e of changed) {
+        const fns = e.value === null ? this.#revocationWatch.get(e.name) : undefined;
+        if (fns) for (const fn of [...fns]) fn();
+      }
+    });
+  }
+
+  /**
+   * Call `fn` when the table key `name` is revoked here (by this node or by
+   * gossip): a request admitted before its key was revoked is failed while it
+   * still waits (issue 46: a batch key's queued work ran for minutes after
+   * DELETE). Returns the way to stop watching.
+   */
+  onRevoked(name: string, fn: () => void): () => void {
+    let fns = this.#revocationWatch.get(name);
+    if (!fns) this.#revocationWatch.set(name, (fns = new Set()));
+    fns.add(fn);
+    return () => {
+      fns.delete(fn);
+      if (fns.size === 0 && this.#revocationWatch.get(name) === fns) this.#revocationWatch.delete(name);
+    };
   }
 
   get enabled(): boolean {

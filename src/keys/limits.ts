@@ -50,7 +50,9 @@ export function admit(limits: Limits, view: OwnerView, since: Since, tokens: num
     const spent = since[what];
     const left = limit - used;
     if (spent + need <= left / entries || (spent === 0 && need <= left)) continue;
-    return refuse(kind, minuteRetry(used + spent, need, limit), `${limit} ${what} per minute`);
+    // A request that holds more than the whole limit never fits: say what it holds and how to hold less.
+    const why = kind === 'tpm' && need > limit ? `; this request holds ${need} tokens, its prompt and the output it may write: set max_tokens to hold less` : '';
+    return refuse(kind, minuteRetry(used + spent, need, limit), `${limit} ${what} per minute${why}`);
   }
   const perDay = limits.tokens_per_day;
   if (perDay !== undefined) {
@@ -109,21 +111,32 @@ export function sumReports(reports: Iterable<{ totals: Totals; at: number }>, no
   return out;
 }
 
-/** The output held back at admission when a generation request sets no bound (settled from the engine's usage). */
-export const UNBOUNDED_OUTPUT_TOKENS = 256;
+/**
+ * The output held back when a generation request sets no bound and no host
+ * of its model reports a context (an `openai` engine without `context`):
+ * llama-server's old default context. With a context known, the hold is
+ * exact (`heldOutput`).
+ */
+export const UNBOUNDED_OUTPUT_TOKENS = 4096;
 
 /**
- * The output bound a request is held to at admission: its own, but no more
- * than the largest context of a host that serves its model (an engine
- * generates at most what its context holds, and agent clients ask for more:
- * Claude Code's 32,000 on a model of 8,192). `contexts`: the context
- * lengths of those hosts; none known leaves the bound as it is. Pure.
+ * The output bound a request is held to at admission (SPEC 12: tokens are
+ * held until the answer says what was used, so what is held must be at
+ * least what the engine may write). A bound of the body's own is capped at
+ * the largest context of a host that serves its model (an engine generates
+ * at most what its context holds, and agent clients ask for more: Claude
+ * Code's 32,000 on a model of 8,192). A request without a bound (most
+ * clients send none, and `max_tokens: 0` is none) may run to the end of the
+ * context: it holds the context less its prompt, so prompt and output
+ * together are held at the whole context (issue 46: holding 256 let a key
+ * spend 12 times its tpm). `contexts`: the context lengths of those hosts.
+ * Pure.
  */
-export function heldOutput(maxTokens: number | undefined, contexts: Iterable<number | undefined>): number | undefined {
-  if (maxTokens === undefined) return undefined;
+export function heldOutput(maxTokens: number | undefined, contexts: Iterable<number | undefined>, promptTokens = 0): number {
   let largest = 0;
   for (const c of contexts) if (c !== undefined && Number.isFinite(c) && c > largest) largest = c;
-  return largest > 0 ? Math.min(maxTokens, largest) : maxTokens;
+  if (maxTokens !== undefined) return largest > 0 ? Math.min(maxTokens, largest) : maxTokens;
+  return largest > 0 ? Math.max(0, largest - Math.max(0, promptTokens)) : UNBOUNDED_OUTPUT_TOKENS;
 }
 
 /**

@@ -8,6 +8,7 @@
  * table holds no secret, and a Map lookup on a digest tells a timing
  * observer nothing about the secret.
  */
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { checkKeyFields, type KeySpec, type KeyValue } from '../config/key-spec.ts';
@@ -15,6 +16,8 @@ import { encodeKeyChange, MAX_KEY_CHANGE_BYTES } from './codec.ts';
 import { compareKeyEntries, CONFIG_WRITER, KeyError, parseKeyEntry, type KeyEntry } from './types.ts';
 
 export const KEY_FILE = 'keys.json';
+/** How long merged changes wait to be written together. */
+const SAVE_COALESCE_MS = 200;
 
 export type KeyChangeListener = (changed: KeyEntry[], origin: 'local' | 'merge' | 'seed') => void;
 
@@ -32,6 +35,10 @@ export class KeyTable {
   readonly #log: (message: string) => void;
   readonly #now: () => number;
   #version = 0;
+  /** The digest of the entries, made on first read after a change. */
+  #digest: string | undefined;
+  /** A save of merged changes waiting (they are coalesced: a burst of gossip writes the file once). */
+  #saveTimer: NodeJS.Timeout | undefined;
 
   constructor(opts: { file?: string; log?: (message: string) => void; now?: () => number } = {}) {
     this.#file = opts.file;
@@ -49,6 +56,23 @@ export class KeyTable {
   /** The highest Lamport version in the table (`key_version` in /v1/capacity). */
   get version(): number {
     return this.#version;
+  }
+
+  /**
+   * What the table holds, as 16 hex digits of a SHA-256 over every entry,
+   * tombstones included (`key_digest` in /v1/capacity). The version alone
+   * cannot say it: two nodes written at once give their changes the same
+   * Lamport version (issue 46: three nodes at key_version 354 held 720, 420
+   * and 718 keys). Two tables with the same digest hold the same entries;
+   * members whose digests differ pull each other's table (keys/sync.ts).
+   */
+  get digest(): string {
+    if (this.#digest === undefined) {
+      const h = crypto.createHash('sha256');
+      for (const name of [...this.#entries.keys()].sort()) h.update(JSON.stringify(this.#entries.get(name))).update('\n');
+      this.#digest = h.digest('hex').slice(0, 16);
+    }
+    return this.#digest;
   }
 
   /** Does the table hold any entry, tombstones included? (An empty table gossips nothing: a mesh without keys is unchanged.) */
@@ -157,6 +181,7 @@ export class KeyTable {
     if (current && compareKeyEntries(e, current) <= 0) return false;
     if (current?.value && this.#byHash.get(current.value.sha256) === e.name) this.#byHash.delete(current.value.sha256);
     this.#entries.set(e.name, copy(e));
+    this.#digest = undefined;
     // Two names for one hash can only come from concurrent writes on two nodes: the lower name holds it, on every node.
     if (e.value) {
       const holder = this.#byHash.get(e.value.sha256);
@@ -167,7 +192,10 @@ export class KeyTable {
   }
 
   #changed(changed: KeyEntry[], origin: 'local' | 'merge' | 'seed'): void {
-    this.#save();
+    // A change written here is on disk before its answer; merged ones are in the mesh already, and a burst of them
+    // (a thousand keys gossiped) would rewrite the whole file once each.
+    if (origin === 'merge') this.#saveSoon();
+    else this.#save();
     for (const fn of this.#listeners) {
       try {
         fn(changed, origin);
@@ -196,7 +224,20 @@ export class KeyTable {
     if (skipped) this.#log(`keys: skipped ${skipped} malformed entr${skipped === 1 ? 'y' : 'ies'} in ${file}`);
   }
 
+  #saveSoon(): void {
+    if (!this.#file || this.#saveTimer) return;
+    this.#saveTimer = setTimeout(() => this.#save(), SAVE_COALESCE_MS);
+    this.#saveTimer.unref();
+  }
+
+  /** Write what a coalesced save still holds (at stop). */
+  flush(): void {
+    if (this.#saveTimer) this.#save();
+  }
+
   #save(): void {
+    clearTimeout(this.#saveTimer);
+    this.#saveTimer = undefined;
     if (!this.#file) return;
     const tmp = `${this.#file}.${process.pid}.tmp`;
     try {

@@ -7,6 +7,10 @@
 import { Agent } from 'undici';
 import { CapacityPoller, type PeerReport } from '../capacity/poller.ts';
 import type { PeerLink } from '../forward/send.ts';
+import { postToMember } from '../forward/member-call.ts';
+import { KEY_TABLE_PATH } from '../api/key-table.ts';
+import { KeySync } from '../keys/sync.ts';
+import type { KeyTable } from '../keys/table.ts';
 import type { MemberTable } from '../mesh/members.ts';
 import { Membership, type MembershipDeps } from '../mesh/membership.ts';
 import { memberHeaders } from '../security/headers.ts';
@@ -29,8 +33,8 @@ export interface PollDeps {
   routed(name: string, r: PeerReport | undefined): boolean;
   now(): number;
   log(msg: string): void;
-  /** A report came in. */
-  onReport(): void;
+  /** A report came in from member `name`. */
+  onReport(name: string, r: PeerReport): void;
 }
 
 export async function startMeshSide(membership: MembershipDeps, poll: PollDeps): Promise<MeshSide> {
@@ -50,7 +54,7 @@ export async function startMeshSide(membership: MembershipDeps, poll: PollDeps):
     localAddress: m.advertise,
     now: poll.now,
     log: poll.log,
-    onReport: () => poll.onReport(),
+    onReport: (name, r) => poll.onReport(name, r),
   });
   return { membership: m, peerAgent, poller };
 }
@@ -89,4 +93,17 @@ export function peerLink(o: {
       return o.agent();
     },
   };
+}
+
+/** The key table's anti-entropy (keys/sync.ts): a member's whole table, pulled over a signed member call. */
+export function keySyncOver(table: KeyTable, link: PeerLink, now: () => number): KeySync {
+  return new KeySync({
+    table,
+    now,
+    pull: async (host) => {
+      const r = await postToMember(link, host, KEY_TABLE_PATH, {}, 5000);
+      const entries = r.status === 200 ? (r.body as { entries?: unknown } | undefined)?.entries : undefined;
+      return Array.isArray(entries) ? entries : undefined;
+    },
+  });
 }

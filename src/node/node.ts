@@ -19,10 +19,9 @@ import { buildReport, type CapacityReport } from '../capacity/report.ts';
 import { readClientKeys } from '../config/keys.ts';
 import { Keyring } from '../keys/access.ts';
 import { KeyTable } from '../keys/table.ts';
-import { Limiter } from '../keys/limiter.ts';
+import type { Limiter } from '../keys/limiter.ts';
 import { UsageBook, type ServedRecord, type UsageRow } from '../keys/usage.ts';
-import { limitOwners, meshUsage, recordUsage, settleServed } from './usage-side.ts';
-import { postToMember } from '../forward/member-call.ts';
+import { limiterOver, meshUsage, recordUsage, settleServed } from './usage-side.ts';
 import { findsNoMembers, type Config } from '../config/schema.ts';
 import { DecisionFeed } from '../dispatch/decisions.ts';
 import { TimelineBook, type TimelineDoc } from '../dispatch/timeline.ts';
@@ -65,7 +64,8 @@ import { memberHeaders } from '../security/headers.ts';
 import { loadMeshMode, type MeshMode } from '../security/secret.ts';
 import { EMPTY_BODY_SHA256 } from '../security/signing.ts';
 import { VERSION } from '../version.ts';
-import { peerLink, pollMembers, startMeshSide } from './mesh-side.ts';
+import { keySyncOver, peerLink, pollMembers, startMeshSide } from './mesh-side.ts';
+import type { KeySync } from '../keys/sync.ts';
 import { dispatchPorts, reportSource } from './ports.ts';
 import { OpenBodies } from '../http/open-bodies.ts';
 import { aliasReach, localView, peerViews } from './views.ts';
@@ -151,6 +151,8 @@ export class ViiworkNode implements ApiNode {
   readonly #releaseWaits: ReleaseWaits;
   /** Calls to members: forwards, load and unload asks. */
   readonly #peers: PeerLink;
+  /** Pulls a member's key table when its key_digest is not ours (keys/sync.ts). */
+  readonly #keySync: KeySync;
   readonly #onFatal: (message: string) => void;
   /** api.* and routing.* need a restart to change (reload applies models and aliases only): read once. */
   readonly #limits: RequestLimits;
@@ -294,17 +296,8 @@ export class ViiworkNode implements ApiNode {
     // A keys file seeds the table (names the mesh has never seen); the table kept in state_dir and the mesh win.
     this.keys = new Keyring(KeyTable.load(config.node.state_dir, { log: (msg) => this.log.warn(msg), now: this.now }), keys.keys);
     this.keys.table.seed(keys.table);
-    this.limiter = new Limiter({
-      self: this.name,
-      now: this.now,
-      alive: () => limitOwners(this.name, this.members.peers()),
-      send: async (host, reports) => {
-        const r = await postToMember(this.#peers, host, '/v1/limits', { reports }, 1000);
-        return r.status === 200 ? (r.body as { views?: Record<string, never> }).views : undefined;
-      },
-      stateDir: config.node.state_dir,
-      log: (msg) => this.log.warn(msg),
-    });
+    this.#keySync = keySyncOver(this.keys.table, this.#peers, this.now);
+    this.limiter = limiterOver(this.name, this.members, this.#peers, this.now, config.node.state_dir, (msg) => this.log.warn(msg));
     this.usage = UsageBook.load(this.name, this.now, config.node.state_dir, (msg) => this.log.warn(msg));
     hideFromEngines(config.api.keys_env);
     for (const m of config.models) if (m.api_key_env) hideFromEngines(m.api_key_env);
@@ -509,10 +502,11 @@ export class ViiworkNode implements ApiNode {
         routed: (name, r) => this.#interest.routesTo(name, r),
         now: this.now,
         log: (msg) => this.log.info(msg),
-        onReport: () => {
+        onReport: (name, r) => {
           this.forwards.prune((host) => this.poller?.get(host)?.polledAt);
           this.queues.pumpAll();
           this.#interest.hurry();
+          this.#keySync.seen(name, r.report.key_digest);
         },
       },
     );
@@ -557,6 +551,7 @@ export class ViiworkNode implements ApiNode {
     this.budget.stop();
     this.limiter.stop();
     this.usage.save();
+    this.keys.table.flush();
     // Hashing stops now; a fetched file's flush is waited for beside the rest of the stop, not before it.
     const files = this.fileIndex.stop();
     await this.poller?.stop();

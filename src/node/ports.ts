@@ -154,6 +154,9 @@ export function reportSource(n: ReportParts, files: Pick<ModelFilePolicy, 'fileO
     get keyVersion() {
       return n.keys.table.empty ? undefined : n.keys.table.version;
     },
+    get keyDigest() {
+      return n.keys.table.empty ? undefined : n.keys.table.digest;
+    },
     cache: n.cacheBook,
     heldBack: (model, slots) => n.reserve.published(model, slots),
     fileOf: (model) => files.fileOf(model),

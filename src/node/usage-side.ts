@@ -7,7 +7,8 @@ import type { RoutedRequest } from '../dispatch/types.ts';
 import type { ServedUsage } from '../dispatch/ports.ts';
 import { postToMember, type MemberLink } from '../forward/member-call.ts';
 import type { Keyring } from '../keys/access.ts';
-import type { Limiter } from '../keys/limiter.ts';
+import { Limiter } from '../keys/limiter.ts';
+import { LIMITS_PATH } from '../api/limits.ts';
 import { admissionTokens } from '../keys/limits.ts';
 import { mergeRows, parseRows, type ServedRecord, type UsageBook, type UsageRow } from '../keys/usage.ts';
 import { isPeer, type MemberInfo, type MemberTable } from '../mesh/members.ts';
@@ -30,6 +31,21 @@ export interface UsageSide {
  */
 export function limitOwners(self: string, peers: readonly Pick<MemberInfo, 'name' | 'state' | 'role'>[]): string[] {
   return [self, ...peers.filter(isPeer).map((m) => m.name)];
+}
+
+/** The key limits' half on this node (keys/limiter.ts): owners among this node and its peers, reports over signed member calls. */
+export function limiterOver(self: string, members: MemberTable, link: MemberLink, now: () => number, stateDir: string, log: (msg: string) => void): Limiter {
+  return new Limiter({
+    self,
+    now,
+    alive: () => limitOwners(self, members.peers()),
+    send: async (host, reports) => {
+      const r = await postToMember(link, host, LIMITS_PATH, { reports }, 1000);
+      return r.status === 200 ? (r.body as { views?: Record<string, never> }).views : undefined;
+    },
+    stateDir,
+    log,
+  });
 }
 
 /** One request's usage here: the hourly rollups and the per-key metrics. */

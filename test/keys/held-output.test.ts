@@ -28,12 +28,18 @@ const AGENT_MAX_TOKENS = 32000;
 const TPM2 = 18_500;
 
 describe('held-back output (pure)', () => {
-  it('is the bound, capped at the largest context known; no bound or no context known leaves it as it is', () => {
+  it('is the bound, capped at the largest context known; no context known leaves a bound as it is', () => {
     assert.equal(heldOutput(32000, [4096, 8192, undefined]), 8192);
     assert.equal(heldOutput(1000, [4096]), 1000);
     assert.equal(heldOutput(32000, []), 32000);
     assert.equal(heldOutput(32000, [undefined, Infinity, 0]), 32000);
-    assert.equal(heldOutput(undefined, [4096]), undefined);
+  });
+  it('without a bound, the rest of the largest context, so prompt and output are held at the whole context (issue 46)', () => {
+    assert.equal(heldOutput(undefined, [4096]), 4096);
+    assert.equal(heldOutput(undefined, [2048, 8192], 1000), 7192);
+    assert.equal(heldOutput(undefined, [2048], 5000), 0);
+    // No context known: llama-server's old default context, not the 256 that let a key spend 12 times its tpm.
+    assert.equal(heldOutput(undefined, []), 4096);
   });
 });
 

@@ -225,9 +225,18 @@ describe('the key table over three secured nodes', () => {
     assert.equal(own.status, 200);
     assert.ok(own.json.rows.length > 0 && own.json.rows.every((r: any) => r.key === 'alice'));
     assert.equal((await call(`${c.url}/v1/usage?key=bob`, 'GET', auth(alice))).json.error.code, 'insufficient_scope');
-    const metrics = await (await request(`${c.url}/metrics`)).body.text();
+    // Per-key series in /metrics follow the usage rules (issue 46): every key's to an admin, one's own to a user key,
+    // none to a scraper without a key (the page itself is open while api.protect_ops is off).
+    const scrape = async (headers: Record<string, string> = {}) => (await request(`${c.url}/metrics`, { headers })).body.text();
+    const metrics = await scrape(auth(ADMIN));
     assert.match(metrics, /viiwork_key_tokens_total\{key="alice",model="qwen-big",kind="completion"\} \d+/);
     assert.match(metrics, /viiwork_key_requests_total\{key="alice",model="qwen-big",outcome="ok"\} \d+/);
+    const open = await scrape();
+    assert.match(open, /viiwork_requests_total|viiwork_members/, 'the rest of /metrics is still open');
+    assert.doesNotMatch(open, /^viiwork_key_\w+\{/m, 'no key series without a key');
+    const alices = await scrape(auth(alice));
+    assert.match(alices, /viiwork_key_requests_total\{key="alice",model="qwen-big",outcome="ok"\} \d+/);
+    assert.doesNotMatch(alices, /^viiwork_key_\w+\{key="(?!alice")/m, 'no other key\'s series to alice');
     // C restarts with its state_dir: its hours are still there, and it still knows the keys.
     await c.stop();
     c = nodes[2] = await startMeshNode({ ...cSpec, stateDir: c.stateDir });

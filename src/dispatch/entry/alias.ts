@@ -1,5 +1,6 @@
 /** Alias resolution at the entry node (SPEC section 9, "Aliases"): once, before routing. */
 import { resolveAlias, type AliasLookup } from '../../aliases/resolve.ts';
+import { scopedAlias, type Caller } from '../../keys/access.ts';
 import { errors } from '../../http/errors.ts';
 import { hostDoes } from '../../route/eligibility.ts';
 import type { HostView } from '../../route/types.ts';
@@ -23,4 +24,20 @@ export function resolveModelName(aliases: AliasLookup, name: string, workload: s
   if (r.kind === 'model') return undefined;
   if (r.kind === 'unserved') throw errors.aliasUnserved(r.alias);
   return r.model;
+}
+
+/**
+ * The aliases a request may resolve through: all of them without a key; for
+ * a key, each as its scope shows it (`scopedAlias`). An alias whose target is
+ * outside the scope is no alias to that key: the name is routed as a model,
+ * and answers 404 as any name nobody serves, so the key learns nothing of it.
+ */
+export function aliasesOf(aliases: AliasLookup, caller: Pick<Caller, 'models'> | undefined): AliasLookup {
+  if (!caller) return aliases;
+  return {
+    get: (name) => {
+      const a = aliases.get(name);
+      return a && scopedAlias(caller, name, a);
+    },
+  };
 }

@@ -32,7 +32,7 @@ import type { DispatchPorts } from '../ports.ts';
 import { candidatesFor, checkServable, failureError } from '../servable.ts';
 import { meshHeaders, newTrace, recordRequest, type ResponseMeta, type Trace } from '../trace.ts';
 import type { DispatchRequest, Reservation, Routed, RoutedRequest, RunOutcome } from '../types.ts';
-import { resolveModelName } from './alias.ts';
+import { aliasesOf, resolveModelName } from './alias.ts';
 import { flowOf } from './flow.ts';
 import { prefixKeyOf } from './prefix.ts';
 import { RecentRoutes } from './recent-routes.ts';
@@ -145,7 +145,7 @@ export class Entry {
   /** What routing learns of the request: its model (an alias resolved), and for scored work one bounded walk of the prompt. */
   #route(req: DispatchRequest, hosts: readonly HostView[]): Routed {
     const workload = req.endpoint.workload;
-    const resolved = resolveModelName(this.p.aliases, req.model, workload, hosts);
+    const resolved = resolveModelName(aliasesOf(this.p.aliases, req.caller), req.model, workload, hosts);
     // SPEC section 12: an alias cannot take a key to a model outside its scope.
     if (resolved !== undefined && req.caller && !allowsModel(req.caller, resolved)) throw errors.modelNotAllowed(req.caller.name, resolved);
     const named = resolved !== undefined ? { model: resolved, alias: req.model, workload } : { model: req.model, workload };
@@ -273,7 +273,7 @@ export class Entry {
   #known(req: DispatchRequest, hosts: readonly HostView[]): boolean {
     try {
       const workload = req.endpoint.workload;
-      const r = { model: resolveModelName(this.p.aliases, req.model, workload, hosts) ?? req.model, workload, pin: req.pin };
+      const r = { model: resolveModelName(aliasesOf(this.p.aliases, req.caller), req.model, workload, hosts) ?? req.model, workload, pin: req.pin };
       checkServable(r, hosts, candidatesFor(this.p, r, hosts));
       return true;
     } catch {
