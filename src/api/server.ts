@@ -294,7 +294,9 @@ function scopedModels(node: ApiNode, caller: Caller | undefined): { object: stri
 
 /**
  * GET /v1/models/{id}: one entry of /v1/models as the caller's key sees it (a model or an alias; ids may contain
- * "/"), else 404: a model outside the key's scope answers as one that does not exist (issue 46).
+ * "/"), else 404. A name outside the key's scope is 403 `model_not_allowed` whether or not it exists, as on the
+ * inference paths, and so is an alias whose target is outside it: the answer tells nothing of what is outside the
+ * scope (issue 46: 403 for a model that existed, 404 for one that did not).
  */
 function oneModel(node: ApiNode, res: http.ServerResponse, url: RequestUrl, caller: Caller | undefined): void {
   let id: string;
@@ -303,7 +305,9 @@ function oneModel(node: ApiNode, res: http.ServerResponse, url: RequestUrl, call
   } catch {
     throw errors.unknownModel(url.pathname.slice('/v1/models/'.length, 200));
   }
+  if (caller && !allowsModel(caller, id)) throw errors.modelNotAllowed(caller.name, id);
   const entry = scopedModels(node, caller).data.find((m) => m.id === id);
+  if (!entry && caller && node.aliases.get(id)) throw errors.modelNotAllowed(caller.name, id);
   if (!entry) throw errors.unknownModel(id.slice(0, 200));
   sendJson(res, 200, entry);
 }

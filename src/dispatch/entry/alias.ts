@@ -28,16 +28,20 @@ export function resolveModelName(aliases: AliasLookup, name: string, workload: s
 
 /**
  * The aliases a request may resolve through: all of them without a key; for
- * a key, each as its scope shows it (`scopedAlias`). An alias whose target is
- * outside the scope is no alias to that key: the name is routed as a model,
- * and answers 404 as any name nobody serves, so the key learns nothing of it.
+ * a key, only the fallbacks in its scope (a fallback outside it is never run
+ * for it, nor named to it). An alias whose target is outside the scope is
+ * refused with 403 naming the alias, never the target, whether the target is
+ * served or not (a 503 would tell its state).
  */
-export function aliasesOf(aliases: AliasLookup, caller: Pick<Caller, 'models'> | undefined): AliasLookup {
+export function aliasesOf(aliases: AliasLookup, caller: Pick<Caller, 'models' | 'name'> | undefined): AliasLookup {
   if (!caller) return aliases;
   return {
     get: (name) => {
       const a = aliases.get(name);
-      return a && scopedAlias(caller, name, a);
+      if (!a) return undefined;
+      const seen = scopedAlias(caller, name, a);
+      if (!seen) throw errors.modelNotAllowed(caller.name, name);
+      return seen;
     },
   };
 }

@@ -146,8 +146,9 @@ export class Entry {
   #route(req: DispatchRequest, hosts: readonly HostView[]): Routed {
     const workload = req.endpoint.workload;
     const resolved = resolveModelName(aliasesOf(this.p.aliases, req.caller), req.model, workload, hosts);
-    // SPEC section 12: an alias cannot take a key to a model outside its scope.
-    if (resolved !== undefined && req.caller && !allowsModel(req.caller, resolved)) throw errors.modelNotAllowed(req.caller.name, resolved);
+    // SPEC section 12: an alias cannot take a key to a model outside its scope. The refusal names the alias the
+    // client sent, never the target it may not know of (issue 46).
+    if (resolved !== undefined && req.caller && !allowsModel(req.caller, resolved)) throw errors.modelNotAllowed(req.caller.name, req.model);
     const named = resolved !== undefined ? { model: resolved, alias: req.model, workload } : { model: req.model, workload };
     if (!req.scan || !isScoredWorkload(workload)) return named;
     // One bounded walk gives the chain pricing uses and the prefix key.
