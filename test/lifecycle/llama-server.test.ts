@@ -3,7 +3,8 @@
  * project's tiny GGUF files: a request for an unloaded model is answered after
  * the real load, idle unload stops the process (its pid gone), LRU unloading
  * makes room for a second model on a budget for one, and `memory: auto` comes
- * from the file's metadata. Skips with a message when the binary is absent.
+ * from the file's metadata. Skips with a message when the engine is absent
+ * (test/helpers/engine.ts; fails under CI).
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -13,10 +14,9 @@ import { ggufMemory } from '../../src/lifecycle/memory.ts';
 import { startNode, tempDir, type TestNode } from '../helpers/node.ts';
 import { waitFor } from '../fakes/wait.ts';
 import { writeTinyGguf } from '../fakes/tiny-gguf.ts';
+import { realLlamaServer } from '../helpers/engine.ts';
 
-const BINARY = process.env.VIIWORK_LLAMA_SERVER ?? path.resolve('../shared/engines/llama-server-b4748/llama-server');
-const present = fs.existsSync(BINARY);
-const skip = present ? false : `the real llama-server is not at ${BINARY} (set VIIWORK_LLAMA_SERVER)`;
+const { binary: BINARY, skip } = realLlamaServer();
 const MIB = 1024 * 1024;
 
 function alive(pid: number): boolean {
