@@ -22,7 +22,7 @@ const GREEDY = { temperature: 0 } as {};
 
 const { binary: BINARY, skip: absent } = realLlamaServer();
 
-describe('the Messages API on the real llama-server (b4748, tiny GGUF)', { skip: absent }, () => {
+describe('the Messages API on the real llama-server (tiny GGUF)', { skip: absent }, () => {
   let t: TestNode;
   let client: Anthropic;
   before(async () => {
