@@ -186,7 +186,7 @@ async function main() {
     if (!(e.code === 'ENOTEMPTY' || e.code === 'EEXIST') || !cachedLlamaServer()) { cleanup(); throw e; }
   }
   cleanup();
-  say(`built in ${seconds} s`);
+  process.stderr.write(`[engine] built in ${seconds} s\n`);
   process.stdout.write(`${enginePaths(dest).llamaServer}\n`);
 }
 
