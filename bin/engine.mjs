@@ -95,11 +95,16 @@ function sweepStale(root) {
   }
 }
 
+// The command running now, so a signal can stop its whole process group (make and its compilers) before the cleanup.
+let current;
+
 /** Runs a command with its output streamed to stderr and appended to the build log; resolves on success. */
 function run(cmd, args, log, opts = {}) {
   return new Promise((resolve, reject) => {
     fs.appendFileSync(log, `\n$ ${cmd} ${args.join(' ')}\n`);
-    const child = spawn(cmd, args, { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(cmd, args, { ...opts, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    current = child;
+    child.on('exit', () => { if (current === child) current = undefined; });
     const out = fs.openSync(log, 'a');
     const tee = (chunk) => { process.stderr.write(chunk); fs.writeSync(out, chunk); };
     child.stdout.on('data', tee);
@@ -134,9 +139,18 @@ async function main() {
   const tmp = path.join(root, `.tmp-${key}-${process.pid}`);
   fs.rmSync(tmp, { recursive: true, force: true });
   fs.mkdirSync(tmp);
-  const cleanup = () => fs.rmSync(tmp, { recursive: true, force: true });
+  const cleanup = () => fs.rmSync(tmp, { recursive: true, force: true, maxRetries: 5 });
+  // Interrupted: stop the compilers first (they would keep writing into the
+  // directory being removed), then remove the temporary build; the cache
+  // itself was never touched.
   for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
-    process.on(sig, () => { cleanup(); process.exit(130); });
+    process.on(sig, () => {
+      const child = current;
+      const finish = () => { cleanup(); process.stderr.write(`[engine] interrupted (${sig}); nothing was cached\n`); process.exit(130); };
+      if (!child) return finish();
+      child.once('exit', finish);
+      try { process.kill(-child.pid, 'SIGTERM'); } catch { finish(); }
+    });
   }
 
   const log = path.join(tmp, 'build.log');
@@ -149,7 +163,7 @@ async function main() {
   say(`building llama-server and ggml-rpc-server from ${bundle}`);
   say(`into ${dest} (${jobs} jobs; about 8 minutes on 2 cores)`);
   try {
-    await run('git', ['clone', '--quiet', bundle, src], log);
+    await run('git', ['-c', 'advice.detachedHead=false', 'clone', '--quiet', bundle, src], log);
     say('configuring');
     await run('cmake', ['-S', src, '-B', build, ...cmakeFlags()], log);
     say('compiling');
