@@ -14,6 +14,7 @@ import { gguf } from '@huggingface/gguf';
 import { request } from 'undici';
 import { findExecutable } from '../config/executable.ts';
 import { MemoryBudget } from '../lifecycle/budget.ts';
+import { describeVersion, parseVersionOutput } from '../engines/llamacpp/version.ts';
 
 /** Engines that usually listen on these loopback ports. */
 export const KNOWN_PORTS: readonly { port: number; engine: string }[] = [
@@ -119,19 +120,22 @@ export async function probeLoopback(ports = KNOWN_PORTS, host = '127.0.0.1'): Pr
   return out.sort((a, b) => a.port - b.port);
 }
 
-/** llama-server on PATH and its build (`--version` prints "version: 4748 (c392e50)"). */
-export async function findLlamaServer(pathVar = process.env.PATH ?? ''): Promise<{ path: string; build?: string } | undefined> {
+/**
+ * llama-server on PATH and its version, in either format `--version` prints
+ * ("version: 4748 (c392e50)", "version: 0.5.0-dev (build 1, commit de3ff81)").
+ */
+export async function findLlamaServer(pathVar = process.env.PATH ?? ''): Promise<{ path: string; version?: string } | undefined> {
   const found = findExecutable('llama-server', pathVar, process.cwd());
   if (!found.ok) return undefined;
   const text = await new Promise<string>((resolve) =>
     execFile(found.path, ['--version'], { timeout: 5000 }, (_err, stdout, stderr) => resolve(`${stdout}\n${stderr}`)),
   );
-  const m = /version:\s*(\d+)\s*\(([0-9a-f]+)\)/.exec(text);
-  return { path: found.path, build: m ? `b${m[1]}-${m[2]}` : undefined };
+  const v = parseVersionOutput(text);
+  return { path: found.path, version: v ? describeVersion(v) : undefined };
 }
 
 export interface Discovery {
-  llamaServer?: { path: string; build?: string };
+  llamaServer?: { path: string; version?: string };
   ggufs: GgufFound[];
   engines: ListeningEngine[];
   budget: { bytes: number; source: string };
@@ -144,7 +148,7 @@ export interface Discovery {
 export async function discover(opts: { modelsDir?: string; pathVar?: string; ports?: typeof KNOWN_PORTS } = {}): Promise<Discovery> {
   const notes: string[] = [];
   const llamaServer = await findLlamaServer(opts.pathVar);
-  notes.push(llamaServer ? `llama-server: ${llamaServer.path}${llamaServer.build ? ` (build ${llamaServer.build})` : ''}` : 'llama-server: not on PATH; GGUF files become embedded entries (node-llama-cpp)');
+  notes.push(llamaServer ? `llama-server: ${llamaServer.path}${llamaServer.version ? ` (${llamaServer.version})` : ''}` : 'llama-server: not on PATH; GGUF files become embedded entries (node-llama-cpp)');
   const files = [...new Set(modelDirs(opts.modelsDir).flatMap((d) => findGgufs(d)))];
   const ggufs: GgufFound[] = [];
   const names = new Set<string>();

@@ -5,6 +5,7 @@
  * and a non-overlapping periodic ticker.
  */
 import { Agent, request } from 'undici';
+import { parseBuildInfo } from './llamacpp/version.ts';
 
 /** What one probe found. */
 export type ProbeOutcome =
@@ -108,7 +109,7 @@ export function describeOutcome(path: string, o: ProbeOutcome): string {
 export interface EngineProps {
   /** `build_info` verbatim, e.g. "b4500-abcdef". */
   buildInfo: string | undefined;
-  /** The build number in it (4500), for version gates. */
+  /** The build number in it (4500), for version gates; undefined when unknown or squashed (parseBuildNumber). */
   buildNumber: number | undefined;
   /** `total_slots` (the engine's --parallel). */
   totalSlots: number | undefined;
@@ -116,10 +117,13 @@ export interface EngineProps {
   raw: Record<string, unknown>;
 }
 
-/** "b4500-abcdef" → 4500; undefined when it is not llama.cpp's "b<number>" form. */
+/**
+ * "b4500-abcdef" → 4500; undefined when it is not llama.cpp's "b<number>"
+ * form, or when the number means nothing: "b1-de3ff81" (a squashed source)
+ * and "b0-…" (built without git) are unknown builds, not old ones.
+ */
 export function parseBuildNumber(buildInfo: string | undefined): number | undefined {
-  const m = /^b(\d+)(?:\b|-|$)/.exec(buildInfo ?? '');
-  return m ? Number(m[1]) : undefined;
+  return parseBuildInfo(buildInfo)?.build;
 }
 
 /** GET /props; undefined when the engine has none (404) or does not answer JSON. Never throws. */

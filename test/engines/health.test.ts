@@ -10,6 +10,9 @@ describe('health helpers', () => {
     assert.equal(parseBuildNumber('b4500-abcdef'), 4500);
     assert.equal(parseBuildNumber('b6000'), 6000);
     assert.equal(parseBuildNumber('v1.2.3'), undefined);
+    // A squashed source (node-llama-cpp's bundle) and a git-less build: unknown, not build 1 or 0.
+    assert.equal(parseBuildNumber('b1-de3ff81'), undefined);
+    assert.equal(parseBuildNumber('b0-unknown'), undefined);
     assert.equal(parseBuildNumber(undefined), undefined);
   });
 

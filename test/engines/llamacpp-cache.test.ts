@@ -6,8 +6,8 @@
  * 1-slot backend: predicted and reported cold. Build 4748 reports neither
  * `cached_tokens` nor `cache_n`: the count is prompt tokens − `timings.prompt_n`.
  *
- * Runs when the binary exists (VIIWORK_LLAMA_SERVER, else
- * ../shared/engines/llama-server-b4748/llama-server); skips with a message otherwise.
+ * Runs against the engine test/helpers/engine.ts finds (VIIWORK_LLAMA_SERVER,
+ * else `npm run engine`'s build); skips with a message otherwise, fails under CI.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -17,10 +17,9 @@ import { request } from 'undici';
 import { writeTinyGguf } from '../fakes/tiny-gguf.ts';
 import { waitFor } from '../fakes/wait.ts';
 import { startNode, tempDir, type TestNode } from '../helpers/node.ts';
+import { realLlamaServer } from '../helpers/engine.ts';
 
-const BINARY = process.env.VIIWORK_LLAMA_SERVER ?? path.resolve('../shared/engines/llama-server-b4748/llama-server');
-const present = fs.existsSync(BINARY);
-if (!present) console.log(`# skipping the real llama-server tests: no ${BINARY} (set VIIWORK_LLAMA_SERVER)`);
+const { binary: BINARY, skip } = realLlamaServer();
 
 const SYSTEM = 'You answer questions about the weather, briefly and plainly.';
 
@@ -44,7 +43,7 @@ interface Turn {
   predicted: number | null;
 }
 
-describe('the slot model against the real llama-server', { skip: !present && `no llama-server at ${BINARY}` }, () => {
+describe('the slot model against the real llama-server', { skip }, () => {
   let t: TestNode;
   let seen = 0;
   before(async () => {
@@ -115,7 +114,7 @@ describe('the slot model against the real llama-server', { skip: !present && `no
  * this prompt continues, else an empty one before a live conversation's)
  * keeps each in its own slot, and the engine's own counts show both warm.
  */
-describe('the node’s slot choice against the real llama-server (2 slots)', { skip: !present && `no llama-server at ${BINARY}` }, () => {
+describe('the node’s slot choice against the real llama-server (2 slots)', { skip }, () => {
   let t: TestNode;
   before(async () => {
     const dir = tempDir('viiwork-llama-slots-');

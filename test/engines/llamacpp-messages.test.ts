@@ -2,8 +2,8 @@
  * Issue 18, item 6: the Messages API translated for the real llama-server
  * (llama.cpp build 4748, CPU) running the project's tiny GGUF, streamed and
  * not, through the Anthropic SDK; count_tokens counted by that server's own
- * /tokenize. Skips with a message when the binary is absent (it lives in
- * ../shared/engines, or wherever VIIWORK_LLAMA_SERVER points).
+ * /tokenize. Skips with a message when the engine is absent (`npm run engine`
+ * builds it, or VIIWORK_LLAMA_SERVER names one; test/helpers/engine.ts).
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -15,14 +15,14 @@ import { countText, messagesToChat } from '../../src/messages/index.ts';
 import { waitFor } from '../fakes/wait.ts';
 import { writeTinyGguf } from '../fakes/tiny-gguf.ts';
 import { startNode, tempDir, type TestNode } from '../helpers/node.ts';
+import { realLlamaServer } from '../helpers/engine.ts';
 
 /** Greedy sampling, so the tiny model's output is the same every run (this SDK's types have no `temperature`; the API and our translation take it). */
 const GREEDY = { temperature: 0 } as {};
 
-const BINARY = process.env.VIIWORK_LLAMA_SERVER ?? path.resolve('../shared/engines/llama-server-b4748/llama-server');
-const absent = fs.existsSync(BINARY) ? undefined : `no llama-server at ${BINARY} (set VIIWORK_LLAMA_SERVER)`;
+const { binary: BINARY, skip: absent } = realLlamaServer();
 
-describe('the Messages API on the real llama-server (b4748, tiny GGUF)', { skip: absent }, () => {
+describe('the Messages API on the real llama-server (tiny GGUF)', { skip: absent }, () => {
   let t: TestNode;
   let client: Anthropic;
   before(async () => {

@@ -9,8 +9,8 @@
  * (cache-model.ts ReplyCredit), where the sim engine (test/api/
  * reply-prediction.test.ts) reuses all of it.
  *
- * Runs when the binary exists (VIIWORK_LLAMA_SERVER, else
- * ../shared/engines/llama-server-b4748/llama-server); skips otherwise.
+ * Runs against the engine test/helpers/engine.ts finds (VIIWORK_LLAMA_SERVER,
+ * else `npm run engine`'s build); skips otherwise, fails under CI.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -20,11 +20,11 @@ import { request } from 'undici';
 import { writeTinyGguf } from '../fakes/tiny-gguf.ts';
 import { waitFor } from '../fakes/wait.ts';
 import { startNode, tempDir, type TestNode } from '../helpers/node.ts';
+import { realLlamaServer } from '../helpers/engine.ts';
 
-const BINARY = process.env.VIIWORK_LLAMA_SERVER ?? path.resolve('../shared/engines/llama-server-b4748/llama-server');
-const present = fs.existsSync(BINARY);
+const { binary: BINARY, skip } = realLlamaServer();
 
-describe('the reply in the record, against the real llama-server', { skip: !present && `no llama-server at ${BINARY}` }, () => {
+describe('the reply in the record, against the real llama-server', { skip }, () => {
   let t: TestNode;
   let seen = 0;
   before(async () => {

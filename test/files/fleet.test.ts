@@ -4,7 +4,7 @@
  * small to load it). A request entering fl-b is placed on fl-b or fl-c,
  * neither of which has the file: that host fetches it from fl-a, verifies
  * it, loads it with the real llama-server and answers; the fetched copy is
- * then published by that host too. Skips when the binary is absent.
+ * then published by that host too. Skips when the engine is absent (fails under CI).
  */
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
@@ -16,9 +16,9 @@ import { writeTinyGguf } from '../fakes/tiny-gguf.ts';
 import { waitFor } from '../fakes/wait.ts';
 import { getJson, startSeeded, stopAll, waitSeesFile, type MeshNode } from '../helpers/mesh.ts';
 import { tempDir } from '../helpers/node.ts';
+import { realLlamaServer } from '../helpers/engine.ts';
 
-const BINARY = process.env.VIIWORK_LLAMA_SERVER ?? path.resolve('../shared/engines/llama-server-b4748/llama-server');
-const skip = fs.existsSync(BINARY) ? false : `the real llama-server is not at ${BINARY} (set VIIWORK_LLAMA_SERVER)`;
+const { binary: BINARY, skip } = realLlamaServer();
 const IP = (n: number) => `127.0.142.${n}`;
 
 describe('a model file downloaded once per fleet', { skip }, () => {

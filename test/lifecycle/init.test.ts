@@ -15,10 +15,11 @@ import { parse } from 'yaml';
 import { describeGguf, modelName } from '../../src/cli/discover.ts';
 import { startNode, tempDir, type TestNode } from '../helpers/node.ts';
 import { writeTinyGguf } from '../fakes/tiny-gguf.ts';
+import { realLlamaServer } from '../helpers/engine.ts';
 
 const run = promisify(execFile);
 const BIN = path.resolve('bin/viiwork.js');
-const LLAMA = process.env.VIIWORK_LLAMA_SERVER ?? path.resolve('../shared/engines/llama-server-b4748/llama-server');
+const { binary: LLAMA, skip } = realLlamaServer();
 
 describe('describing a GGUF from its metadata', () => {
   it('names, context and workloads', () => {
@@ -32,7 +33,7 @@ describe('describing a GGUF from its metadata', () => {
   });
 });
 
-describe('viiwork init on a machine with GGUFs, llama-server and an engine on loopback', { skip: fs.existsSync(LLAMA) ? false : `no llama-server at ${LLAMA}` }, () => {
+describe('viiwork init on a machine with GGUFs, llama-server and an engine on loopback', { skip }, () => {
   const dir = tempDir('od-init');
   const models = path.join(dir, 'models');
   const bin = path.join(dir, 'bin');
@@ -64,7 +65,8 @@ describe('viiwork init on a machine with GGUFs, llama-server and an engine on lo
     const file = path.join(dir, 'viiwork.yaml');
     const env = { ...process.env, PATH: `${bin}:/usr/bin:/bin`, HOME: dir };
     const r = await run(process.execPath, [BIN, 'init', '-o', file, '--name', 'initbox', '--open', '--models', models], { env });
-    assert.match(r.stdout, /llama-server: .*llama-server \(build b4748-/);
+    // Either format llama-server prints: "(build b4748-c392e50)" or "(version 0.5.0-dev, commit de3ff81)".
+    assert.match(r.stdout, /llama-server: .*llama-server \((build b\d+-[0-9a-f]+|version \d+\.\d+\S*(, build \d+)?, commit [0-9a-f]+)\)/);
     assert.match(r.stdout, /model viiwork-tiny-test: .*alpha\.gguf: llama, trained context 256/);
     const doc = parse(fs.readFileSync(file, 'utf8'));
     const gguf = doc.models.filter((m: any) => m.engine === 'llamacpp');

@@ -3,7 +3,7 @@
  * the model. A gateway (no models) in front of a member running the real
  * llama-server asks that member, whose llama-server tokenizes, rather than
  * answering with its own estimate; it takes no slot there. Skips when the
- * binary is absent.
+ * engine is absent (test/helpers/engine.ts; under CI it fails instead).
  */
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
@@ -16,9 +16,9 @@ import { writeTinyGguf } from '../fakes/tiny-gguf.ts';
 import { waitFor } from '../fakes/wait.ts';
 import { getJson, startSeeded, stopAll, type MeshNode } from '../helpers/mesh.ts';
 import { tempDir } from '../helpers/node.ts';
+import { realLlamaServer } from '../helpers/engine.ts';
 
-const BINARY = process.env.VIIWORK_LLAMA_SERVER ?? path.resolve('../shared/engines/llama-server-b4748/llama-server');
-const skip = fs.existsSync(BINARY) ? false : `the real llama-server is not at ${BINARY} (set VIIWORK_LLAMA_SERVER)`;
+const { binary: BINARY, skip } = realLlamaServer();
 const IP = (n: number) => `127.0.173.${n}`;
 
 async function count(url: string, body: unknown): Promise<{ status: number; node: string; tokens: number }> {

@@ -42,6 +42,7 @@ import { Backend, type BackendInfo, type Logger } from '../backend.ts';
 import { describeOutcome, fetchProps, formatMs, probe, Ticker, type EngineProps } from '../health.ts';
 import { engineLoadLock, type LoadLock } from '../load-lock.ts';
 import { tokenizeCount } from '../tokenize.ts';
+import { parseKvLine, type KvReport } from './kv-log.ts';
 
 export interface LlamacppConfig {
   /** llama-server executable: a name looked up in PATH or an absolute path. */
@@ -193,6 +194,7 @@ export class LlamacppBackend extends Backend {
   #launchAbort: AbortController | undefined;
   #restartTimer: NodeJS.Timeout | undefined;
   #tail: string[] = [];
+  #engineKv: KvReport | undefined;
 
   constructor(info: BackendInfo, descriptor: Descriptor, cfg: LlamacppConfig, log: Logger, opts: LlamacppOptions = {}) {
     super(info, descriptor, log);
@@ -244,6 +246,14 @@ export class LlamacppBackend extends Backend {
   /** The last lines the engine printed (up to 20), for error reports. */
   get outputTail(): readonly string[] {
     return this.#tail;
+  }
+  /**
+   * The KV cache the running engine says it allocated, when it says so
+   * (kv-log.ts: b4748 at default verbosity; today's build at `-lv 4` or with
+   * `--log-jsonl`); undefined until then.
+   */
+  get engineKv(): KvReport | undefined {
+    return this.#engineKv;
   }
 
   /** Resolves once the backend is healthy, dead or stopped. Never throws. */
@@ -361,6 +371,7 @@ export class LlamacppBackend extends Backend {
     };
     this.#run = run;
     this.#tail = [];
+    this.#engineKv = undefined;
 
     child.once('error', (err: NodeJS.ErrnoException) => {
       if (run.pid !== undefined) return; // errors of a running child (e.g. a failed kill) change nothing here
@@ -391,9 +402,19 @@ export class LlamacppBackend extends Backend {
         this.#tail.push(line);
         if (this.#tail.length > 20) this.#tail.shift();
         this.log(`${prefix} ${line}`, { backend: this.id, stream, engine_output: true });
+        this.#noteKv(line);
         this.emit('output', line, stream);
       });
     }
+  }
+
+  // One line in the node's own words whatever the engine's format, so an operator can set it beside memory: auto.
+  #noteKv(line: string): void {
+    const kv = parseKvLine(line);
+    if (!kv) return;
+    this.#engineKv = kv;
+    this.log(`backend ${this.id}: llama-server allocated a KV cache of ${(kv.bytes / 1024 / 1024).toFixed(2)} MiB`, { backend: this.id, kv_bytes: kv.bytes });
+    this.emit('kv', kv);
   }
 
   protected override async recheck(): Promise<void> {
