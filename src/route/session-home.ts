@@ -11,7 +11,7 @@
  * Pure: priced candidates in, a choice out.
  */
 import { weightedRendezvousRank } from '../hashing/rendezvous.ts';
-import { BAND, WAIT_WEIGHT, type Priced } from './price.ts';
+import { BAND, isScored, WAIT_WEIGHT, type Priced } from './price.ts';
 import type { Candidate } from './types.ts';
 
 /** The seed's band: a session stays on a host priced within this factor of the best free one. */
@@ -40,16 +40,26 @@ export function placeSession(priced: readonly Priced[], ranking: readonly string
   const byHost = new Map(priced.map((p) => [p.c.host, p]));
   const free = priced.filter((p) => p.c.free > 0);
   const bestFree = free.length ? Math.min(...free.map((p) => p.score)) : Infinity;
+  // The band compares prices without the hop from this entry node: with fast engines the hop alone is more than the
+  // band, and each entry would keep the turn on its own host (issue 42: `rb, rb, rc, rb, …`). Every entry sees the
+  // same scores less their hops, so every entry decides alike.
+  const bestFreeHere = free.length ? Math.min(...free.map(hopless)) : Infinity;
+  const inBand = (p: Priced) => p.c.free > 0 && hopless(p) <= SESSION_BAND * bestFreeHere;
   const home = ranking.map((h) => byHost.get(h)).find((p) => p !== undefined);
   if (!home) return undefined;
-  if (home.c.free > 0 && home.score <= SESSION_BAND * bestFree) return { kind: 'run', p: home };
+  if (inBand(home)) return { kind: 'run', p: home };
   if (home.c.free === 0 && (home.c.cached ?? 0) > 0 && !noWait.has(home.c.host) && home.score * BAND < bestFree) {
     if (bestFree === Infinity) return { kind: 'wait', host: home.c.host };
     return { kind: 'wait', host: home.c.host, holdMs: Math.max(0, (bestFree - home.service) / WAIT_WEIGHT) };
   }
   for (const h of ranking) {
     const p = byHost.get(h);
-    if (p && p.c.free > 0 && p.score <= SESSION_BAND * bestFree) return { kind: 'run', p };
+    if (p && inBand(p)) return { kind: 'run', p };
   }
   return undefined;
+}
+
+/** A host's score less the hop to it from this node (the RTT its service price holds; none for a host priced at the median). */
+function hopless(p: Priced): number {
+  return p.score - (isScored(p.c) ? p.c.rttMs : 0);
 }

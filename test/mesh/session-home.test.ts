@@ -17,13 +17,15 @@ import { getJson, postJson as post, startMeshNode, stopAll, waitConverged, waitM
 const HOSTS = ['ra', 'rb', 'rc'];
 type Fleet = { models: { name: string; hosts: { node: string; fresh: boolean; ttft_overhead_ms?: number }[] }[] };
 
-for (const [label, net, cache] of [
-  ['with prompt caches', 225, true],
-  ['without prompt caches', 226, false],
+for (const [label, net, cache, ttft, system] of [
+  ['with prompt caches', 225, true, 5, 16_000],
+  ['without prompt caches', 226, false, 5, 16_000],
+  // Issue 42: engines of 30 ms and short prompts, where the hop from an entry to the home is more than the band.
+  ['engines of 30 ms, short prompts', 229, true, 30, 200],
 ] as const) {
   describe(`a session key holds one host from every entry node (${label})`, () => {
     const nodes: MeshNode[] = [];
-    const sim = { ttft_ms: 5, prefill_ms_per_1k: 40, tokens_per_s: 2000, output_tokens: 2, cache };
+    const sim = { ttft_ms: ttft, prefill_ms_per_1k: 40, tokens_per_s: 2000, output_tokens: 2, cache };
     before(async () => {
       for (const [k, name] of HOSTS.entries()) {
         nodes.push(
@@ -65,7 +67,7 @@ for (const [label, net, cache] of [
         const key = `agent-session-${label}-${s}`;
         const ranking = weightedRendezvousRank(key, HOSTS.map((name) => ({ name, weight: 8 })));
         const home = ranking[0];
-        const messages: { role: string; content: string }[] = [{ role: 'system', content: `You are agent ${s}. ${'s'.repeat(16_000)}` }];
+        const messages: { role: string; content: string }[] = [{ role: 'system', content: `You are agent ${s}. ${'s'.repeat(system)}` }];
         const ran: string[] = [];
         for (let turn = 0; turn < 6; turn++) {
           messages.push({ role: 'user', content: `turn ${turn}: ${'u'.repeat(400)}` });

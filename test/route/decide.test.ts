@@ -154,6 +154,21 @@ describe('routing decision', () => {
     assert.ok(d.kind === 'run' && d.host !== home, `stayed at ${JSON.stringify(d)}`);
   });
 
+  it('decides a session alike from every entry node however far the home is: the band leaves out the hop (issue 42)', () => {
+    // Engines of 30 ms; from each entry its own host costs no hop and the others 12 ms, more than the band's 7.5 ms.
+    const hosts = ['a', 'b', 'c'];
+    for (let k = 0; k < 12; k++) {
+      const key = `fast-${k}`;
+      const from = hosts.map((entry) => {
+        const cands = hosts.map((h) => cand(h, { local: h === entry, overheadMs: 30, rttMs: h === entry ? 0 : 12 }));
+        const d = decide(cands, req({ sessionKey: key, promptTokens: 0 }), opts());
+        assert.equal(d.kind === 'run' && d.reason, 'session');
+        return d.kind === 'run' ? d.host : '';
+      });
+      assert.deepEqual(from, [from[0], from[0], from[0]], `${key}: entries a, b, c ran it on ${from.join(', ')}`);
+    }
+  });
+
   it('weighted draw covers the whole band', () => {
     const band = [100, 200].map((p) => ({ c: cand(String(p)), prediction: p, service: p, evictMs: 0, wait: 0, score: p, cached: 0 }));
     assert.equal(weightedDraw(band, 0).prediction, 100);
