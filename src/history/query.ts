@@ -5,7 +5,7 @@
  * input is a 400 that says what would be right; nothing here throws
  * anything else.
  */
-import { parseDuration } from '../config/units.ts';
+import { parseSince } from '../http/since.ts';
 import { ApiError } from '../http/errors.ts';
 import { isSeriesName, SERIES_NAMES, type SeriesName } from './names.ts';
 import type { HistoryQuery } from './store.ts';
@@ -42,18 +42,9 @@ export function parseHistoryQuery(params: URLSearchParams, now: number, keepMs: 
 function sinceOf(text: string | null, now: number, keepMs: number, hours: string): number {
   if (text === null || text.trim() === '') return now - DEFAULT_SINCE_MS;
   const t = text.trim();
-  if (t.startsWith('-')) {
-    const back = parseDuration(t.slice(1));
-    if (back === undefined) throw bad(`since "${t.slice(0, 40)}" is not a duration; write it back from now, like since=-15m, -1h or -6h`);
-    if (back > keepMs) throw bad(`since=${t.slice(0, 40)} is further back than the ${hours} this node keeps; ask for since=-6h or less`);
-    return now - back;
-  }
-  if (/^\d{1,16}$/.test(t)) {
-    const at = Number(t);
-    if (at > now) throw bad(`since=${t} is in the future; give a Unix time in ms up to now, or a duration back from now like -15m`);
-    if (now - at > keepMs) throw bad(`since=${t} is further back than the ${hours} this node keeps; ask for since=-6h or less`);
-    return at;
-  }
-  if (parseDuration(t) !== undefined) throw bad(`since=${t.slice(0, 40)} must count back from now: write since=-${t.slice(0, 40)}`);
-  throw bad(`since "${t.slice(0, 40)}" is neither a duration back from now (since=-15m) nor a Unix time in ms`);
+  const r = parseSince(t, now);
+  if ('problem' in r) throw bad(r.problem);
+  if (r.ms > now) throw bad(`since=${t.slice(0, 40)} is in the future; give a time up to now, or a span back from now like -15m`);
+  if (now - r.ms > keepMs) throw bad(`since=${t.slice(0, 40)} is further back than the ${hours} this node keeps; ask for since=-6h or less`);
+  return r.ms;
 }

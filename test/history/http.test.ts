@@ -52,9 +52,8 @@ describe('GET /v1/history on a node', () => {
       ['series=nope', /unknown series "nope"/],
       ['since=-12h', /6 h this node keeps/],
       ['since=-1000000000000h', /6 h this node keeps/],
-      ['since=15m', /since=-15m/],
       ['since=99999999999999', /in the future/],
-      ['since=%ff', /neither a duration/],
+      ['since=%ff', /is not a span back from now/],
     ] as const) {
       const r = await get(`${t.url}/v1/history?${q}`);
       assert.equal(r.status, 400, q);

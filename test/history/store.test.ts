@@ -95,17 +95,21 @@ describe('GET /v1/history query', () => {
     assert.equal(parse('').since, now - 15 * 60_000, 'the last 15 minutes by default');
     assert.equal(parse('').names.size, SERIES_NAMES.length, 'every series by default');
     assert.equal(parse(`since=${now - 5000}`).since, now - 5000);
+    // One meaning for `since` on every endpoint (issue 44): a span with or without its minus, an ISO date.
+    assert.equal(parse('since=15m').since, now - 15 * 60_000);
+    assert.equal(parse('since=-1h').since, now - 3_600_000);
+    assert.equal(parse(`since=${new Date(now - 60_000).toISOString()}`).since, now - 60_000);
   });
 
   it('bad input is a 400 that says what is right', () => {
     rejects('series=requests,bogus', /unknown series "bogus"; the series are requests, /);
     rejects('since=-7h', /further back than the 6 h this node keeps/);
     rejects('since=-99999999h', /further back than the 6 h/);
-    rejects('since=15m', /must count back from now: write since=-15m/);
     rejects(`since=${now + 60_000}`, /in the future/);
     rejects('since=0', /further back than the 6 h/);
-    rejects('since=yesterday', /neither a duration back from now/);
-    rejects('since=-abc', /not a duration/);
+    rejects('since=yesterday', /is not a span back from now \(15m, -1h, 7d\), ms since the epoch, or an ISO date/);
+    rejects('since=-abc', /is not a span back from now/);
+    rejects(`since=${'9'.repeat(400)}`, /past any date/);
     rejects(`model=${'x'.repeat(300)}`, /longer than 256/);
   });
 });

@@ -262,6 +262,16 @@ describe('a shared fleet against its own key holders (issue 46)', () => {
     assert.equal(cli.code, 1);
     assert.match(cli.stderr, /since .* is past any date/);
     assert.doesNotMatch(cli.stderr, /Invalid time value/);
+    // One meaning for `since` (issue 44): /v1/history's `-1h` is the last hour on /v1/usage and in the CLI too.
+    for (const form of ['-1h', '1h']) {
+      const u = await call(`${a.url}/v1/usage?since=${form}`, 'GET', auth(ADMIN));
+      assert.equal(u.status, 200, u.text);
+      assert.ok(Math.abs(u.json.since - (Date.now() - 3_600_000)) < 60_000, `${form}: since ${u.json.since}`);
+      const h = await call(`${a.url}/v1/history?since=${form}&series=requests`, 'GET', auth(ADMIN));
+      assert.equal(h.status, 200, h.text);
+    }
+    const cliHour = await runCli(['usage', '--since', '-1h', '--url', a.url, '--json'], { VIIWORK_API_KEY: ADMIN });
+    assert.equal(cliHour.code, 0, cliHour.stderr);
   });
 
   it('viiwork top prints a client’s model name with escapes as text, never as terminal control', async () => {

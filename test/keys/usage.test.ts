@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { parseSince } from '../../src/api/usage.ts';
+import { parseUsageSince as parseSince } from '../../src/api/usage.ts';
 import { usageTable } from '../../src/cli/keys.ts';
 import { HOUR_MS, mergeRows, parseRows, UsageBook } from '../../src/keys/usage.ts';
 
@@ -64,7 +64,11 @@ describe('usage book', () => {
     assert.equal(parseSince('2026-01-01T00:00:00Z', T0), Date.UTC(2026, 0, 1));
     assert.equal(parseSince('12345', T0), 12345);
     assert.equal(parseSince(null, T0), T0 - 24 * HOUR_MS);
-    assert.throws(() => parseSince('yesterday', T0), (e: Error & { status?: number }) => e.status === 400 && /24h/.test(e.message));
+    assert.throws(() => parseSince('yesterday', T0), (e: Error & { status?: number }) => e.status === 400 && /7d/.test(e.message));
+    // The forms /v1/history takes mean the same here (issue 44).
+    assert.equal(parseSince('-1h', T0), T0 - HOUR_MS);
+    assert.equal(parseSince('-15m', T0), T0 - 15 * 60_000);
+    assert.throws(() => parseSince('9'.repeat(400), T0), (e: Error & { status?: number }) => e.status === 400 && /past any date/.test(e.message));
   });
 
   it('the CLI table has a row per key, model and host and a total', () => {
