@@ -4,7 +4,7 @@
  *   GET  /v1/usage?since=…&key=…&by=hour   {"object":"usage","since":ms,"rows":[{key,model,host,[hour],requests,errors,limited,prompt_cached,prompt_uncached,completion}],"missing":[members that did not answer]}
  *   POST /v1/usage/local                   members only: this node's rows, {"rows":[…]}
  *
- * `since`: as every endpoint takes it (http/since.ts: `24h` or `-24h`, an
+ * `since`: as every endpoint takes it (config/units.ts parseSince: `24h` or `-24h`, an
  * ISO date, ms since the epoch); default 24h; rollups are hourly and kept
  * 30 days.
  * A user key sees its own usage only; another `key` needs an admin key.
@@ -15,11 +15,11 @@ import { readBody } from '../http/body.ts';
 import { ApiError, errors, sendJson } from '../http/errors.ts';
 import type { Caller } from '../keys/access.ts';
 import { HOUR_MS, KEEP_HOURS } from '../keys/usage.ts';
-import { parseSince } from '../http/since.ts';
+import { parseSince } from '../config/units.ts';
 import type { ApiNode } from './ports.ts';
 import type { RequestUrl } from './request-url.ts';
 
-/** `since` as ms since the epoch (http/since.ts: the forms every endpoint takes); throws a 400 naming them. */
+/** `since` as ms since the epoch (config/units.ts parseSince: the forms every endpoint takes); throws a 400 naming them. */
 export function parseUsageSince(text: string | null, nowMs: number): number {
   if (text === null || text.trim() === '') return nowMs - 24 * HOUR_MS;
   const r = parseSince(text, nowMs);

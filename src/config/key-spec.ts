@@ -5,6 +5,8 @@
  * problem names the field's path (`keys[2].limits.tpm`) and what to write.
  */
 
+import { isObj as isObject } from '../chat/fields.ts';
+
 export const ROLES = ['user', 'admin'] as const;
 export type Role = (typeof ROLES)[number];
 export const PRIORITIES = ['interactive', 'batch'] as const;
@@ -56,7 +58,6 @@ export function keyNameProblem(name: unknown): string | undefined {
   return undefined;
 }
 
-const isObject = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
 
 /**
  * Validate the fields of `raw` that it has (`partial`: a PATCH, where a

@@ -5,7 +5,7 @@
  * input is a 400 that says what would be right; nothing here throws
  * anything else.
  */
-import { parseSince } from '../http/since.ts';
+import { parseSince } from '../config/units.ts';
 import { ApiError } from '../http/errors.ts';
 import { isSeriesName, SERIES_NAMES, type SeriesName } from './names.ts';
 import type { HistoryQuery } from './store.ts';
