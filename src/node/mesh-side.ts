@@ -8,7 +8,7 @@ import { Agent } from 'undici';
 import { CapacityPoller, type PeerReport } from '../capacity/poller.ts';
 import type { PeerLink } from '../forward/send.ts';
 import { postToMember } from '../forward/member-call.ts';
-import { KEY_TABLE_PATH } from '../api/key-table.ts';
+import { KEY_TABLE_PATH } from '../api/keys.ts';
 import { KeySync } from '../keys/sync.ts';
 import type { KeyTable } from '../keys/table.ts';
 import type { MemberTable } from '../mesh/members.ts';
