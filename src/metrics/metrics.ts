@@ -108,6 +108,12 @@ export class Metrics {
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
+  readonly otlpExportFailures = new HotCounter({
+    name: 'viiwork_otlp_export_failures_total',
+    help: 'OpenTelemetry trace exports the collector refused or that did not reach it',
+    labelNames: [] as const,
+    registers: [this.registry],
+  });
   /** SPEC section 12: tokens per key and model on this host (kind: prompt_cached, prompt_uncached, completion). */
   readonly keyTokens = new HotCounter({
     name: 'viiwork_key_tokens_total',

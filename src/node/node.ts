@@ -41,7 +41,7 @@ import { ModelFilePolicy } from '../files/model-files.ts';
 import { modelFilePaths } from '../files/paths.ts';
 import { FileServer } from '../files/serve.ts';
 import { NodeHistory } from '../history/node-history.ts';
-import { Tracing } from '../telemetry/tracing.ts';
+import { exportErrorReporter, Tracing, tracesUrl } from '../telemetry/tracing.ts';
 import { ForwardBook } from '../forward/book.ts';
 import { askMemberLoad, relayLifecycleAsk } from '../forward/lifecycle-ask.ts';
 import type { PeerLink } from '../forward/send.ts';
@@ -288,7 +288,9 @@ export class ViiworkNode implements ApiNode {
       log: (msg) => this.log.warn(msg),
     });
     const t = config.telemetry;
-    this.tracing = t.otlp_endpoint ? new Tracing({ endpoint: t.otlp_endpoint, sample: t.sample, node: this.name, version: VERSION }) : undefined;
+    const traces = tracesUrl(t.otlp_endpoint, opts.env ?? process.env);
+    const exportError = exportErrorReporter((msg) => this.log.warn(msg), () => this.metrics.otlpExportFailures.inc({}), traces);
+    this.tracing = traces ? new Tracing({ endpoint: traces, sample: t.sample, node: this.name, version: VERSION, onExportError: exportError }) : undefined;
     this.dispatcher = new Dispatcher(dispatchPorts(this, this.#peers, () => this.#interest.hurry()));
     const keys = readClientKeys(config.api, opts.env ?? process.env);
     if (keys.problems.length) throw new Error(keys.problems.map((p) => `${p.key}: ${p.message}; ${p.fix}`).join('\n'));

@@ -50,6 +50,47 @@ export class EntrySpan {
 
 export type TracingOptions = ProviderOptions;
 
+/**
+ * The URL traces are posted to, as OpenTelemetry's convention has it (issue
+ * 44: a base URL posted to `/`, which collectors answer 404): the config's
+ * `telemetry.otlp_endpoint`, with `/v1/traces` added when it has no path;
+ * when the config is silent, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as it is,
+ * else `OTEL_EXPORTER_OTLP_ENDPOINT` (a base) plus `/v1/traces`. Empty: off.
+ */
+export function tracesUrl(configured: string, env: Record<string, string | undefined>): string {
+  const withPath = (base: string, always: boolean) => {
+    let u: URL;
+    try {
+      u = new URL(base);
+    } catch {
+      return base;
+    }
+    if (always || u.pathname === '/' || u.pathname === '') u.pathname = `${u.pathname.replace(/\/+$/, '')}/v1/traces`;
+    return u.toString();
+  };
+  if (configured) return withPath(configured, false);
+  const traces = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
+  if (traces) return traces;
+  const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
+  return base ? withPath(base, true) : '';
+}
+
+/** Reports of failed exports, at most one a `everyMs` (the count goes on in /metrics). */
+export function exportErrorReporter(log: (msg: string) => void, count: () => void, url: string, now: () => number = Date.now, everyMs = 60_000): (why: string) => void {
+  let last = -Infinity;
+  let missed = 0;
+  return (why) => {
+    count();
+    if (now() - last < everyMs) {
+      missed++;
+      return;
+    }
+    log(`OpenTelemetry export to ${url} failed: ${why}${missed ? ` (and ${missed} more since the last report)` : ''}; check telemetry.otlp_endpoint`);
+    last = now();
+    missed = 0;
+  };
+}
+
 /** performance.now() ms → Unix ms, the SDK's time input. */
 const wall = (perfMs: number) => performance.timeOrigin + perfMs;
 
