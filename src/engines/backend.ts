@@ -95,6 +95,11 @@ export abstract class Backend extends EventEmitter {
     return this.info.parallel;
   }
 
+  /** Tokens per slot: `info.context` unless the engine says otherwise once loaded (as `parallel`). */
+  get context(): number {
+    return this.info.context;
+  }
+
   /**
    * For an engine whose process the node does not own (a router's model):
    * ask it to unload, then stop watching. The lifecycle's unloads (idle,

@@ -99,7 +99,7 @@ export class CacheBook {
     const model = cacheModel({
       kind: modelKindOf(b.info.engine),
       slots: b.parallel,
-      budgetTokens: b.parallel * b.info.context,
+      budgetTokens: b.parallel * b.context,
       choose: this.opts.choose,
       onGap: this.opts.onGap,
     });

@@ -8,9 +8,9 @@
  *   waits for the model's status to read `loaded` (a failed load, `failed`
  *   with an exit code, ends it as `dead`; so does `LOAD_TIMEOUT_MS`). It then
  *   reads the child's `/props?model=…&autoload=false` for its slots
- *   (`total_slots`, the backend's `parallel`) and the version gate, and turns
- *   healthy.
- * - While healthy it reads the model's status every `healthIntervalMs` from
+ *   (`total_slots`, the backend's `parallel`), their context (`n_ctx`) and
+ *   the version gate, and turns healthy.
+ * - While healthy it reads the model's status every `WATCH_INTERVAL_MS` from
  *   the router's list (shared by the router's models, engines/router-client.ts).
  *   A model the router unloaded by itself (its `--models-max`, or another
  *   client's unload): an `always` entry's backend asks for it again; an
@@ -34,6 +34,12 @@ import { routerClient, type RouterClient } from './router-client.ts';
 export const LOAD_TIMEOUT_MS = 10 * 60_000;
 /** How long an unload waits for the router (its own stop timeout is 10 s, then it kills the child). */
 const UNLOAD_WAIT_MS = 30_000;
+/**
+ * How often a loaded model's status is read: every second, since the router
+ * may drop a model at any request for another (its --models-max); the list
+ * is shared by the router's models, so this is one GET per router.
+ */
+export const WATCH_INTERVAL_MS = 1000;
 /** How often a load or unload under way reads the status. */
 const WATCH_MS = 200;
 
@@ -50,13 +56,14 @@ export class RouterModelBackend extends Backend {
   readonly #opts: RouterModelOptions;
   readonly #ticker: Ticker;
   #slots: number | undefined;
+  #context: number | undefined;
   #stopped = false;
 
   constructor(info: BackendInfo, descriptor: Descriptor, url: string, log: Logger, opts: RouterModelOptions = {}) {
     super(info, descriptor, log);
     this.#opts = opts;
     this.#client = routerClient(url, () => this.authHeaders());
-    this.#ticker = new Ticker(() => this.#watch(), opts.healthIntervalMs ?? 5000);
+    this.#ticker = new Ticker(() => this.#watch(), opts.healthIntervalMs ?? WATCH_INTERVAL_MS);
   }
 
   get url(): string {
@@ -65,6 +72,10 @@ export class RouterModelBackend extends Backend {
 
   override get parallel(): number {
     return this.#slots ?? this.info.parallel;
+  }
+
+  override get context(): number {
+    return this.#context ?? this.info.context;
   }
 
   get #model(): string {
@@ -138,6 +149,8 @@ export class RouterModelBackend extends Backend {
     if (!props) return;
     this.engineProps = props;
     if (props.totalSlots && props.totalSlots > 0) this.#slots = props.totalSlots;
+    const nCtx = (props.raw.default_generation_settings as { n_ctx?: unknown } | undefined)?.n_ctx;
+    if (typeof nCtx === 'number' && nCtx > 0) this.#context = nCtx;
     const d = this.#opts.onProps?.(props);
     if (d) this.setDescriptor(d);
   }

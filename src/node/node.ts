@@ -78,6 +78,8 @@ export interface NodeOptions {
   log?: Log;
   now?: () => number;
   env?: NodeJS.ProcessEnv;
+  /** How often models: auto endpoints are listed again (default LIST_REFRESH_MS, 10 s; tests shorten it). */
+  listRefreshMs?: number;
   /** Unrecoverable after start (another live node has our name). Default: log and stop. */
   onFatal?: (message: string) => void;
 }
@@ -254,6 +256,7 @@ export class ViiworkNode implements ApiNode {
       maxName: config.api.max_model_name,
       log: this.log,
       env: opts.env,
+      intervalMs: opts.listRefreshMs,
     });
     this.budget = new MemoryBudget(config.node.memory_budget, () => ({ pids: this.#engines.pids(), accounted: this.lifecycle.accounted() }));
     this.lifecycle = new Lifecycle({
