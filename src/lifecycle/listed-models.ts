@@ -46,7 +46,12 @@ interface Watched {
   router: boolean;
   /** The last failure logged, so a down endpoint is one line, not one every refresh. */
   failing?: string;
+  /** performance.now() when `listing` was read. */
+  readAt: number;
 }
+
+/** A list this fresh may adopt what it shows loaded (see adoptLoaded). */
+const ADOPT_FRESH_MS = 1000;
 
 export class ListedModels {
   #models: readonly ModelConfig[] = [];
@@ -65,14 +70,15 @@ export class ListedModels {
 
   /**
    * Watch these entries (start, and each reload): forget entries no longer
-   * written, list the new ones' endpoints now. Does not apply: the caller
-   * starts or replaces with `entries()` itself.
+   * written, list every endpoint now (so SIGHUP also picks up a model added
+   * there at once). Does not apply: the caller starts or replaces with
+   * `entries()` itself.
    */
   async watch(models: readonly ModelConfig[]): Promise<void> {
     this.#models = models;
     const keys = new Set(models.filter(isAuto).map(entryKey));
     for (const k of this.#watched.keys()) if (!keys.has(k)) this.#watched.delete(k);
-    await Promise.all(models.filter((m) => isAuto(m) && !this.#watched.has(entryKey(m))).map((m) => this.#read(m)));
+    await Promise.all(models.filter(isAuto).map((m) => this.#read(m)));
   }
 
   /** Refresh every interval from now; adopt what routers hold loaded. */
@@ -93,15 +99,21 @@ export class ListedModels {
 
   async #refresh(): Promise<void> {
     const changed = (await Promise.all(this.#models.filter(isAuto).map((m) => this.#read(m)))).some(Boolean);
-    if (changed) await this.p.apply(this.entries(), 'models listed').catch((err) => this.p.log.warn(`applying listed models: ${(err as Error).message}`));
+    // Not awaited: an added backend's start may be a long load, and the next refresh must not wait for it (applies queue in order).
+    if (changed) void this.p.apply(this.entries(), 'models listed').catch((err) => this.p.log.warn(`applying listed models: ${(err as Error).message}`));
     this.adoptLoaded();
   }
 
-  /** Routers' models loaded there: the lifecycle takes in those it counts unloaded (a no-op for the others). */
-  adoptLoaded(): void {
+  /**
+   * Routers' models loaded there: the lifecycle takes in those it counts
+   * unloaded (a no-op for the others). Only from a list read within
+   * ADOPT_FRESH_MS: an older one may still show a model this node has
+   * unloaded since, which would be loaded right back.
+   */
+  adoptLoaded(now = performance.now()): void {
     for (const m of this.#models) {
       const w = this.#watched.get(entryKey(m));
-      if (!w?.listing?.router || m.load !== 'on_demand') continue;
+      if (!w?.listing?.router || m.load !== 'on_demand' || now - w.readAt > ADOPT_FRESH_MS) continue;
       for (const [id, s] of w.listing.status) if (routerState(s) === 'loaded') this.p.adopt(id, `already loaded on the router at ${m.engine === 'openai' ? m.url : ''}`);
     }
   }
@@ -111,11 +123,12 @@ export class ListedModels {
     if (m.engine !== 'openai') return false;
     const key = entryKey(m);
     let w = this.#watched.get(key);
-    if (!w) this.#watched.set(key, (w = { propsAsked: false, router: false }));
+    if (!w) this.#watched.set(key, (w = { propsAsked: false, router: false, readAt: -Infinity }));
     const base = normalizeBaseUrl(m.url);
     const key_ = m.api_key_env ? (this.p.env ?? process.env)[m.api_key_env] : undefined;
     const headers: Record<string, string> = key_ ? { authorization: `Bearer ${key_}` } : {};
     // A router rescans its models dir on ?reload=1 (a file added there is listed at once); others get the plain list.
+    const askedAt = performance.now();
     const o = await probe(base, w.router ? '/v1/models?reload=1' : '/v1/models', { headers });
     const listing = o.kind === 'ok' ? parseListing(o.body, this.p.maxName) : undefined;
     if (!listing) {
@@ -134,6 +147,7 @@ export class ListedModels {
     const next: Listing = { ...listing, router: w.router };
     const before = w.listing;
     w.listing = next;
+    w.readAt = askedAt;
     const added = next.ids.filter((id) => !before?.ids.includes(id));
     const gone = before?.ids.filter((id) => !next.ids.includes(id)) ?? [];
     const kindChanged = before !== undefined && before.router !== next.router;
