@@ -13,6 +13,7 @@
  *   when the list is empty.
  */
 import type { ListedFrom, ModelConfig } from '../config/schema.ts';
+import { workloadsFromArgs } from '../workloads/gate.ts';
 
 /** A router's word for one model's state; `failed` marks an unloaded model whose last load failed. */
 export interface RouterStatus {
@@ -128,7 +129,11 @@ export function expandModels(models: readonly ModelConfig[], listings: (m: Model
     const { models: _auto, ...rest } = m;
     for (const id of listing.ids) {
       const listed: ListedFrom = { group: m.name, router: listing.router };
-      out.push({ ...rest, name: id, load: listing.router ? m.load : 'always', listed });
+      // A router's child started with --embeddings or --reranking does that, not chat, when the entry names no workloads.
+      const args = listing.status.get(id)?.args ?? [];
+      const fromArgs = m.workloads === undefined && args.length ? workloadsFromArgs(args) : undefined;
+      const workloads = fromArgs && !fromArgs.includes('chat') ? { workloads: fromArgs } : {};
+      out.push({ ...rest, ...workloads, name: id, load: listing.router ? m.load : 'always', listed });
     }
   }
   return out;

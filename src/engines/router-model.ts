@@ -27,7 +27,7 @@
 import type { Descriptor } from '../workloads/workloads.ts';
 import { Backend, type BackendInfo, type Logger } from './backend.ts';
 import { Ticker, type EngineProps } from './health.ts';
-import { routerState, type RouterStatus } from './listing.ts';
+import { parallelFromArgs, routerState, type RouterStatus } from './listing.ts';
 import { routerClient, type RouterClient } from './router-client.ts';
 
 /** How long a load may take before it counts as failed (a large model from a slow disk). */
@@ -117,7 +117,7 @@ export class RouterModelBackend extends Backend {
       const code = s?.exitCode !== undefined ? ` (its process exited with code ${s.exitCode})` : '';
       return this.setState('dead', `the router could not load ${this.#model}${code}; its log says why`);
     }
-    await this.#readProps();
+    await this.#readProps(s?.args ?? []);
     if (!this.#stopped) this.setState('healthy', `loaded on the router, ${this.parallel} slot(s)`);
   }
 
@@ -143,12 +143,12 @@ export class RouterModelBackend extends Backend {
     return 'stopped';
   }
 
-  /** The child's slots and what it says of itself; the router's status line is the fallback for slots. */
-  async #readProps(): Promise<void> {
+  /** The child's slots and what it says of itself; its command line (`--parallel`) is the fallback for slots. */
+  async #readProps(args: readonly string[]): Promise<void> {
     const props = await this.#client.props(this.#model);
+    this.#slots = props?.totalSlots && props.totalSlots > 0 ? props.totalSlots : parallelFromArgs(args);
     if (!props) return;
     this.engineProps = props;
-    if (props.totalSlots && props.totalSlots > 0) this.#slots = props.totalSlots;
     const nCtx = (props.raw.default_generation_settings as { n_ctx?: unknown } | undefined)?.n_ctx;
     if (typeof nCtx === 'number' && nCtx > 0) this.#context = nCtx;
     const d = this.#opts.onProps?.(props);
