@@ -15,7 +15,7 @@ import path from 'node:path';
 import { gguf } from '@huggingface/gguf';
 import { request } from 'undici';
 import { findExecutable } from '../config/executable.ts';
-import { parseListing } from '../engines/listing.ts';
+import { parseListing } from '../engines/many/listing.ts';
 import { MemoryBudget } from '../lifecycle/budget.ts';
 
 /** Engines that usually listen on these loopback ports. */

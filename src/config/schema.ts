@@ -405,7 +405,7 @@ export const configSchema = z.strictObject({
 export type Config = z.output<typeof configSchema>;
 /**
  * One model entry. `listed` marks an entry the node made from a `models:
- * auto` entry, one per model its endpoint lists (engines/listing.ts): never
+ * auto` entry, one per model its endpoint lists (engines/many/listing.ts): never
  * written in a config file.
  */
 export type ModelConfig = Config['models'][number] & { readonly listed?: ListedFrom };

@@ -175,7 +175,7 @@ export class EntryBackends {
       });
       b.on('descriptor', () => this.p.slots.setBackends(this.#list));
       b.on('restart', () => this.p.metrics.engineRestarts.inc({ model: b.info.model }));
-      // A router's model that the router unloaded by itself (engines/router-model.ts).
+      // A router's model that the router unloaded by itself (engines/many/router-model.ts).
       b.on('lost', (why: string) => this.p.lifecycle().lost(b, why));
     }
     return list;

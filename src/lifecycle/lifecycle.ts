@@ -20,7 +20,7 @@ import type { SlotTable } from '../engines/targets.ts';
 /** `fetching`: the entry's file is being fetched from a member before it loads (issue 20, `prepare` below). */
 export type LifeState = 'unloaded' | 'fetching' | 'loading' | 'loaded' | 'unloading';
 export type LoadReason = 'start' | 'request' | 'scale' | 'operator';
-/** `endpoint`: a many-model endpoint unloaded the model by itself (engines/router-model.ts). */
+/** `endpoint`: a many-model endpoint unloaded the model by itself (engines/many/router-model.ts). */
 export type UnloadReason = 'idle' | 'room' | 'operator' | 'failed' | 'stop' | 'endpoint';
 
 /** One load or unload, for the log, the decision feed and the metrics. */

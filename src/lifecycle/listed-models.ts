@@ -2,7 +2,7 @@
  * The models of each `models: auto` entry (SPEC section 3, "Endpoints that
  * serve many models"): its endpoint's `GET /v1/models`, read at start, on
  * SIGHUP and every `LIST_REFRESH_MS`. When a list changes, the node's
- * entries (engines/listing.ts `expandModels`) go through the same
+ * entries (engines/many/listing.ts `expandModels`) go through the same
  * replacement a reload does (EntryBackends.apply): a model that appears gets
  * its target, one that goes has its backends removed, the others keep
  * theirs.
@@ -20,7 +20,7 @@
 import type { ModelConfig } from '../config/schema.ts';
 import { entryKey } from '../engines/factory.ts';
 import { fetchProps, normalizeBaseUrl, probe, Ticker } from '../engines/health.ts';
-import { expandModels, isAuto, parseListing, routerState, type Listing } from '../engines/listing.ts';
+import { expandModels, isAuto, parseListing, routerState, type Listing } from '../engines/many/listing.ts';
 import type { Log } from '../log.ts';
 
 /** How often every `models: auto` endpoint is listed again. */

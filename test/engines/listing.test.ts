@@ -1,9 +1,9 @@
-/** Issue 41, item 4: what a many-model endpoint lists, and the entries the node makes of it (pure; engines/listing.ts). */
+/** Issue 41, item 4: what a many-model endpoint lists, and the entries the node makes of it (pure; engines/many/listing.ts). */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { validateConfig } from '../../src/config/load.ts';
 import { entryKey } from '../../src/engines/factory.ts';
-import { expandModels, MAX_LISTED, parallelFromArgs, parseListing, routerState } from '../../src/engines/listing.ts';
+import { expandModels, MAX_LISTED, parallelFromArgs, parseListing, routerState } from '../../src/engines/many/listing.ts';
 
 describe("an endpoint's model list", () => {
   it('keeps each id once, in order; tells a router by its statuses; skips ids no client could name', () => {

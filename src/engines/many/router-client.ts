@@ -3,14 +3,14 @@
  * (../shared/llama-server-today.md section 5): the model list with each
  * model's status, `POST /models/load` and `/models/unload`, and a loaded
  * model's `/props`. Thin I/O, never throws; what the answers mean is
- * decided in engines/listing.ts and engines/router-model.ts.
+ * decided in engines/many/listing.ts and engines/many/router-model.ts.
  *
  * Every model of one router asks for the same list: one client per
  * (endpoint, key) shares it, so N models cost one `GET /models` per health
  * round, not N.
  */
 import { request } from 'undici';
-import { describeOutcome, fetchProps, probe, type EngineProps } from './health.ts';
+import { describeOutcome, fetchProps, probe, type EngineProps } from '../health.ts';
 import { parseListing, type Listing } from './listing.ts';
 
 /** An answer to a load or unload: done (or already so), or the router's refusal in its words. */

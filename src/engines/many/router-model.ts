@@ -11,7 +11,7 @@
  *   (`total_slots`, the backend's `parallel`), their context (`n_ctx`) and
  *   the version gate, and turns healthy.
  * - While healthy it reads the model's status every `WATCH_INTERVAL_MS` from
- *   the router's list (shared by the router's models, engines/router-client.ts).
+ *   the router's list (shared by the router's models, engines/many/router-client.ts).
  *   A model the router unloaded by itself (its `--models-max`, or another
  *   client's unload): an `always` entry's backend asks for it again; an
  *   on-demand one says `lost`, and the lifecycle counts the model unloaded,
@@ -24,9 +24,9 @@
  * Requests go to the router itself with the model's name in the body, so the
  * router's proxy is the hop to the child (whose port is the OS's choice).
  */
-import type { Descriptor } from '../workloads/workloads.ts';
-import { Backend, type BackendInfo, type Logger } from './backend.ts';
-import { Ticker, type EngineProps } from './health.ts';
+import type { Descriptor } from '../../workloads/workloads.ts';
+import { Backend, type BackendInfo, type Logger } from '../backend.ts';
+import { Ticker, type EngineProps } from '../health.ts';
 import { parallelFromArgs, routerState, type RouterStatus } from './listing.ts';
 import { routerClient, type RouterClient } from './router-client.ts';
 

@@ -1,7 +1,7 @@
 /**
  * What an endpoint that serves many models lists (SPEC section 3,
  * "Endpoints that serve many models"), and the entries the node makes of it.
- * Pure: the I/O is engines/router-client.ts and lifecycle/listed-models.ts.
+ * Pure: the I/O is engines/many/router-client.ts and lifecycle/listed-models.ts.
  *
  * - `GET /v1/models` of llama-server in router mode, llama-swap, Ollama or
  *   LM Studio: `{"data": [{"id": …}, …]}`. The listed id is the model's name
@@ -12,8 +12,8 @@
  *   "exit_code"?}`); `GET /props` answering `role: "router"` says so too
  *   when the list is empty.
  */
-import type { ListedFrom, ModelConfig } from '../config/schema.ts';
-import { workloadsFromArgs } from '../workloads/gate.ts';
+import type { ListedFrom, ModelConfig } from '../../config/schema.ts';
+import { workloadsFromArgs } from '../../workloads/gate.ts';
 
 /** A router's word for one model's state; `failed` marks an unloaded model whose last load failed. */
 export interface RouterStatus {
