@@ -23,6 +23,8 @@ class FakeEndpoint {
   /** Model → router status value ('loaded', 'loading', 'unloaded'); plain endpoints ignore it. */
   readonly models = new Map<string, string>();
   readonly calls: string[] = [];
+  /** Models whose load fails (the router's child exits with code 1). */
+  readonly broken = new Set<string>();
   down = false;
   server!: http.Server;
   constructor(readonly router: boolean) {}
@@ -56,7 +58,11 @@ class FakeEndpoint {
     const model = body ? String(JSON.parse(body).model) : (u.searchParams.get('model') ?? '');
     const state = this.models.get(model);
     if (req.method === 'GET' && (u.pathname === '/v1/models' || u.pathname === '/models')) {
-      return send(200, { object: 'list', data: [...this.models].map(([id, value]) => ({ id, object: 'model', ...(this.router ? { status: { value, args: ['llama-server', '--alias', id] } } : {}) })) });
+      const failed = (id: string, value: string) => (value === 'unloaded' && this.broken.has(id) ? { failed: true, exit_code: 1 } : {});
+      return send(200, {
+        object: 'list',
+        data: [...this.models].map(([id, value]) => ({ id, object: 'model', ...(this.router ? { status: { value, args: ['llama-server', '--alias', id], ...failed(id, value) } } : {}) })),
+      });
     }
     if (req.method === 'GET' && u.pathname === '/health') return this.router ? send(200, { status: 'ok' }) : send(404, { error: 'not found' });
     if (req.method === 'GET' && u.pathname === '/props') {
@@ -69,7 +75,7 @@ class FakeEndpoint {
       if (state === undefined) return refuse(`model '${model}' not found`);
       if (state !== 'unloaded') return refuse('model is already running');
       this.models.set(model, 'loading');
-      setTimeout(() => this.models.set(model, 'loaded'), 100);
+      setTimeout(() => this.models.set(model, this.broken.has(model) ? 'unloaded' : 'loaded'), 100);
       return send(200, { success: true });
     }
     if (req.method === 'POST' && u.pathname === '/models/unload') {
@@ -204,6 +210,20 @@ describe('an openai entry with models: auto', () => {
     await waitFor(async () => (await capacityOf(t.url, 'alpha'))?.targets[0].state === 'unloaded', { timeoutMs: 10_000, what: 'alpha reported unloaded' });
     assert.equal(ep.models.get('alpha'), 'unloaded');
     assert.ok(!ep.calls.includes('POST /models/unload {"model":"beta"}'), 'a model the router dropped is not unloaded again');
+  });
+
+  it("a model the router cannot load fails the requests waiting for it with the router's word", async () => {
+    const ep = new FakeEndpoint(true);
+    ep.models.set('broken', 'unloaded');
+    ep.broken.add('broken');
+    await ep.listen('127.0.141.5');
+    stops.push(() => ep.close());
+    const t = await startNode('127.0.141.6', [{ name: 'router', engine: 'openai', url: ep.url, models: 'auto' }]);
+    stops.push(() => t.node.stop());
+    const r = await chat(t.url, 'broken');
+    assert.equal(r.status, 503, r.text);
+    assert.match(r.text, /model_load_failed/);
+    assert.match(r.text, /the router could not load broken \(its process exited with code 1\)/);
   });
 });
 

@@ -40,6 +40,8 @@ const UNLOAD_WAIT_MS = 30_000;
  * is shared by the router's models, so this is one GET per router.
  */
 export const WATCH_INTERVAL_MS = 1000;
+/** A model still unloaded (not failed) this long after the router accepted its load did not start loading. */
+const IDLE_AFTER_ASK_MS = 5000;
 /** How often a load or unload under way reads the status. */
 const WATCH_MS = 200;
 
@@ -110,22 +112,30 @@ export class RouterModelBackend extends Backend {
     const asked = await this.#client.load(this.#model);
     if (this.#stopped) return;
     if (!asked.ok) return this.setState('dead', `the router refused to load ${this.#model}: ${asked.message}`);
-    const s = await this.#until((st) => routerState(st) !== 'loading' && !(routerState(st) === 'unloaded' && !st?.failed), LOAD_TIMEOUT_MS, 'loaded');
+    // Done when loaded, or unloaded with `failed`. Unloaded without it is the moment before the router moves it to
+    // loading (it does so as it answers, so this is brief); for longer than IDLE_AFTER_ASK_MS, the load did not start.
+    let idleSince: number | undefined;
+    const s = await this.#until(
+      (st) => {
+        if (routerState(st) !== 'unloaded') return routerState(st) === 'loaded';
+        idleSince ??= performance.now();
+        return st?.failed === true || performance.now() - idleSince > IDLE_AFTER_ASK_MS;
+      },
+      LOAD_TIMEOUT_MS,
+      'loaded',
+    );
     if (this.#stopped) return;
     if (typeof s === 'string') return this.setState('dead', s);
     if (routerState(s) !== 'loaded') {
-      const code = s?.exitCode !== undefined ? ` (its process exited with code ${s.exitCode})` : '';
+      if (!s?.failed) return this.setState('dead', `the router accepted the load of ${this.#model} but did not start it; its log says why`);
+      const code = s.exitCode !== undefined ? ` (its process exited with code ${s.exitCode})` : '';
       return this.setState('dead', `the router could not load ${this.#model}${code}; its log says why`);
     }
     await this.#readProps(s?.args ?? []);
     if (!this.#stopped) this.setState('healthy', `loaded on the router, ${this.parallel} slot(s)`);
   }
 
-  /**
-   * Read the status until `done` holds. A model still unloaded right after
-   * the ask (the router has not moved it yet) is waited for; one unloaded
-   * with `failed` is done. A string: why it did not get there.
-   */
+  /** Read the model's status until `done` holds; a string says why it did not get there (gone from the list, the deadline). */
   async #until(done: (s: RouterStatus | undefined) => boolean, deadlineMs: number, what = 'unloaded'): Promise<RouterStatus | undefined | string> {
     const end = performance.now() + deadlineMs;
     let last = '';
