@@ -9,14 +9,11 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Writable } from 'node:stream';
 import { after, describe, it } from 'node:test';
 import { request } from 'undici';
 import { ConfigError, validateConfig } from '../../src/config/load.ts';
-import { createLog } from '../../src/log.ts';
-import { ViiworkNode } from '../../src/node/node.ts';
 import { waitFor } from '../fakes/wait.ts';
-import { tempDir, testConfigDoc } from '../helpers/node.ts';
+import { startNode as startTestNode } from '../helpers/node.ts';
 
 /** An OpenAI-compatible endpoint that serves many models; as a router, with llama-server's status, load and unload. */
 class FakeEndpoint {
@@ -99,19 +96,8 @@ class FakeEndpoint {
 }
 
 /** A real node in this process, listing its endpoints every 200 ms. */
-async function startNode(host: string, models: Record<string, unknown>[]) {
-  const logs: string[] = [];
-  const sink = new Writable({
-    write(chunk, _enc, cb) {
-      logs.push(String(chunk));
-      if (process.env.TEST_LOGS) process.stderr.write(chunk);
-      cb();
-    },
-  });
-  const config = validateConfig(testConfigDoc({ api: { host }, models }, tempDir('viiwork-listed-')));
-  const node = new ViiworkNode(config, { log: createLog('n1', { destination: sink }), listRefreshMs: 200 });
-  await node.start();
-  return { node, url: node.apiUrl, logs };
+function startNode(host: string, models: Record<string, unknown>[]) {
+  return startTestNode({ api: { host }, models }, { node: { listRefreshMs: 200 } });
 }
 
 async function listed(url: string): Promise<string[]> {
