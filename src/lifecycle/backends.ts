@@ -43,6 +43,8 @@ export class EntryBackends {
   #list: Backend[] = [];
   /** Backends by model entry (entryKey), so a reload replaces only what changed. */
   readonly #byEntry = new Map<string, Backend[]>();
+  /** The last replacement asked (apply): the next one runs after it. */
+  #applying: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly p: EntryBackendPorts) {}
 
@@ -82,8 +84,6 @@ export class EntryBackends {
     this.p.slots.setBackends(this.#list);
     return { removed, added };
   }
-
-  #applying: Promise<unknown> = Promise.resolve();
 
   /**
    * Replace the entries (a reload, or a many-model endpoint's list that
