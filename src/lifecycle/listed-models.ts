@@ -98,7 +98,11 @@ export class ListedModels {
   }
 
   async #refresh(): Promise<void> {
-    const changed = (await Promise.all(this.#models.filter(isAuto).map((m) => this.#read(m)))).some(Boolean);
+    // Compared as entries, not ids: a router's child restarted with --embeddings changes its entry's workloads.
+    const keysOf = () => this.entries().map(entryKey).join('\n');
+    const before = keysOf();
+    await Promise.all(this.#models.filter(isAuto).map((m) => this.#read(m)));
+    const changed = keysOf() !== before;
     // Not awaited: an added backend's start may be a long load, and the next refresh must not wait for it (applies queue in order).
     if (changed) void this.p.apply(this.entries(), 'models listed').catch((err) => this.p.log.warn(`applying listed models: ${(err as Error).message}`));
     this.adoptLoaded();
@@ -118,15 +122,15 @@ export class ListedModels {
     }
   }
 
-  /** Read one entry's endpoint; true when its list of ids (or its kind) changed. */
-  async #read(m: ModelConfig): Promise<boolean> {
-    if (m.engine !== 'openai') return false;
+  /** Read one entry's endpoint and keep its list; a change of ids is logged. */
+  async #read(m: ModelConfig): Promise<void> {
+    if (m.engine !== 'openai') return;
     const key = entryKey(m);
     let w = this.#watched.get(key);
     if (!w) this.#watched.set(key, (w = { propsAsked: false, router: false, readAt: -Infinity }));
     const base = normalizeBaseUrl(m.url);
-    const key_ = m.api_key_env ? (this.p.env ?? process.env)[m.api_key_env] : undefined;
-    const headers: Record<string, string> = key_ ? { authorization: `Bearer ${key_}` } : {};
+    const bearer = m.api_key_env ? (this.p.env ?? process.env)[m.api_key_env] : undefined;
+    const headers: Record<string, string> = bearer ? { authorization: `Bearer ${bearer}` } : {};
     // A router rescans its models dir on ?reload=1 (a file added there is listed at once); others get the plain list.
     const askedAt = performance.now();
     const o = await probe(base, w.router ? '/v1/models?reload=1' : '/v1/models', { headers });
@@ -135,7 +139,7 @@ export class ListedModels {
       const why = o.kind === 'ok' ? 'GET /v1/models did not answer a model list' : o.kind === 'status' ? `GET /v1/models: ${o.status} ${o.message}` : `GET /v1/models: ${o.message}`;
       if (w.failing !== why) this.p.log.warn(`${m.name}: cannot list the models of ${base} (${why}); keeping the ${w.listing?.ids.length ?? 0} listed before, asking again in ${Math.round((this.p.intervalMs ?? LIST_REFRESH_MS) / 1000)} s`);
       w.failing = why;
-      return false;
+      return;
     }
     w.failing = undefined;
     if (!listing.router && !w.propsAsked) {
@@ -151,10 +155,9 @@ export class ListedModels {
     const added = next.ids.filter((id) => !before?.ids.includes(id));
     const gone = before?.ids.filter((id) => !next.ids.includes(id)) ?? [];
     const kindChanged = before !== undefined && before.router !== next.router;
-    if (!added.length && !gone.length && !kindChanged) return false;
+    if (!added.length && !gone.length && !kindChanged) return;
     const what = [added.length ? `new: ${added.join(', ')}` : '', gone.length ? `gone: ${gone.join(', ')}` : ''].filter(Boolean).join('; ');
     this.p.log.info(`${m.name}: ${base}${next.router ? ' (llama-server in router mode)' : ''} lists ${next.ids.length} model(s)${what ? ` (${what})` : ''}`);
     for (const s of next.skipped) if (!before?.skipped.includes(s)) this.p.log.warn(`${m.name}: skipped ${s}`);
-    return true;
   }
 }
