@@ -163,7 +163,7 @@ export function buildReport(node: ReportSource, held?: HeldDigests, member?: str
       slots: tr.reduce((n, t) => n + t.slots, 0),
       busy: tr.reduce((n, t) => n + t.busy, 0),
       queued: node.queued(name),
-      ctx: Math.min(...backends.map((b) => b.info.context)),
+      ctx: Math.min(...backends.map((b) => b.context)),
       backends: backends.length,
       healthy_backends: backends.filter((b) => b.state === 'healthy').length,
       ...(perf.ttft_overhead_ms !== undefined ? { ttft_overhead_ms: perf.ttft_overhead_ms } : {}),

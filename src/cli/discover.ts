@@ -3,7 +3,9 @@
  * on PATH and its build; GGUF files in the usual places as `on_demand`
  * entries with `memory: auto` (name, context and workloads from the file's
  * metadata); engines already listening on loopback at the usual ports as
- * `openai` entries with the models they list; the memory budget. Nothing is
+ * `openai` entries: one `models: auto` entry for an endpoint that serves many
+ * models (llama-server in router mode, Ollama, LM Studio, any listing more
+ * than one), else one entry per model; the memory budget. Nothing is
  * started and no address beyond loopback is probed. Each finding says why.
  */
 import { execFile } from 'node:child_process';
@@ -13,6 +15,7 @@ import path from 'node:path';
 import { gguf } from '@huggingface/gguf';
 import { request } from 'undici';
 import { findExecutable } from '../config/executable.ts';
+import { parseListing } from '../engines/many/listing.ts';
 import { MemoryBudget } from '../lifecycle/budget.ts';
 import { describeVersion, parseVersionOutput } from '../engines/llamacpp/version.ts';
 
@@ -97,27 +100,61 @@ export interface ListeningEngine {
   engine: string;
   url: string;
   models: string[];
+  /** llama-server in router mode (its models carry a status, or /props says role "router"). */
+  router: boolean;
 }
 
-/** GET /v1/models on 127.0.0.1 at each known port, 500 ms each. */
+/** GET a small JSON document from loopback within a second; undefined when there is none. */
+async function getJson(url: string): Promise<unknown> {
+  try {
+    const r = await request(url, { headersTimeout: 500, bodyTimeout: 500, signal: AbortSignal.timeout(1000) });
+    const text = await r.body.text();
+    return r.statusCode === 200 ? JSON.parse(text) : undefined;
+  } catch {
+    return undefined; // nothing listens there, or not an OpenAI-compatible server
+  }
+}
+
+/** GET /v1/models on 127.0.0.1 at each known port, 500 ms each; a router is told by its statuses, else by its /props. */
 export async function probeLoopback(ports = KNOWN_PORTS, host = '127.0.0.1'): Promise<ListeningEngine[]> {
   const out: ListeningEngine[] = [];
   await Promise.all(
     ports.map(async ({ port, engine }) => {
       const url = `http://${host}:${port}`;
-      try {
-        const r = await request(`${url}/v1/models`, { headersTimeout: 500, bodyTimeout: 500, signal: AbortSignal.timeout(1000) });
-        const text = await r.body.text();
-        if (r.statusCode !== 200) return;
-        const doc = JSON.parse(text) as { data?: { id?: unknown }[] };
-        const models = (doc.data ?? []).map((m) => m.id).filter((id): id is string => typeof id === 'string' && id.length > 0);
-        if (models.length) out.push({ port, engine, url, models });
-      } catch {
-        // nothing listens there, or not an OpenAI-compatible server
-      }
+      const listing = parseListing(await getJson(`${url}/v1/models`), 65_536);
+      if (!listing) return;
+      const router = listing.router || ((await getJson(`${url}/props`)) as { role?: unknown } | undefined)?.role === 'router';
+      if (listing.ids.length || router) out.push({ port, engine, url, models: listing.ids, router, ...(router ? { engine: 'llama-server (router mode)' } : {}) });
     }),
   );
   return out.sort((a, b) => a.port - b.port);
+}
+
+/**
+ * An endpoint that serves many models (SPEC section 3): llama-server in
+ * router mode, Ollama, LM Studio, or any that lists more than one (such as
+ * llama-swap). Its entry is `models: auto`, so a model added there later is
+ * served without editing the file.
+ */
+export function servesMany(e: ListeningEngine): boolean {
+  return e.router || e.models.length > 1 || /ollama|lm studio/i.test(e.engine);
+}
+
+/** The entries for the engines found: one `models: auto` entry per many-model endpoint, else one per model (names not taken by a GGUF). */
+export function engineEntries(engines: readonly ListeningEngine[], taken: ReadonlySet<string>): Record<string, unknown>[] {
+  return engines.flatMap((e): Record<string, unknown>[] =>
+    servesMany(e)
+      ? [{ name: e.engine.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, ''), engine: 'openai', url: e.url, models: 'auto' }]
+      : e.models.filter((m) => !taken.has(m)).map((m) => ({ name: m, engine: 'openai', url: e.url, parallel: 4 })),
+  );
+}
+
+/** What init says of an engine it found. */
+function engineNote(e: ListeningEngine): string {
+  const listed = e.models.length ? e.models.join(', ') : 'no models yet';
+  if (e.router) return `${e.engine} answers on ${e.url}: ${listed} (engine: openai, models: auto: every model it lists; the node loads and unloads them on demand)`;
+  if (servesMany(e)) return `${e.engine} answers on ${e.url}: ${listed} (engine: openai, models: auto: every model it lists, as it lists them)`;
+  return `${e.engine} answers on ${e.url}: ${listed} (engine: openai, load: always)`;
 }
 
 /**
@@ -166,7 +203,7 @@ export async function discover(opts: { modelsDir?: string; pathVar?: string; por
     }
   }
   const engines = await probeLoopback(opts.ports);
-  for (const e of engines) notes.push(`${e.engine} answers on ${e.url}: ${e.models.join(', ')} (engine: openai, load: always)`);
+  for (const e of engines) notes.push(engineNote(e));
   const budget = new MemoryBudget('auto');
   await budget.refresh();
   notes.push(`memory budget: ${(budget.bytes / 1024 ** 3).toFixed(1)} GiB (${budget.source}); kept as memory_budget: auto`);
@@ -176,7 +213,7 @@ export async function discover(opts: { modelsDir?: string; pathVar?: string; por
         ? { name: g.name, engine: 'llamacpp', path: g.path, context: g.context, parallel: 2, workloads: g.workloads, load: 'on_demand', memory: 'auto', llamacpp: { binary: llamaServer.path, args: g.workloads.includes('embeddings') ? ['--embeddings'] : g.workloads.includes('rerank') ? ['--reranking'] : [] } }
         : { name: g.name, engine: 'embedded', path: g.path, context: g.context, parallel: 2, workloads: g.workloads, load: 'on_demand', memory: 'auto' },
     ),
-    ...engines.flatMap((e) => e.models.filter((m) => !names.has(m)).map((m) => ({ name: m, engine: 'openai', url: e.url, parallel: 4 }))),
+    ...engineEntries(engines, names),
   ];
   return { llamaServer, ggufs, engines, budget: { bytes: budget.bytes, source: budget.source }, notes, models };
 }

@@ -140,18 +140,32 @@ const modelCommon = {
   memory: memorySize.default('auto'),
 };
 
-const openaiModel = z.strictObject({
-  ...modelCommon,
-  engine: z.literal('openai'),
-  url: z.url({ protocol: /^https?$/, error: 'expected an http:// or https:// URL such as http://127.0.0.1:9100' }),
-}).superRefine((m, ctx) => {
-  if (m.load === 'on_demand')
-    ctx.addIssue({
-      code: 'custom',
-      path: ['load'],
-      message: 'an openai entry cannot be on_demand: the node cannot start or stop a server it does not run (use load: always, or a llamacpp or embedded entry)',
-    });
-});
+/** The one value `models` takes: every model the endpoint lists (SPEC section 3, "Endpoints that serve many models"). */
+export const MODELS_AUTO_MESSAGE = 'expected auto (every model the endpoint lists, refreshed as it changes)';
+
+const openaiModel = z
+  .strictObject({
+    ...modelCommon,
+    engine: z.literal('openai'),
+    url: z.url({ protocol: /^https?$/, error: 'expected an http:// or https:// URL such as http://127.0.0.1:9100' }),
+    /** auto: the entry serves every model the endpoint lists (`name` is then the group's label); left out: one model, `name`. */
+    models: z.literal('auto', { error: MODELS_AUTO_MESSAGE }).optional(),
+    // Left out, the default depends on `models` (below): on_demand for a many-model endpoint, always otherwise.
+    load: z.enum(['always', 'on_demand'], { error: 'expected always or on_demand' }).optional(),
+  })
+  .superRefine((m, ctx) => {
+    if (m.load === 'on_demand' && m.models !== 'auto')
+      ctx.addIssue({
+        code: 'custom',
+        path: ['load'],
+        message:
+          'an openai entry of one model cannot be on_demand: the node cannot start or stop a server it does not run (use load: always, a llamacpp or embedded entry, or models: auto for a llama-server in router mode)',
+      });
+    if (m.models === 'auto' && m.replicas > 1)
+      ctx.addIssue({ code: 'custom', path: ['replicas'], message: 'a models: auto entry serves each listed model once (the endpoint runs its models itself): remove replicas' });
+  })
+  // A many-model endpoint loads on demand unless told otherwise: loading every model it lists at start could not fit.
+  .transform((m) => ({ ...m, load: m.load ?? (m.models === 'auto' ? 'on_demand' : 'always') }) as const);
 
 /** Keys of an entry that names a model file (SPEC section 11, "Model files travel between members"). */
 const fileKeys = {
@@ -231,6 +245,10 @@ const simModel = z
       ctx.addIssue({ code: 'custom', path: ['sim', 'port'], message: `a fixed port takes one backend, and replicas is ${m.replicas}: leave the port out (any free port) or use one entry per port` });
   });
 
+/** `models:` on an entry whose engine runs one model. */
+const MODELS_ONLY_OPENAI = (engine: string) =>
+  `models: auto is for an openai entry only (an endpoint that serves many models: llama-server in router mode, llama-swap, Ollama's /v1, LM Studio); a ${engine} entry is one model`;
+
 const ENGINE_SCHEMAS = { openai: openaiModel, llamacpp: llamacppModel, embedded: embeddedModel, sim: simModel } as const;
 
 /** A model entry: its engine key picks which other keys are allowed. */
@@ -243,6 +261,10 @@ const modelEntry = z.unknown().transform((value, ctx) => {
   const schema = ENGINE_SCHEMAS[engine as keyof typeof ENGINE_SCHEMAS];
   if (!schema) {
     ctx.addIssue({ code: 'custom', path: ['engine'], message: 'expected one of llamacpp, openai, embedded, sim' });
+    return z.NEVER;
+  }
+  if (engine !== 'openai' && 'models' in value) {
+    ctx.addIssue({ code: 'custom', path: ['models'], message: MODELS_ONLY_OPENAI(String(engine)) });
     return z.NEVER;
   }
   const parsed = (schema as z.ZodType).safeParse(value);
@@ -381,7 +403,20 @@ export const configSchema = z.strictObject({
 });
 
 export type Config = z.output<typeof configSchema>;
-export type ModelConfig = Config['models'][number];
+/**
+ * One model entry. `listed` marks an entry the node made from a `models:
+ * auto` entry, one per model its endpoint lists (engines/many/listing.ts): never
+ * written in a config file.
+ */
+export type ModelConfig = Config['models'][number] & { readonly listed?: ListedFrom };
+
+/** Where a listed model's entry came from. */
+export interface ListedFrom {
+  /** The `models: auto` entry's name: a label for the group in logs. */
+  readonly group: string;
+  /** The endpoint is llama-server in router mode: the node loads, unloads and reads slots per model through its API. */
+  readonly router: boolean;
+}
 export type EngineKind = ModelConfig['engine'];
 export type SimSettings = z.output<typeof simModel>['sim'];
 
@@ -448,6 +483,10 @@ export function schemaFix(path: readonly PropertyKey[], message: string): string
     const guess = closest(bad, CONFIG_WORKLOADS);
     return guess ? `did you mean "${guess}"? Workloads are ${CONFIG_WORKLOADS.join(', ')}` : `use workloads from: ${CONFIG_WORKLOADS.join(', ')}`;
   }
+  if (String(last) === 'models' && path[0] === 'models')
+    return message === MODELS_AUTO_MESSAGE
+      ? 'write models: auto, or leave it out for an entry of one model'
+      : 'remove models from this entry, or make it engine: openai with the url of the endpoint';
   if (message.includes('duration')) return 'write a duration greater than zero with its unit, such as "500ms", "20s", "10m" or "1h"';
   if (message.includes('size')) return 'write a size with its unit, such as "256", "512KB" or "32MiB", within the bound shown';
   if (message.includes('engine') || String(last) === 'engine') return 'set engine to llamacpp, openai, embedded or sim';

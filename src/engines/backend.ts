@@ -86,6 +86,28 @@ export abstract class Backend extends EventEmitter {
     return this.engineProps?.buildNumber;
   }
 
+  /**
+   * Slots this backend serves. `info.parallel` unless the engine says
+   * otherwise once loaded (a router's model runs the slots its own preset
+   * gives it, read from the router): capacity counts this.
+   */
+  get parallel(): number {
+    return this.info.parallel;
+  }
+
+  /** Tokens per slot: `info.context` unless the engine says otherwise once loaded (as `parallel`). */
+  get context(): number {
+    return this.info.context;
+  }
+
+  /**
+   * For an engine whose process the node does not own (a router's model):
+   * ask it to unload, then stop watching. The lifecycle's unloads (idle,
+   * room, operator) call this when it exists; a node that stops or reloads
+   * calls `stop`, which leaves the engine's models as they are.
+   */
+  unloadEngine?(): Promise<void>;
+
   /** Base URL of the OpenAI-compatible server, e.g. http://127.0.0.1:39021 (no trailing slash). */
   abstract get url(): string | undefined;
 

@@ -98,8 +98,8 @@ export class CacheBook {
   #fresh(b: Backend): Entry {
     const model = cacheModel({
       kind: modelKindOf(b.info.engine),
-      slots: b.info.parallel,
-      budgetTokens: b.info.parallel * b.info.context,
+      slots: b.parallel,
+      budgetTokens: b.parallel * b.context,
       choose: this.opts.choose,
       onGap: this.opts.onGap,
     });

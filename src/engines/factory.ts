@@ -65,6 +65,10 @@ export async function createBackend(m: ModelConfig, info: BackendInfo, log: Logg
     case 'sim':
       return new SimBackend(info, descriptor, m.sim, log);
     case 'openai': {
+      if (m.listed?.router) {
+        const { RouterModelBackend } = await import('./many/router-model.ts');
+        return new RouterModelBackend(info, descriptor, m.url, log, { onProps, keepLoaded: m.load === 'always' });
+      }
       const { OpenAIBackend } = await import('./openai.ts');
       return new OpenAIBackend(info, descriptor, { url: m.url }, log, { onProps });
     }

@@ -126,9 +126,9 @@ export function parseBuildNumber(buildInfo: string | undefined): number | undefi
   return parseBuildInfo(buildInfo)?.build;
 }
 
-/** GET /props; undefined when the engine has none (404) or does not answer JSON. Never throws. */
-export async function fetchProps(base: string, opts: ProbeOptions = {}): Promise<EngineProps | undefined> {
-  const o = await probe(base, '/props', opts);
+/** GET /props (`query`: a router's `?model=…`); undefined when the engine has none (404) or does not answer JSON. Never throws. */
+export async function fetchProps(base: string, opts: ProbeOptions = {}, query = ''): Promise<EngineProps | undefined> {
+  const o = await probe(base, `/props${query}`, opts);
   if (o.kind !== 'ok' || typeof o.body !== 'object' || o.body === null || Array.isArray(o.body)) return undefined;
   const raw = o.body as Record<string, unknown>;
   const buildInfo = typeof raw.build_info === 'string' ? raw.build_info : undefined;

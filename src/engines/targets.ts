@@ -108,7 +108,7 @@ export class SlotTable {
   }
 
   freeOf(b: Backend): number {
-    return b.state === 'healthy' ? Math.max(0, b.info.parallel - this.busyOf(b)) : 0;
+    return b.state === 'healthy' ? Math.max(0, b.parallel - this.busyOf(b)) : 0;
   }
 
   summarize(t: LocalTarget): TargetSummary {
@@ -116,7 +116,7 @@ export class SlotTable {
     let busy = 0;
     let loading = 0;
     for (const b of t.backends) {
-      if (b.state === 'healthy') slots += b.info.parallel;
+      if (b.state === 'healthy') slots += b.parallel;
       else if (b.state === 'starting') loading++;
       busy += this.busyOf(b);
     }

@@ -22,7 +22,7 @@ export interface EntryBackendPorts {
   /** Wake the waiting requests: a backend changed state, or the lists changed. */
   pump(): void;
   /** The lifecycle the entries are added to and removed from (made after this, hence a getter). */
-  lifecycle(): Pick<Lifecycle, 'add' | 'remove'>;
+  lifecycle(): Pick<Lifecycle, 'add' | 'remove' | 'lost'>;
   /** Where each entry's file is (files/model-files.ts). */
   readonly files: {
     /** The entry with the file its memory is measured from. */
@@ -43,6 +43,8 @@ export class EntryBackends {
   #list: Backend[] = [];
   /** Backends by model entry (entryKey), so a reload replaces only what changed. */
   readonly #byEntry = new Map<string, Backend[]>();
+  /** The last replacement asked (apply): the next one runs after it. */
+  #applying: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly p: EntryBackendPorts) {}
 
@@ -80,6 +82,22 @@ export class EntryBackends {
     const added = await this.#create(addedEntries);
     this.#list = [...this.#list, ...added];
     this.p.slots.setBackends(this.#list);
+    return { removed, added };
+  }
+
+  /**
+   * Replace the entries (a reload, or a many-model endpoint's list that
+   * changed; one at a time, in the order asked), then stop the removed
+   * backends and start the added ones; resolves once they have.
+   */
+  async apply(models: readonly ModelConfig[], why: string): Promise<{ removed: Backend[]; added: Backend[] }> {
+    const replaced = this.#applying.then(() => this.replace(models));
+    this.#applying = replaced.catch(() => {});
+    const { removed, added } = await replaced;
+    for (const b of removed) this.p.log.info(`${why}: stopping ${b.id}`);
+    for (const b of added) this.p.log.info(`${why}: starting ${b.id}`);
+    await Promise.all([...removed.map((b) => b.stop()), ...added.map((b) => b.start())]);
+    this.p.pump();
     return { removed, added };
   }
 
@@ -157,6 +175,8 @@ export class EntryBackends {
       });
       b.on('descriptor', () => this.p.slots.setBackends(this.#list));
       b.on('restart', () => this.p.metrics.engineRestarts.inc({ model: b.info.model }));
+      // A router's model that the router unloaded by itself (engines/many/router-model.ts).
+      b.on('lost', (why: string) => this.p.lifecycle().lost(b, why));
     }
     return list;
   }

@@ -20,7 +20,8 @@ import type { SlotTable } from '../engines/targets.ts';
 /** `fetching`: the entry's file is being fetched from a member before it loads (issue 20, `prepare` below). */
 export type LifeState = 'unloaded' | 'fetching' | 'loading' | 'loaded' | 'unloading';
 export type LoadReason = 'start' | 'request' | 'scale' | 'operator';
-export type UnloadReason = 'idle' | 'room' | 'operator' | 'failed' | 'stop';
+/** `endpoint`: a many-model endpoint unloaded the model by itself (engines/many/router-model.ts). */
+export type UnloadReason = 'idle' | 'room' | 'operator' | 'failed' | 'stop' | 'endpoint';
 
 /** One load or unload, for the log, the decision feed and the metrics. */
 export interface LifecycleEvent {
@@ -358,13 +359,29 @@ export class Lifecycle {
     const ph = Lifecycle.placeholders(m.infos, real[0]?.descriptor ?? { workloads: [], audio: false });
     this.#swap(m, ph);
     this.p.onEvent({ kind: 'unloading', model: m.entry.name, reason, detail });
-    m.stopping = Promise.all(real.map((b) => b.stop())).then(() => {
+    // An engine the node does not run (a router's model) is asked to unload; one it runs is stopped.
+    m.stopping = Promise.all(real.map((b) => (b.unloadEngine ? b.unloadEngine() : b.stop()))).then(() => {
       m.state = 'unloaded';
       m.roomReady = false;
       m.stopping = undefined;
       this.p.onEvent({ kind: 'unloaded', model: m.entry.name, reason, detail });
     });
     return m.stopping;
+  }
+
+  /**
+   * A backend's engine dropped its model by itself (a router's own
+   * `--models-max`, another client's unload): the entry is unloaded now,
+   * its memory free, and the next request loads it again through placement.
+   */
+  lost(b: Backend, why: string): void {
+    const m = this.#of(b);
+    if (!m || !ownsLoad(m) || m.state !== 'loaded') return;
+    m.state = 'unloaded';
+    m.roomReady = false;
+    this.#swap(m, Lifecycle.placeholders(m.infos, b.descriptor));
+    this.p.onEvent({ kind: 'unloading', model: m.entry.name, reason: 'endpoint', detail: why });
+    this.p.onEvent({ kind: 'unloaded', model: m.entry.name, reason: 'endpoint', detail: why });
   }
 
   /** An operator's unload: never one with a request in flight or queued, never an always entry. */

@@ -41,13 +41,14 @@ import { ModelFilePolicy } from '../files/model-files.ts';
 import { modelFilePaths } from '../files/paths.ts';
 import { FileServer } from '../files/serve.ts';
 import { NodeHistory } from '../history/node-history.ts';
-import { exportErrorReporter, Tracing, tracesUrl } from '../telemetry/tracing.ts';
+import { tracingFor, type Tracing } from '../telemetry/tracing.ts';
 import { ForwardBook } from '../forward/book.ts';
 import { askMemberLoad, relayLifecycleAsk } from '../forward/lifecycle-ask.ts';
 import type { PeerLink } from '../forward/send.ts';
 import { bindProblem, isBindError } from '../http/listen.ts';
 import { lifecycleReply, localLoadAsk, unknownMemberReply, type LifecycleReply } from '../lifecycle/answers.ts';
 import { EntryBackends } from '../lifecycle/backends.ts';
+import { ListedModels } from '../lifecycle/listed-models.ts';
 import { MemoryBudget } from '../lifecycle/budget.ts';
 import { reportLifecycleEvent } from '../lifecycle/events.ts';
 import { Lifecycle, type LoadAnswer, type LoadReason, type UnloadAnswer } from '../lifecycle/lifecycle.ts';
@@ -69,6 +70,7 @@ import type { KeySync } from '../keys/sync.ts';
 import { dispatchPorts, reportSource } from './ports.ts';
 import { OpenBodies } from '../http/open-bodies.ts';
 import { aliasReach, localView, peerViews } from './views.ts';
+import { bounded } from './bounded.ts';
 
 export type { NodePhase };
 
@@ -76,6 +78,8 @@ export interface NodeOptions {
   log?: Log;
   now?: () => number;
   env?: NodeJS.ProcessEnv;
+  /** How often models: auto endpoints are listed again (default LIST_REFRESH_MS, 10 s; tests shorten it). */
+  listRefreshMs?: number;
   /** Unrecoverable after start (another live node has our name). Default: log and stop. */
   onFatal?: (message: string) => void;
 }
@@ -143,6 +147,8 @@ export class ViiworkNode implements ApiNode {
   readonly files: FileServer;
   /** This node's backends by model entry (lifecycle/backends.ts). */
   readonly #engines: EntryBackends;
+  /** The models each models: auto entry's endpoint lists (lifecycle/listed-models.ts). */
+  readonly #listed: ListedModels;
   /** Which copy of a model file may be used, and fetching one (files/model-files.ts). */
   readonly #modelFiles: ModelFilePolicy;
   /** Which members this node routes to and hurries (capacity/interest.ts). */
@@ -244,6 +250,14 @@ export class ViiworkNode implements ApiNode {
       log: this.log,
       metrics: this.metrics,
     });
+    this.#listed = new ListedModels({
+      apply: (models, why) => this.#engines.apply(models, why),
+      adopt: (model, detail) => void this.lifecycle.load(model, 'start', detail),
+      maxName: config.api.max_model_name,
+      log: this.log,
+      env: opts.env,
+      intervalMs: opts.listRefreshMs,
+    });
     this.budget = new MemoryBudget(config.node.memory_budget, () => ({ pids: this.#engines.pids(), accounted: this.lifecycle.accounted() }));
     this.lifecycle = new Lifecycle({
       slots: this.slots,
@@ -288,9 +302,7 @@ export class ViiworkNode implements ApiNode {
       log: (msg) => this.log.warn(msg),
     });
     const t = config.telemetry;
-    const traces = tracesUrl(t.otlp_endpoint, opts.env ?? process.env);
-    const exportError = exportErrorReporter((msg) => this.log.warn(msg), () => this.metrics.otlpExportFailures.inc({}), traces);
-    this.tracing = traces ? new Tracing({ endpoint: traces, sample: t.sample, node: this.name, version: VERSION, onExportError: exportError }) : undefined;
+    this.tracing = tracingFor(t, opts.env ?? process.env, { node: this.name, version: VERSION, log: (msg) => this.log.warn(msg), failed: () => this.metrics.otlpExportFailures.inc({}) });
     this.dispatcher = new Dispatcher(dispatchPorts(this, this.#peers, () => this.#interest.hurry()));
     const keys = readClientKeys(config.api, opts.env ?? process.env);
     if (keys.problems.length) throw new Error(keys.problems.map((p) => `${p.key}: ${p.message}; ${p.fix}`).join('\n'));
@@ -426,7 +438,8 @@ export class ViiworkNode implements ApiNode {
       throw err;
     }
 
-    const fresh = await this.#engines.startWith(this.config.models);
+    await this.#listed.watch(this.config.models); // models: auto entries start with what their endpoints list
+    const fresh = await this.#engines.startWith(this.#listed.entries());
     this.phase = 'running';
     void this.#warm(fresh).finally(() => {
       this.#warmUp = undefined;
@@ -447,6 +460,7 @@ export class ViiworkNode implements ApiNode {
     this.#saveTimer = setInterval(() => (this.#savePerf(), this.usage.save()), 30_000);
     this.#saveTimer.unref();
     this.lifecycle.start();
+    this.#listed.start();
     this.limiter.start();
     this.history.start();
     // Off the request path: until a file is hashed it is neither published nor served. A copy in
@@ -531,15 +545,14 @@ export class ViiworkNode implements ApiNode {
    */
   async reload(next: Config): Promise<{ added: number; removed: number; restartNeeded: string[] }> {
     const restartNeeded = (['node', 'api', 'mesh', 'routing', 'telemetry'] as const).filter((k) => JSON.stringify(next[k]) !== JSON.stringify(this.config[k]));
-    const { removed, added } = await this.#engines.replace(next.models);
+    await this.#listed.watch(next.models); // a new models: auto entry's endpoint is listed first
+    const applied = this.#engines.apply(this.#listed.entries(), 'reload');
     const wasGateway = this.config.models.length === 0;
     this.config = { ...this.config, models: next.models, aliases: next.aliases };
     this.aliases.seed(next.aliases); // only names the table has never seen: a mesh change always wins
     if (wasGateway !== (next.models.length === 0)) await this.membership?.ml.updateMeta().catch(() => {}); // role node ⇄ gateway
-    for (const b of removed) this.log.info(`reload: stopping ${b.id}`);
-    for (const b of added) this.log.info(`reload: starting ${b.id}`);
-    await Promise.all([...removed.map((b) => b.stop()), ...added.map((b) => b.start())]);
-    this.queues.pumpAll();
+    const { removed, added } = await applied;
+    this.#listed.adoptLoaded();
     return { added: added.length, removed: removed.length, restartNeeded };
   }
 
@@ -550,6 +563,7 @@ export class ViiworkNode implements ApiNode {
     clearInterval(this.#tick);
     this.history.stop();
     this.lifecycle.stop();
+    this.#listed.stop();
     this.budget.stop();
     this.limiter.stop();
     this.usage.save();
@@ -582,16 +596,4 @@ export class ViiworkNode implements ApiNode {
       this.log.warn(`cannot save performance baseline in ${this.config.node.state_dir}: ${(err as Error).message}`);
     }
   }
-}
-
-/** Resolves when `p` settles or after `ms`, whichever comes first (a start never waits longer for one step). */
-function bounded(p: Promise<unknown>, ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    t.unref();
-    void p.then(
-      () => (clearTimeout(t), resolve()),
-      () => (clearTimeout(t), resolve()),
-    );
-  });
 }

@@ -57,7 +57,7 @@ export function localView(
       targets.push(s);
       slotCount += s.slots;
       busy += s.busy;
-      for (const b of t.backends) ctx = Math.min(ctx, b.info.context);
+      for (const b of t.backends) ctx = Math.min(ctx, b.context);
     }
     const p = perf.published(model, ROUTING_SCORE_MAX_AGE_MS);
     models.set(model, {

@@ -75,6 +75,17 @@ export function tracesUrl(configured: string, env: Record<string, string | undef
   return base ? withPath(base, true) : '';
 }
 
+/** Tracing as `telemetry` and the OTEL_* variables ask for it (tracesUrl), failed exports logged and counted; undefined: off. */
+export function tracingFor(
+  t: { otlp_endpoint: string; sample: number },
+  env: Record<string, string | undefined>,
+  o: { node: string; version: string; log: (msg: string) => void; failed: () => void },
+): Tracing | undefined {
+  const endpoint = tracesUrl(t.otlp_endpoint, env);
+  if (!endpoint) return undefined;
+  return new Tracing({ endpoint, sample: t.sample, node: o.node, version: o.version, onExportError: exportErrorReporter(o.log, o.failed, endpoint) });
+}
+
 /** Reports of failed exports, at most one a `everyMs` (the count goes on in /metrics). */
 export function exportErrorReporter(log: (msg: string) => void, count: () => void, url: string, now: () => number = Date.now, everyMs = 60_000): (why: string) => void {
   let last = -Infinity;

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { validateConfig } from '../../src/config/load.ts';
 import { createLog } from '../../src/log.ts';
-import { ViiworkNode } from '../../src/node/node.ts';
+import { ViiworkNode, type NodeOptions } from '../../src/node/node.ts';
 
 export interface TestNode {
   node: ViiworkNode;
@@ -45,7 +45,7 @@ export function testConfigDoc(doc: Record<string, any>, stateDir: string): Recor
   };
 }
 
-export async function startNode(doc: Record<string, any>, opts: { stateDir?: string } = {}): Promise<TestNode> {
+export async function startNode(doc: Record<string, any>, opts: { stateDir?: string; node?: Omit<NodeOptions, 'log'> } = {}): Promise<TestNode> {
   const stateDir = opts.stateDir ?? tempDir();
   const config = validateConfig(testConfigDoc(doc, stateDir));
   const logs: string[] = [];
@@ -56,7 +56,7 @@ export async function startNode(doc: Record<string, any>, opts: { stateDir?: str
       cb();
     },
   });
-  const node = new ViiworkNode(config, { log: createLog(config.node.name, { destination: sink }) });
+  const node = new ViiworkNode(config, { ...opts.node, log: createLog(config.node.name, { destination: sink }) });
   await node.start();
   return { node, url: node.apiUrl, stateDir, logs, stop: () => node.stop() };
 }
