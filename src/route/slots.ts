@@ -130,12 +130,17 @@ export function chooseSlot(slots: readonly SlotView[], chance: ReturnChance): Sl
 
 /**
  * The slot choice on an engine with a RAM pool. A continuation first, as
- * without one. Otherwise taking a slot no longer destroys its conversation
- * when the engine saves it to RAM (it costs a restore when it returns), and
- * only a slot that holds a prompt can take one back from RAM (the engine
- * never restores into an empty slot it is named), so the choice is net of
- * reuse: the least of (what taking the slot costs − the prefill it saves
- * this prompt), the costs in tokens of prefill. Ties as without a pool.
+ * without one. Otherwise the slot worth least, as without one, where taking
+ * a slot whose prompt the engine saves to RAM costs only its restore when its
+ * conversation returns (RESTORE_SHARE of a re-prefill) plus what the pool
+ * drops to make room, and the prefill a restore from RAM saves this prompt
+ * counts against that cost: only a slot that holds a prompt takes one back
+ * from RAM (the engine never restores into an empty slot it is named), so a
+ * returning conversation takes a held slot over an empty one. A prefix the
+ * slot itself shares (a system prompt) is not netted, as without a pool: a
+ * slot the engine overwrites in place (it keeps half or more of its prompt)
+ * is not saved, and its conversation's tail would be lost for that prefix
+ * (docs/decisions.md, issue 25). Ties as without a pool.
  */
 function choosePooled(slots: readonly SlotView[], chance: ReturnChance): SlotPick | undefined {
   let best = -1;
@@ -144,7 +149,7 @@ function choosePooled(slots: readonly SlotView[], chance: ReturnChance): SlotPic
     const s = slots[i];
     if (s.busy) continue;
     const continued = s.tokens > 0 && s.shared >= s.tokens;
-    const net = continued ? -Infinity : worth(s, chance) - saved(s);
+    const net = continued ? -Infinity : worth(s, chance) - restoreGain(s);
     const b = best >= 0 ? slots[best] : undefined;
     if (!b || net < bestNet || (net === bestNet && (s.shared > b.shared || (s.shared === b.shared && (s.idleMs ?? Infinity) > (b.idleMs ?? Infinity))))) {
       best = i;
@@ -170,10 +175,10 @@ function restoredTokens(s: SlotView): number {
   return s.restore !== undefined && s.restore > s.shared ? s.restore : 0;
 }
 
-/** Tokens of prefill taking slot `s` saves this prompt, a restore priced at RESTORE_SHARE of its tokens. */
-function saved(s: SlotView): number {
+/** Tokens of prefill a restore from RAM into slot `s` saves this prompt beyond what the slot shares, net of the restore. */
+function restoreGain(s: SlotView): number {
   const r = restoredTokens(s);
-  return r > 0 ? r * (1 - RESTORE_SHARE) : s.shared;
+  return r > 0 ? (r - s.shared) * (1 - RESTORE_SHARE) : 0;
 }
 
 /** Expected tokens of re-prefill of the pool entries the save drops. */

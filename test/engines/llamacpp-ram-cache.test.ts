@@ -71,9 +71,9 @@ async function ask(t: TestNode, messages: Msg[], seen: { seq: number }): Promise
  * 300-character first message, 100 more characters a turn, the whole
  * history (replies included) sent every time, as clients do.
  */
-async function interleave(t: TestNode, n: number, turns: number): Promise<Sample[]> {
+async function interleave(t: TestNode, n: number, turns: number, system?: string): Promise<Sample[]> {
   const seen = { seq: 0 };
-  const convs: Msg[][] = Array.from({ length: n }, () => []);
+  const convs: Msg[][] = Array.from({ length: n }, () => (system ? [{ role: 'system', content: system }] : []));
   const out: Sample[] = [];
   for (let turn = 1; turn <= turns; turn++) {
     for (let c = 0; c < n; c++) {
@@ -92,15 +92,31 @@ function meanError(samples: readonly Sample[]): number {
   return samples.reduce((s, x) => s + Math.abs(x.predicted - x.engine) / x.prompt, 0) / samples.length;
 }
 
-const CASES = [
-  { slots: 1, cacheRam: undefined, host: '127.0.122.1' },
-  { slots: 2, cacheRam: undefined, host: '127.0.122.2' },
+interface Case {
+  slots: number;
+  cacheRam?: number;
+  host: string;
+  /** A system prompt every conversation shares (a slot taken then keeps half or more of its prompt: not saved to RAM). */
+  system?: string;
+  /** Extra llama-server flags. */
+  args?: string[];
+}
+
+const SHARED = words(999, 1000);
+const CASES: Case[] = [
+  { slots: 1, host: '127.0.122.1' },
+  { slots: 2, host: '127.0.122.2' },
   { slots: 1, cacheRam: 0, host: '127.0.122.3' },
   { slots: 2, cacheRam: 0, host: '127.0.122.4' },
-] as const;
+];
+/** The engine's other behaviours, the error target alone: a shared long system prompt, and idle slots copied to RAM. */
+const MORE: Case[] = [
+  { slots: 1, host: '127.0.122.5', system: SHARED },
+  { slots: 2, host: '127.0.122.6', system: SHARED, args: ['--cache-idle-slots'] },
+];
 
-for (const c of CASES) {
-  const pool = c.cacheRam === undefined ? 'the engine’s default RAM pool' : 'cache_ram: 0';
+for (const c of [...CASES, ...MORE]) {
+  const pool = `${c.cacheRam === undefined ? 'the engine’s default RAM pool' : `cache_ram: ${c.cacheRam}`}${c.system ? ', a shared system prompt' : ''}${c.args ? `, ${c.args.join(' ')}` : ''}`;
   describe(`predicted cached tokens against today’s llama-server, ${c.slots} slot${c.slots > 1 ? 's' : ''}, ${pool}`, { skip: !present && `no llama-server at ${BINARY}` }, () => {
     let t: TestNode;
     before(async () => {
@@ -116,7 +132,7 @@ for (const c of CASES) {
             parallel: c.slots,
             context: 2048,
             ...(c.cacheRam !== undefined ? { cache_ram: c.cacheRam } : {}),
-            llamacpp: { binary: BINARY, args: ['--threads', '1'] },
+            llamacpp: { binary: BINARY, args: ['--threads', '1', ...(c.args ?? [])] },
           },
         ],
       });
@@ -125,12 +141,13 @@ for (const c of CASES) {
     after(() => t?.stop());
 
     it(`${3 * c.slots} conversations interleaved: the mean error is at most 10% of the prompt`, async (ctx) => {
-      const samples = await interleave(t, 3 * c.slots, 3);
+      const samples = await interleave(t, 3 * c.slots, 3, c.system);
       for (const s of samples) ctx.diagnostic(`${s.label}: prompt ${s.prompt}, engine ${s.engine}, predicted ${s.predicted}${s.restored ? ` (${s.restored} from RAM)` : ''}`);
       const err = meanError(samples);
       ctx.diagnostic(`mean |predicted − engine| ÷ prompt = ${(100 * err).toFixed(1)}%`);
       assert.ok(err <= 0.1, `mean error ${(100 * err).toFixed(1)}% of the prompt`);
       const later = samples.filter((s) => !s.label.endsWith('1'));
+      if (c.system) return;
       if (c.cacheRam === undefined) {
         // Each later turn finds its conversation in RAM: the engine reuses most of the prompt, and the feed says so.
         for (const s of later) assert.ok(s.engine > 0.5 * s.prompt, `${s.label}: the engine reused ${s.engine} of ${s.prompt}`);
