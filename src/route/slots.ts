@@ -165,9 +165,8 @@ function choosePooled(slots: readonly SlotView[], chance: ReturnChance): SlotPic
   const dropped = droppedWorth(s, chance);
   if (!((lost > 0 && chance(s.idleMs ?? 0) > 0) || dropped > 0)) return pick;
   const c = chance(s.idleMs ?? 0);
-  if (s.pooled) return { ...pick, evicted: { tokens: lost, idleMs: s.idleMs ?? 0, chance: c, cascade: 1, pooled: true, ...(dropped > 0 ? { dropped } : {}) } };
-  const live = liveSlots(slots, chance) - c + 1;
-  return { ...pick, evicted: { tokens: lost, idleMs: s.idleMs ?? 0, chance: c, cascade: cascadeOf(live / slots.length), ...(dropped > 0 ? { dropped } : {}) } };
+  // No cascade: a conversation that returns takes a slot whose prompt then moves to RAM, a restore, not a re-prefill.
+  return { ...pick, evicted: { tokens: lost, idleMs: s.idleMs ?? 0, chance: c, cascade: 1, ...(s.pooled ? { pooled: true } : {}), ...(dropped > 0 ? { dropped } : {}) } };
 }
 
 /** Tokens the engine restores from RAM into slot `s` beyond what the slot itself shares with the prompt. */

@@ -89,7 +89,8 @@ export function supportsCacheRam(binary: string): Promise<boolean> {
   let p = probed.get(binary);
   if (!p) {
     p = new Promise<boolean>((resolve) => {
-      execFile(binary, ['--help'], { timeout: 10_000, maxBuffer: 4 << 20 }, (_err, stdout, stderr) => resolve(/--cache-ram\b/.test(`${stdout}\n${stderr}`)));
+      // A binary that does not answer --help at once (a wrapper that starts a server anyway) is killed: no pool known.
+      execFile(binary, ['--help'], { timeout: 3_000, killSignal: 'SIGKILL', maxBuffer: 4 << 20 }, (_err, stdout, stderr) => resolve(/--cache-ram\b/.test(`${stdout}\n${stderr}`)));
     });
     probed.set(binary, p);
   }
