@@ -10,7 +10,10 @@
  * - `chosen`: llama-server's slots (and the sim engine's), the slot chosen
  *   by the node and sent as `id_slot` (SPEC 9.6, "Slot choice": the slot
  *   this prompt continues, else the idle one worth least; the rule is passed
- *   in as `choose`, route/slots.ts), so the model is exact.
+ *   in as `choose`, route/slots.ts), so the model is exact. With a host-RAM
+ *   prompt cache (today's llama-server `--cache-ram`, the sim's `cache_ram`;
+ *   option `pool`) it also keeps what the engine saves to RAM when a slot is
+ *   taken, restores from there, and drops (prompt/ram-pool.ts).
  * - `lifo`: the embedded engine's context sequences: the one freed last is
  *   handed out first (engines/embedded-server.ts), exact.
  * - `blocks`: a shared block cache (vLLM-like `openai` engines): every link

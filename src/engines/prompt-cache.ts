@@ -10,6 +10,10 @@
  * CHARS_PER_TOKEN characters of the rendered prompt make one token. A prompt
  * of n characters costs O(n) work at most once per free slot, compared in
  * blocks, so a 1 MB prompt costs a few milliseconds.
+ *
+ * With `ram` (config `sim.cache_ram`) the pool also keeps today's
+ * llama-server's host-RAM prompt cache (prompt/ram-pool.ts) and picks slots
+ * by today's rule; without it, build 4748's behaviour.
  */
 import { renderChat } from '../prompt/canonical.ts';
 import { chatSegments, completionText } from '../prompt/segments.ts';
