@@ -7,8 +7,9 @@
  * the node's predicted cached tokens (its decision feed) against the engine's
  * own count stay within 10% of the prompt on average.
  *
- * Runs against the engine VIIWORK_LLAMA_SERVER names (or the path in
- * /work/ENGINE_PATH-like setups through that variable); skips otherwise.
+ * Runs against the engine VIIWORK_LLAMA_SERVER names; skips otherwise (to
+ * move to the shared helper that finds `npm run engine`'s build, issue 41
+ * item 1, once it lands).
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
