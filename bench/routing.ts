@@ -77,7 +77,9 @@
  * ROUTING_SLO_MS (2000), ROUTING_QUIET_MS (2000), ROUTING_OVERLOAD
  * ("6:14", load:seconds; 0 to skip), ROUTING_CAPACITY_POLL (the viiwork
  * arms' mesh.capacity_poll; default theirs, 1 s), ROUTING_DRAIN (0 to skip),
- * ROUTING_DRAIN_ROUNDS (1), ROUTING_HEADERS=swapped (agents trace: the
+ * ROUTING_DRAIN_ROUNDS (1), ROUTING_CACHE_RAM (tokens of host-RAM prompt cache per
+ * sim engine, today's llama-server's behaviour; default 0, none: the oracle's
+ * mirror does not model the pool, so with one it is no longer an upper bound), ROUTING_HEADERS=swapped (agents trace: the
  * sessions with and without a session header trade places, for a paired
  * header-less ratio over two runs), ROUTING_DUMP=DIR (every arm's outcomes as JSON),
  * (and, for the viiwork arms, the entry nodes' decision feeds and each
@@ -120,6 +122,8 @@ const AGENT_ENGINES: EngineSpec[] = [
 export const ENGINES: EngineSpec[] = AGENTS ? AGENT_ENGINES : SHORT_ENGINES;
 /** ROUTING_HEADERS=swapped (agents trace): the sessions sent with a session header go without, and the others with one. */
 const SWAP_HEADERS = process.env.ROUTING_HEADERS === 'swapped';
+/** The sim engines' RAM prompt cache in tokens (issue 41, item 5): 0, none (build 4748's behaviour). */
+const CACHE_RAM = Number(process.env.ROUTING_CACHE_RAM ?? 0);
 const traceOf = (shape: TraceShape, seed: number, systems: string[]) => (AGENTS ? buildAgentTrace(shape, seed, systems, SWAP_HEADERS) : buildTrace(shape, seed, systems));
 const ENGINE_ADDR = ENGINES.map((_, k) => `127.0.50.${11 + k}:${18801 + k}`);
 const NODE_IP = ENGINES.map((_, k) => `127.0.50.${1 + k}`);
@@ -556,7 +560,9 @@ function simModel(k: number) {
     parallel: e.slots,
     context: 32768,
     workloads: ['chat', 'completion'],
-    sim: { ttft_ms: e.ttftMs, prefill_ms_per_1k: e.prefillPer1k, tokens_per_s: e.tokensPerS, output_tokens: e.outputTokens, cache: true, slot_prompt_similarity: 0.5, host, port: Number(port) },
+    // ROUTING_CACHE_RAM (tokens): today's llama-server, its host-RAM prompt cache and its own slot rule (similarity 0.1);
+    // left out, build 4748's (no pool, similarity 0.5), as every earlier run.
+    sim: { ttft_ms: e.ttftMs, prefill_ms_per_1k: e.prefillPer1k, tokens_per_s: e.tokensPerS, output_tokens: e.outputTokens, cache: true, ...(CACHE_RAM > 0 ? { cache_ram: CACHE_RAM } : { slot_prompt_similarity: 0.5 }), host, port: Number(port) },
   };
 }
 

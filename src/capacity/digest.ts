@@ -22,12 +22,20 @@ import type { CacheDigest, SlotHold } from '../prompt/held.ts';
  */
 export type SlotWire = [string, number, number, number] | [string, number, number, number, string, number];
 
-/** The wire form: `links` absent means "unchanged since the version you hold" (the slots too). */
+/**
+ * The wire form: `links` absent means "unchanged since the version you hold" (the slots and the RAM pool too).
+ * `ram` (SPEC 7, "RAM pool"): the links of the prompts held in the target's host-RAM prompt caches, packed as
+ * `links` are; present, even empty, when its engines keep one. An older reader ignores it.
+ */
 export interface DigestWire {
   v: number;
   links?: string;
   slots?: SlotWire[];
+  ram?: string;
 }
+
+/** Room a target's RAM-pool links may take of the digest's bound (the slots' links keep the rest). */
+export const RAM_WIRE_BYTES = 4 * 1024;
 
 /** Slots listed per target at most; each takes about 45 bytes of JSON (70 with its head), taken off the links' room. */
 export const DIGEST_MAX_SLOTS = 128;
@@ -149,7 +157,9 @@ export function readWire(x: unknown): DigestWire | undefined {
   if (d.links === undefined) return { v: d.v };
   if (typeof d.links !== 'string') return undefined;
   // Slots that do not parse are left out (the links still serve); decodeSlots checks each one.
-  return Array.isArray(d.slots) ? { v: d.v, links: d.links, slots: d.slots as SlotWire[] } : { v: d.v, links: d.links };
+  const w: DigestWire = Array.isArray(d.slots) ? { v: d.v, links: d.links, slots: d.slots as SlotWire[] } : { v: d.v, links: d.links };
+  if (typeof d.ram === 'string' && d.ram.length <= RAM_WIRE_BYTES) w.ram = d.ram;
+  return w;
 }
 
 function varintLength(n: number): number {

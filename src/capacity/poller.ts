@@ -45,7 +45,9 @@ export function resolveDigests(report: CapacityReport, prev: ReadonlyMap<string,
       if (t.digest.links !== undefined) {
         const d = decodeLinks(t.digest.v, t.digest.links);
         const slots = t.digest.slots && decodeSlots(t.digest.slots, polledAt);
-        if (d) digests.set(key, slots?.length ? { ...d, slots } : d);
+        // The RAM pool's links (SPEC 7): a malformed one is left out, as if the target had no pool.
+        const ram = t.digest.ram !== undefined ? decodeLinks(t.digest.v, t.digest.ram)?.held : undefined;
+        if (d) digests.set(key, { ...d, ...(slots?.length ? { slots } : {}), ...(ram ? { ram } : {}) });
         continue;
       }
       const old = prev?.get(key);

@@ -3,7 +3,7 @@ import type { CacheBook } from '../engines/cache-book.ts';
 import type { SlotTable } from '../engines/targets.ts';
 import type { LifeState, Lifecycle, MemoryFigures } from '../lifecycle/lifecycle.ts';
 import type { PerfScores } from '../perf/scores.ts';
-import { DIGEST_MAX_BYTES, encodeDigest, encodeSlots, SLOT_WIRE_BYTES, type DigestWire, type HeldDigests } from './digest.ts';
+import { DIGEST_MAX_BYTES, encodeDigest, encodeSlots, RAM_WIRE_BYTES, SLOT_WIRE_BYTES, type DigestWire, type HeldDigests } from './digest.ts';
 
 /** What the report is made of. */
 export interface ReportSource {
@@ -139,7 +139,13 @@ export function buildReport(node: ReportSource, held?: HeldDigests, member?: str
         else {
           let w = wireCache.get(d);
           // The slots' idle times move with the clock: encoded per report, their room taken off the links'.
-          if (!w) wireCache.set(d, (w = encodeDigest(d.version, d.links, DIGEST_MAX_BYTES - SLOT_WIRE_BYTES * (d.slots?.length ?? 0))));
+          if (!w) {
+            const ramRoom = d.ramLinks ? RAM_WIRE_BYTES : 0;
+            w = encodeDigest(d.version, d.links, DIGEST_MAX_BYTES - SLOT_WIRE_BYTES * (d.slots?.length ?? 0) - ramRoom);
+            // The RAM pool's links, packed the same way (the leading `{"v":…,"links":` of its own encoding dropped).
+            if (d.ramLinks) w = { ...w, ram: encodeDigest(d.version, d.ramLinks, ramRoom).links };
+            wireCache.set(d, w);
+          }
           r.digest = d.slots?.length ? { ...w, slots: encodeSlots(d.slots, node.now()) } : w;
         }
       }

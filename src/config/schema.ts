@@ -185,6 +185,16 @@ const llamacppModel = z.strictObject({
   engine: z.literal('llamacpp'),
   ...fileKeys,
   startup_timeout: duration.default(600_000),
+  /**
+   * Today's llama-server's host-RAM prompt cache, in MiB per backend (`--cache-ram`, passed by the node): prompts a
+   * slot gives up are kept there and restored instead of prefilled. Default the engine's 8192; 0 = off.
+   */
+  cache_ram: z
+    .number({ error: 'expected a whole number of MiB such as 8192, or 0 to turn the RAM prompt cache off' })
+    .int('expected a whole number of MiB such as 8192, or 0 to turn the RAM prompt cache off')
+    .min(0, 'expected 0 (off) or a positive number of MiB: the node budgets the pool, so an unlimited one (-1) is not accepted')
+    .max(16 * 1024 * 1024, 'expected at most 16777216 MiB (16 TiB)')
+    .default(8192),
   llamacpp: z
     .strictObject({
       binary: z.string().min(1, 'expected a command name or a path').default('llama-server'),
@@ -233,6 +243,12 @@ const simModel = z
         cache: z.boolean().optional(),
         /** llama-server's `--slot-prompt-similarity`: a free slot is preferred for its cached prefix only above this share of the prompt. */
         slot_prompt_similarity: z.number({ error: 'expected a number from 0 to 1' }).min(0, 'expected a number from 0 to 1').max(1, 'expected a number from 0 to 1').optional(),
+        /**
+         * Today's llama-server's host-RAM prompt cache, in simulated tokens (the sim has no KV bytes): a slot's prompt
+         * is saved there when another prompt takes the slot, and restored instead of prefilled. 0 or left out: none
+         * (b4748's behaviour, a prompt lives only in its slot). With a pool the sim also picks slots by today's rule.
+         */
+        cache_ram: nonNegativeInt.optional(),
         /** Where the engine listens (loopback only), so a benchmark's other arms can reach the same engine. */
         host: loopbackIp.optional(),
         /** Its port; 0 or left out: any free port. */

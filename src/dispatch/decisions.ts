@@ -22,6 +22,12 @@ export interface DecisionRecord {
   /** What that placement evicted: the destroyed prompt's tokens and how long its conversation had been idle. */
   evicted_tokens?: number;
   evicted_idle_ms?: number;
+  /**
+   * Run on this node, on an engine with a host-RAM prompt cache: of the cached tokens its model predicted, those
+   * restored from RAM rather than held by the slot (absent: a slot hit, or no pool). The engine's own count does not
+   * tell the two apart; this does.
+   */
+  restored_tokens?: number;
   /** The id of the request's timeline (GET /v1/timeline/{id}): the entry's name and its number for the request. */
   timeline?: string;
   /** A model load or unload on this node (SPEC section 11): route is `load` or `unload`, outcome what happened. */

@@ -30,6 +30,8 @@ export interface Trace {
   /** This node's executions: the slot its choice took, and what that evicted (SPEC 9.6, "Slot choice"). */
   slot?: number;
   evicted?: { tokens: number; idleMs: number };
+  /** Run here on an engine with a RAM prompt cache: of the predicted cached tokens, those its slot choice restores from RAM. */
+  restored?: number;
   /** The engine's completion tokens (this node's own executions). */
   completionTokens?: number;
   /** This node's number for the request: with the entry's name, its timeline's id (dispatch/timeline.ts). */
@@ -102,6 +104,7 @@ export function recordRequest(p: DispatchPorts, r: Routed, clientModel: string, 
     cached_tokens: trace.cachedTokens ?? null,
     ...(trace.slot !== undefined ? { slot: trace.slot } : {}),
     ...(trace.evicted ? { evicted_tokens: trace.evicted.tokens, evicted_idle_ms: Math.round(trace.evicted.idleMs) } : {}),
+    ...(trace.restored !== undefined ? { restored_tokens: trace.restored } : {}),
     timeline: trace.origin ?? `${p.name}:${trace.id}`,
   });
   p.timelines?.add(p.decisions.newest!, trace, r.pricedTokens);

@@ -8,6 +8,7 @@
 import { EventEmitter } from 'node:events';
 import type { Descriptor } from '../workloads/workloads.ts';
 import type { EngineProps } from './health.ts';
+import type { PoolSettings } from './cache-model.ts';
 
 /**
  * starting: loading, not yet serving (not a failure until its startup timeout).
@@ -72,6 +73,12 @@ export abstract class Backend extends EventEmitter {
   get descriptor(): Descriptor {
     return this.#descriptor;
   }
+
+  /**
+   * The engine's host-RAM prompt cache as the cache model needs it (cache-model.ts PoolSettings); undefined: none.
+   * Set by engines that have one (today's llama-server with `--cache-ram`, the sim with `sim.cache_ram`).
+   */
+  promptPool: PoolSettings | undefined;
 
   /** /props of the engine, when it has them. */
   get props(): EngineProps | undefined {

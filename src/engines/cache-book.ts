@@ -44,6 +44,8 @@ export interface CacheRun {
 /** A target's digest: its links most recently used first, with the version at which it last changed. */
 export interface TargetDigest extends CacheDigest {
   readonly links: readonly HeldLink[];
+  /** The RAM pools' links, most recently saved first (present when a backend of the target has a pool). */
+  readonly ramLinks?: readonly HeldLink[];
 }
 
 export interface CacheBookOptions {
@@ -102,6 +104,8 @@ export class CacheBook {
       budgetTokens: b.parallel * b.context,
       choose: this.opts.choose,
       onGap: this.opts.onGap,
+      // Read at every request: the backend learns its pool when it starts (the engine's flags, the model's KV size).
+      pool: () => b.promptPool,
     });
     const e = { model, version: ++this.#version, seen: 0 };
     this.#models.set(b, e);
@@ -183,7 +187,11 @@ export class CacheBook {
     }
     // Slot state (SPEC 7): every slot of the target's backends, in backend order; a slot-kind engine's only.
     const slots: SlotHold[] = entries.flatMap((e) => e.model.slotStates?.() ?? []);
-    const d: TargetDigest = { version, held, links, ...(busy.size ? { busy } : {}), ...(slots.length ? { slots } : {}) };
+    // RAM pools (SPEC 7): their links apart from the slots' (a slot is taken to restore one), within the same bound.
+    const pools = entries.map((e) => e.model.ramHeld?.()).filter((x): x is HeldLink[] => x !== undefined);
+    const ramLinks = pools.length ? pools.flat().slice(0, DIGEST_MAX_ENTRIES) : undefined;
+    const ram = ramLinks ? { ram: new Map(ramLinks.map((l) => [l.hash, l.tokens])), ramLinks } : {};
+    const d: TargetDigest = { version, held, links, ...(busy.size ? { busy } : {}), ...(slots.length ? { slots } : {}), ...ram };
     this.#digests.set(t, d);
     return d;
   }

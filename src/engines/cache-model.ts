@@ -10,7 +10,10 @@
  * - `chosen`: llama-server's slots (and the sim engine's), the slot chosen
  *   by the node and sent as `id_slot` (SPEC 9.6, "Slot choice": the slot
  *   this prompt continues, else the idle one worth least; the rule is passed
- *   in as `choose`, route/slots.ts), so the model is exact.
+ *   in as `choose`, route/slots.ts), so the model is exact. With a host-RAM
+ *   prompt cache (today's llama-server `--cache-ram`, the sim's `cache_ram`;
+ *   option `pool`) it also keeps what the engine saves to RAM when a slot is
+ *   taken, restores from there, and drops (prompt/ram-pool.ts).
  * - `lifo`: the embedded engine's context sequences: the one freed last is
  *   handed out first (engines/embedded-server.ts), exact.
  * - `blocks`: a shared block cache (vLLM-like `openai` engines): every link
@@ -22,6 +25,7 @@
 import { GENERATION_PROMPT } from '../prompt/canonical.ts';
 import type { ChainLink, PrefixChain, SlotHold } from '../prompt/held.ts';
 import { CHARS_PER_TOKEN } from '../prompt/tokens.ts';
+import { RamPool, savesSlot, TODAY_SIMILARITY, type PromptMeasure } from '../prompt/ram-pool.ts';
 
 export type CacheModelKind = 'llama' | 'chosen' | 'lifo' | 'blocks';
 
@@ -48,6 +52,21 @@ export interface CacheModelOptions {
   choose?: SlotChooser;
   /** chosen: told the gap (ms) between the end of a conversation's turn and its next turn taking the same slot. */
   onGap?: (ms: number) => void;
+  /**
+   * chosen: the engine's host-RAM prompt cache (today's llama-server `--cache-ram`, the sim's `cache_ram`), read at
+   * every request (the backend learns it when it starts); undefined or 0 tokens: none, a prompt lives only in its slot.
+   */
+  pool?: () => PoolSettings | undefined;
+}
+
+/** A backend's RAM pool as the cache model needs it. */
+export interface PoolSettings {
+  /** Its size in the engine's tokens (MiB × 2^20 ÷ the model's state bytes per token); Infinity: no limit. */
+  readonly tokens: number;
+  /** `--cache-idle-slots`: every idle slot is copied to RAM when a task starts. */
+  readonly idleSlots?: boolean;
+  /** `--slot-prompt-similarity` (today's default 0.1). */
+  readonly similarity?: number;
 }
 
 /** One free-or-busy slot as the node's slot choice sees it for one prompt (route/slots.ts SlotView). */
@@ -57,6 +76,12 @@ export interface ChooserSlot {
   readonly shared: number;
   readonly unique: number;
   readonly idleMs?: number;
+  /** With a RAM pool: taking the slot saves its prompt to RAM (its conversation returns by a restore). */
+  readonly pooled?: boolean;
+  /** With a RAM pool: tokens of this prompt the engine restores from RAM into the slot when it is taken. */
+  readonly restore?: number;
+  /** With a RAM pool: prompts the save would push out of the pool (lost): their tokens and idle times. */
+  readonly drops?: readonly { readonly tokens: number; readonly idleMs: number }[];
 }
 
 /** What taking a slot destroyed: its prompt's tokens no other slot holds, how long its conversation was idle, the chance it returns. */
@@ -66,6 +91,10 @@ export interface Evicted {
   readonly chance: number;
   /** The re-prefills the eviction sets off (route/slots.ts cascadeOf); absent: one. */
   readonly cascade?: number;
+  /** The prompt moved to the RAM pool: its conversation comes back by a restore, not a re-prefill. */
+  readonly pooled?: boolean;
+  /** Expected tokens of prompts the RAM pool drops to make room (each times the chance its conversation returns). */
+  readonly dropped?: number;
 }
 
 /** The node's slot choice: the index of the slot to take and what that evicts, undefined when none is free. */
@@ -99,6 +128,8 @@ export interface CacheTicket {
   readonly evicted?: Evicted;
   /** The prediction reached through a recorded reply: from the prompt's end to the reply's (tokens). */
   readonly through?: { readonly from: number; readonly to: number };
+  /** Of `predicted`, tokens the engine restores from its RAM pool (not held by the slot). */
+  readonly restored?: number;
 }
 
 /** A held link and when it was last used (the caller's counter). */
@@ -137,10 +168,12 @@ export interface CacheModel {
    * so this node's own routing reads it without rebuilding a digest.
    */
   liveHeld?(): ReadonlyMap<string, number>;
+  /** With a RAM pool: the links of the prompts it holds, most recently saved first (sampled as a slot's are); undefined: no pool. */
+  ramHeld?(): HeldLink[] | undefined;
 }
 
 export function cacheModel(opts: CacheModelOptions): CacheModel {
-  return opts.kind === 'blocks' ? new BlockCache(opts.budgetTokens ?? Infinity) : new SlotCache(opts.kind, Math.max(1, opts.slots), opts.similarity ?? DEFAULT_SIMILARITY, opts.choose, opts.onGap);
+  return opts.kind === 'blocks' ? new BlockCache(opts.budgetTokens ?? Infinity) : new SlotCache(opts.kind, Math.max(1, opts.slots), opts.similarity ?? DEFAULT_SIMILARITY, opts.choose, opts.onGap, opts.pool);
 }
 
 /**
@@ -278,6 +311,35 @@ function holding(links: PrefixChain): Map<string, number> {
   return new Map(links.map((l) => [l.hash, l.tokens]));
 }
 
+/** What a slot holds, as the RAM pool keeps it: moved out of a slot and back into one unchanged. */
+interface Content {
+  readonly links: PrefixChain;
+  readonly promptLinks: number;
+  readonly head: number;
+  readonly replyFull?: number;
+  readonly hashes: ReadonlyMap<string, number>;
+  /** When its conversation's last turn ended (the caller's clock). */
+  readonly freedMs?: number;
+  /** A request's own estimate of its tokens in the engine's count (a request, not yet a slot's content). */
+  readonly est?: number;
+}
+
+/** Contents compared as the engine compares token sequences: by the deepest chain link they share (in `a`'s tokens). */
+const CONTENT: PromptMeasure<Content> = {
+  tokens: (c) => c.est ?? (c.links.length ? c.links[c.links.length - 1].tokens : 0),
+  common: (a, b) => heldOf(b.links, a.hashes),
+};
+
+function contentOf(s: Slot): Content {
+  return { links: s.links, promptLinks: s.promptLinks, head: s.head, hashes: s.hashes, ...(s.replyFull !== undefined ? { replyFull: s.replyFull } : {}), ...(s.freedMs !== undefined ? { freedMs: s.freedMs } : {}) };
+}
+
+/** A request as the pool compares it: its chain, its length in the engine's tokens estimated by `ratio`. */
+function requestContent(chain: PrefixChain, ratio: number): Content {
+  const last = chain.length ? chain[chain.length - 1].tokens : 0;
+  return { links: chain, promptLinks: chain.length, head: -1, hashes: holding(chain), est: Math.round(last * ratio) };
+}
+
 class SlotCache implements CacheModel {
   readonly slots: Slot[];
   changes = 0;
@@ -289,6 +351,7 @@ class SlotCache implements CacheModel {
     private readonly similarity: number,
     private readonly choose?: SlotChooser,
     private readonly onGap?: (ms: number) => void,
+    private readonly poolSettings?: () => PoolSettings | undefined,
   ) {
     this.slots = Array.from({ length: n }, (_, id) => ({ id, busy: false, links: [], promptLinks: 0, head: -1, hashes: new Map(), taken: 0, freed: 0 }));
   }
@@ -299,6 +362,21 @@ class SlotCache implements CacheModel {
     let shared = 0;
     for (const o of this.slots) if (o !== s && o.links.length) shared = Math.max(shared, heldOf(s.links, o.hashes));
     return Math.max(0, tokens - shared);
+  }
+
+  /** The RAM pool (chosen kind, when the backend has one); made at its first use. */
+  #ram: RamPool<Content> | undefined;
+  /** The engine's tokens per chain token, from the last answer (a request's length in the engine's count before it runs). */
+  #ratio = 1;
+
+  /** The pool now, its limit as the backend last said; undefined when the backend has none. */
+  #pool(): { pool: RamPool<Content>; settings: PoolSettings } | undefined {
+    if (this.kind !== 'chosen') return undefined;
+    const settings = this.poolSettings?.();
+    if (!settings || !(settings.tokens > 0)) return undefined;
+    this.#ram ??= new RamPool<Content>(CONTENT, settings.tokens);
+    this.#ram.limitTokens = settings.tokens;
+    return { pool: this.#ram, settings };
   }
 
   /** What the last #chosen pick evicted (read by begin). */
@@ -322,6 +400,8 @@ class SlotCache implements CacheModel {
   }
 
   #views(chain: PrefixChain, ms: number): ChooserSlot[] {
+    const ram = this.#pool();
+    const request = ram && requestContent(chain, this.#ratio);
     return this.slots.map((s): ChooserSlot => {
       const end = promptEnd(s);
       const tokens = end?.tokens ?? 0;
@@ -329,8 +409,25 @@ class SlotCache implements CacheModel {
       // whole prefix); it then reuses that, and the reply too when the client echoed it as it came.
       const shared = heldOf(chain, s.hashes);
       const unique = tokens > 0 ? this.#unique(s) : 0;
-      return s.busy ? { busy: true, tokens, shared, unique } : { busy: false, tokens, shared, unique, idleMs: Math.max(0, ms - (s.freedMs ?? ms)) };
+      if (s.busy) return { busy: true, tokens, shared, unique };
+      const view: ChooserSlot = { busy: false, tokens, shared, unique, idleMs: Math.max(0, ms - (s.freedMs ?? ms)) };
+      return ram && request ? Object.assign(view, this.#poolView(s, request, ram.pool, ram.settings, ms)) : view;
     });
+  }
+
+  /** Taking idle slot `s` for `request` on a backend with a RAM pool: is its prompt saved, what comes back, what the save drops. */
+  #poolView(s: Slot, request: Content, pool: RamPool<Content>, settings: PoolSettings, ms: number): Pick<ChooserSlot, 'pooled' | 'restore' | 'drops'> {
+    if (s.links.length === 0) return { pooled: false, restore: 0 };
+    const own = contentOf(s);
+    const last = s.links[s.links.length - 1].tokens;
+    if (!savesSlot(last, CONTENT.common(own, request), CONTENT.tokens(request), settings.similarity ?? TODAY_SIMILARITY)) return { pooled: false, restore: 0 };
+    const dropped = pool.wouldDrop(own);
+    // Saved unless larger than the whole pool (then its conversation is lost as before).
+    const pooled = last <= pool.limitTokens;
+    const i = pool.best(own, request);
+    const restore = i >= 0 ? CONTENT.common(pool.entries[i].prompt, request) : 0;
+    const drops = dropped.map((e) => ({ tokens: e.tokens, idleMs: Math.max(0, ms - (e.prompt.freedMs ?? ms)) }));
+    return drops.length ? { pooled, restore, drops } : { pooled, restore };
   }
 
   /** The free slot a request with `chain` gets, by the engine's rule; undefined when every slot is busy. */
@@ -365,13 +462,46 @@ class SlotCache implements CacheModel {
     const h = head !== undefined && head >= 0 && head < chain.length ? { head } : {};
     if (!slot) return { predicted: 0, chain, ...h };
     const evicted = this.#evicted;
+    const restored = this.#swap(slot, chain);
     const predicted = heldOf(chain, slot.hashes);
     const through = replyMet(slot, chain);
     slot.busy = true;
     slot.taken = now;
     // While it runs the slot is already the new prompt's: a related request routed meanwhile finds it here.
     this.#hold(slot, chain, chain.length, h.head);
-    return { slot: slot.id, predicted, chain, ...h, ...(evicted ? { evicted } : {}), ...(through ? { through } : {}) };
+    this.#saveIdle();
+    const fromRam = restored ? { restored: predicted } : {};
+    return { slot: slot.id, predicted, chain, ...h, ...(evicted ? { evicted } : {}), ...(through ? { through } : {}), ...fromRam };
+  }
+
+  /**
+   * What the engine does to the RAM pool as it takes `slot` for `chain` (ram-pool.ts): the slot's prompt saved when
+   * it keeps under half of it, and the entry that suits this prompt better moved back into the slot. True when one was.
+   */
+  #swap(slot: Slot, chain: PrefixChain): boolean {
+    const ram = this.#pool();
+    if (!ram || slot.links.length === 0) return false;
+    const before = ram.pool.entries.length;
+    const took = ram.pool.take(contentOf(slot), requestContent(chain, this.#ratio), ram.settings.similarity ?? TODAY_SIMILARITY);
+    if (took.saved || took.dropped.length || before !== ram.pool.entries.length) this.changes++;
+    if (!took.restored || !took.slot) return false;
+    const c = took.slot;
+    this.#hold(slot, c.links, c.promptLinks, c.head >= 0 ? c.head : undefined);
+    if (c.replyFull !== undefined) slot.replyFull = c.replyFull;
+    return true;
+  }
+
+  /** `--cache-idle-slots`: when a task starts, every idle slot's prompt is copied to RAM (the slot keeps it too). */
+  #saveIdle(): void {
+    const ram = this.#pool();
+    if (!ram?.settings.idleSlots) return;
+    const entries = ram.pool.entries;
+    for (const s of this.slots) {
+      if (s.busy || s.links.length === 0) continue;
+      const [n, last] = [entries.length, entries.at(-1)];
+      ram.pool.save(contentOf(s));
+      if (entries.length !== n || entries.at(-1) !== last) this.changes++;
+    }
   }
 
   finish(t: CacheTicket, o: CacheOutcome, now: number, ms = 0): void {
@@ -381,6 +511,8 @@ class SlotCache implements CacheModel {
     slot.freed = now;
     slot.freedMs = ms;
     const chain = scaleChain(t.chain, o.promptTokens);
+    const own = t.chain.length ? t.chain[t.chain.length - 1].tokens : 0;
+    if (o.promptTokens !== undefined && o.promptTokens > 0 && own > 0) this.#ratio = o.promptTokens / own;
     const reused = o.cachedTokens ?? t.predicted;
     if (t.through && o.cachedTokens !== undefined && o.processed) this.#credit.observe(t.through.from, t.through.to, o.cachedTokens);
     // Abandoned during prefill: the slot keeps what it reused; else the whole prompt, in the engine's tokens, and
@@ -403,6 +535,16 @@ class SlotCache implements CacheModel {
       // believes the other idle slots hold is forgotten too, so the next placements are not priced on it.
       const lost = this.kind === 'chosen' && t.predicted > 0 && o.cachedTokens === 0;
       for (const s of this.slots) if (s !== slot && !s.busy && (lost ? s.links.length > 0 : heldOf(t.chain, s.hashes) > o.cachedTokens)) this.#hold(s, []);
+      // The RAM pool is the engine's too: a restart empties it, and an entry believed deeper than the count is doubtful.
+      const ram = this.#ram;
+      if (ram) {
+        const keep = ram.entries.filter((e) => !lost && heldOf(t.chain, e.prompt.hashes) <= o.cachedTokens!);
+        if (keep.length !== ram.entries.length) {
+          ram.entries.length = 0;
+          ram.entries.push(...keep);
+          this.changes++;
+        }
+      }
     }
   }
 
@@ -425,6 +567,24 @@ class SlotCache implements CacheModel {
       const idle = s.freedMs !== undefined ? { idleSince: s.freedMs } : {};
       return last ? { last, ...head, unique, busy: false, ...idle } : { unique, busy: false, ...idle };
     });
+  }
+
+  ramHeld(): HeldLink[] | undefined {
+    if (!this.#pool()) return undefined;
+    const entries = this.#ram!.entries;
+    const seen = new Set<string>();
+    const out: HeldLink[] = [];
+    // Newest first; `used` is the entry's place in the pool (higher: saved later, dropped later).
+    for (let k = entries.length - 1; k >= 0; k--) {
+      const links = entries[k].prompt.links;
+      for (const i of sampledIndices(links.length)) {
+        const l = links[i];
+        if (seen.has(l.hash)) continue;
+        seen.add(l.hash);
+        out.push({ hash: l.hash, tokens: l.tokens, used: k });
+      }
+    }
+    return out;
   }
 
   held(): HeldLink[] {

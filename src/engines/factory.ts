@@ -77,7 +77,7 @@ export async function createBackend(m: ModelConfig, info: BackendInfo, log: Logg
       return new LlamacppBackend(
         info,
         descriptor,
-        { binary: m.llamacpp.binary, args: m.llamacpp.args, path: m.path, startupTimeoutMs: m.startup_timeout },
+        { binary: m.llamacpp.binary, args: m.llamacpp.args, path: m.path, startupTimeoutMs: m.startup_timeout, cacheRamMib: m.cache_ram },
         log,
         { onProps, stateDir },
       );

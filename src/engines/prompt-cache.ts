@@ -10,10 +10,15 @@
  * CHARS_PER_TOKEN characters of the rendered prompt make one token. A prompt
  * of n characters costs O(n) work at most once per free slot, compared in
  * blocks, so a 1 MB prompt costs a few milliseconds.
+ *
+ * With `ram` (config `sim.cache_ram`) the pool also keeps today's
+ * llama-server's host-RAM prompt cache (prompt/ram-pool.ts) and picks slots
+ * by today's rule; without it, build 4748's behaviour.
  */
 import { renderChat } from '../prompt/canonical.ts';
 import { chatSegments, completionText } from '../prompt/segments.ts';
 import { CHARS_PER_TOKEN, estimateTokens, tokensIn } from '../prompt/tokens.ts';
+import { RamPool, TODAY_SIMILARITY, type PromptMeasure } from '../prompt/ram-pool.ts';
 
 /** Characters of rendered prompt per simulated token: the prefix chain's, so its links count the tokens this cache reuses. */
 export { CHARS_PER_TOKEN };
@@ -98,19 +103,29 @@ export interface SlotChoice {
  * `cache_prompt: false`, or the cache switched off) still picks a slot the
  * same way but reuses nothing.
  */
-export function chooseSlot(slots: readonly SlotState[], prompt: string, opts: { similarity?: number; cache?: boolean } = {}): SlotChoice | undefined {
-  const similarity = opts.similarity ?? DEFAULT_SLOT_PROMPT_SIMILARITY;
+export function chooseSlot(slots: readonly SlotState[], prompt: string, opts: { similarity?: number; cache?: boolean; today?: boolean } = {}): SlotChoice | undefined {
+  return chooseSlotBy(slots, prompt, opts)?.choice;
+}
+
+/**
+ * chooseSlot, and whether the pick was least recently used. `today`: today's
+ * llama-server's rule (similarity 0.1 by default, the first of the best
+ * shares, least recently used ties to the highest id) instead of b4748's.
+ */
+export function chooseSlotBy(slots: readonly SlotState[], prompt: string, opts: { similarity?: number; cache?: boolean; today?: boolean } = {}): { choice: SlotChoice; lru: boolean } | undefined {
+  const today = opts.today === true;
+  const similarity = opts.similarity ?? (today ? TODAY_SIMILARITY : DEFAULT_SLOT_PROMPT_SIMILARITY);
   const total = tokenCount(prompt);
   let best: SlotState | undefined;
   let bestTokens = 0;
   let lru: SlotState | undefined;
   for (const s of slots) {
     if (s.busy) continue;
-    if (!lru || s.lastUsed < lru.lastUsed) lru = s;
+    if (!lru || s.lastUsed < lru.lastUsed || (today && s.lastUsed === lru.lastUsed)) lru = s;
     if (s.text.length === 0) continue;
     const shared = commonPrefixTokens(s.text, prompt);
     if (shared === 0 || shared / total <= similarity) continue;
-    if (!best || shared > bestTokens || (shared === bestTokens && s.lastUsed < best.lastUsed)) {
+    if (!best || shared > bestTokens || (!today && shared === bestTokens && s.lastUsed < best.lastUsed)) {
       best = s;
       bestTokens = shared;
     }
@@ -118,8 +133,11 @@ export function chooseSlot(slots: readonly SlotState[], prompt: string, opts: { 
   const slot = best ?? lru;
   if (!slot) return undefined;
   const cachedTokens = opts.cache === false ? 0 : reusableTokens(slot.text, prompt);
-  return { slot: slot.id, cachedTokens };
+  return { choice: { slot: slot.id, cachedTokens }, lru: !best };
 }
+
+/** Texts compared as the sim's tokens: CHARS_PER_TOKEN characters each. */
+const TEXT: PromptMeasure<string> = { tokens: (t) => tokenCount(t), common: (a, b) => commonPrefixTokens(a, b) };
 
 /** A slot held by one request; `finish` gives it back with what it now holds. */
 export interface SlotLease extends SlotChoice {
@@ -142,11 +160,20 @@ export class SlotPool {
   #clock = 0;
   #waiting: { prompt: string; cache: boolean; idSlot?: number; resolve: (l: SlotLease) => void }[] = [];
 
+  /** Today's llama-server's host-RAM prompt cache (`ram` tokens), when the pool has one. */
+  readonly ram: RamPool<string> | undefined;
+
+  /**
+   * `ram`: a host-RAM prompt cache of that many tokens (today's llama-server's `--cache-ram`, ram-pool.ts; 0 or
+   * absent: none, a prompt lives only in its slot). With one the pool also picks slots by today's rule (LCP share of
+   * the request over 0.1, least recently used ties to the highest id), idle slots not copied (`--no-cache-idle-slots`).
+   */
   constructor(
     parallel: number,
-    readonly opts: { similarity?: number; cache?: boolean } = {},
+    readonly opts: { similarity?: number; cache?: boolean; ram?: number } = {},
   ) {
     this.slots = Array.from({ length: Math.max(1, parallel) }, (_, id) => ({ id, busy: false, text: '', lastUsed: 0 }));
+    this.ram = opts.ram && opts.ram > 0 ? new RamPool<string>(TEXT, opts.ram) : undefined;
   }
 
   /** Requests waiting for a slot. */
@@ -189,14 +216,24 @@ export class SlotPool {
   }
 
   #take(prompt: string, cache: boolean, idSlot?: number): SlotLease | undefined {
-    const choice =
+    const today = this.ram !== undefined;
+    const picked =
       idSlot === undefined
-        ? chooseSlot(this.slots, prompt, { similarity: this.opts.similarity, cache })
+        ? chooseSlotBy(this.slots, prompt, { similarity: this.opts.similarity, cache, today })
         : this.slots[idSlot].busy
           ? undefined
-          : { slot: idSlot, cachedTokens: cache ? reusableTokens(this.slots[idSlot].text, prompt) : 0 };
-    if (!choice) return undefined;
+          : { choice: { slot: idSlot, cachedTokens: cache ? reusableTokens(this.slots[idSlot].text, prompt) : 0 }, lru: false };
+    if (!picked) return undefined;
+    let choice = picked.choice;
     const slot = this.slots[choice.slot];
+    if (this.ram && cache) {
+      // The engine saves what the slot gives up to RAM and restores a better prompt from there into it.
+      const took = this.ram.take(slot.text || undefined, prompt, this.opts.similarity ?? TODAY_SIMILARITY, picked.lru);
+      if (took.restored && took.slot !== undefined) {
+        slot.text = took.slot;
+        choice = { slot: choice.slot, cachedTokens: reusableTokens(slot.text, prompt) };
+      }
+    }
     slot.busy = true;
     slot.lastUsed = ++this.#clock;
     const kept = slot.text.slice(0, choice.cachedTokens * CHARS_PER_TOKEN);

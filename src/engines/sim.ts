@@ -85,7 +85,9 @@ export class SimBackend extends Backend {
     super(info, descriptor, log);
     // `cache` (default on) switches the prompt cache: off, slots still queue but every request prefills its whole prompt.
     // `slot_prompt_similarity` (default 0.5, llama-server's): the share of a prompt a slot's cached prefix must exceed for that slot to be preferred.
-    this.slots = new SlotPool(info.parallel, { cache: sim.cache !== false, similarity: sim.slot_prompt_similarity });
+    // `cache_ram` (default none): today's llama-server's RAM prompt cache, in tokens; the node's cache model counts it.
+    this.slots = new SlotPool(info.parallel, { cache: sim.cache !== false, similarity: sim.slot_prompt_similarity, ram: sim.cache_ram });
+    if (this.slots.ram && sim.cache !== false) this.promptPool = { tokens: sim.cache_ram!, ...(sim.slot_prompt_similarity !== undefined ? { similarity: sim.slot_prompt_similarity } : {}) };
   }
 
   get url(): string | undefined {

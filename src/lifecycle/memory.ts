@@ -10,9 +10,11 @@ import fs from 'node:fs';
 import { gguf } from '@huggingface/gguf';
 import type { Config, ModelConfig } from '../config/schema.ts';
 import type { Finding } from '../config/load.ts';
+import { KV_BYTES_PER_ELEMENT, shapeFromMetadata, type GgufShape } from '../engines/gguf-shape.ts';
 
-/** Bytes per KV cache element: llama-server's default cache type is f16 for both K and V. */
-export const KV_BYTES_PER_ELEMENT = 2;
+// The GGUF's attention shape is the engines' (the RAM prompt cache's bytes per token), read here for the budget.
+export { KV_BYTES_PER_ELEMENT, shapeFromMetadata, type GgufShape };
+
 /**
  * The margin added to weights and KV cache: a fixed 64 MiB for compute and
  * output buffers and the process itself, plus 5% of the rest (compute buffers
@@ -22,17 +24,6 @@ export const KV_BYTES_PER_ELEMENT = 2;
  */
 export const MEMORY_MARGIN_FIXED = 64 * 1024 * 1024;
 export const MEMORY_MARGIN_SHARE = 0.05;
-
-/** What a GGUF's metadata says of its attention, for the KV cache. */
-export interface GgufShape {
-  architecture: string;
-  layers: number;
-  heads: number;
-  kvHeads: number;
-  /** Per-head key and value sizes (llama.cpp's n_embd_head_k / _v). */
-  keyLength: number;
-  valueLength: number;
-}
 
 export interface MemoryEstimate {
   weights: number;
@@ -46,28 +37,6 @@ export function estimateMemory(weightsBytes: number, shape: GgufShape, tokens: n
   const kvCache = shape.layers * tokens * shape.kvHeads * (shape.keyLength + shape.valueLength) * KV_BYTES_PER_ELEMENT;
   const margin = Math.round(MEMORY_MARGIN_FIXED + MEMORY_MARGIN_SHARE * (weightsBytes + kvCache));
   return { weights: weightsBytes, kvCache, margin, total: weightsBytes + kvCache + margin };
-}
-
-/** The attention shape from GGUF metadata (llama.cpp's keys: `{arch}.block_count`, `{arch}.attention.*`). */
-export function shapeFromMetadata(meta: Record<string, unknown>): GgufShape {
-  const arch = String(meta['general.architecture'] ?? '');
-  if (!arch) throw new Error('the GGUF has no general.architecture');
-  const num = (key: string): number | undefined => {
-    const v = meta[`${arch}.${key}`];
-    if (typeof v === 'number') return v;
-    if (typeof v === 'bigint') return Number(v);
-    // Per-layer arrays (some architectures): the largest layer bounds the cache.
-    if (Array.isArray(v) && v.length) return Math.max(...v.map(Number));
-    return undefined;
-  };
-  const layers = num('block_count');
-  const heads = num('attention.head_count');
-  const embd = num('embedding_length');
-  if (!layers || !heads || !embd) throw new Error(`the GGUF lacks ${arch}.block_count, .attention.head_count or .embedding_length`);
-  const kvHeads = num('attention.head_count_kv') ?? heads;
-  const keyLength = num('attention.key_length') ?? embd / heads;
-  const valueLength = num('attention.value_length') ?? embd / heads;
-  return { architecture: arch, layers, heads, kvHeads, keyLength, valueLength };
 }
 
 /** Read a GGUF file's header and estimate one backend for `tokens` of KV cache. */

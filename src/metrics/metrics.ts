@@ -140,6 +140,18 @@ export class Metrics {
     labelNames: ['model', 'host', 'source'] as const,
     registers: [this.registry],
   });
+  readonly restoredPrompts = new HotCounter({
+    name: 'viiwork_restored_prompts_total',
+    help: 'Requests this node ran whose cached prompt its engine restores from its host-RAM prompt cache (today’s llama-server --cache-ram) rather than finds in the slot, as the executor’s cache model predicts, by model and host; restored_tokens_total counts their tokens',
+    labelNames: ['model', 'host'] as const,
+    registers: [this.registry],
+  });
+  readonly restoredTokens = new HotCounter({
+    name: 'viiwork_restored_tokens_total',
+    help: 'Cached prompt tokens of the requests counted in viiwork_restored_prompts_total: restored from RAM, not held by the slot',
+    labelNames: ['model', 'host'] as const,
+    registers: [this.registry],
+  });
   readonly evictedPrompts = new HotCounter({
     name: 'viiwork_evicted_prompts_total',
     help: 'Live cached prompts this node’s slot choice destroyed (a conversation likely to return, whose slot another request took), by model and host; evicted_tokens_total counts their tokens',

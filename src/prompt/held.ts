@@ -40,6 +40,13 @@ export interface CacheDigest {
   readonly busy?: ReadonlySet<string>;
   /** Per slot, what it holds (slot-kind engines; undefined: not reported). */
   readonly slots?: readonly SlotHold[];
+  /**
+   * The prompts held in the target's host-RAM prompt caches (today's
+   * llama-server `--cache-ram`, SPEC section 7 "RAM pool"): chain hash →
+   * tokens, as `held`. Present (even empty) when its engines have a pool:
+   * a slot taken there moves its prompt to RAM instead of destroying it.
+   */
+  readonly ram?: ReadonlyMap<string, number>;
 }
 
 /**

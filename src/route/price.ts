@@ -16,7 +16,7 @@
  * release time is a guess, where prefill is measured.
  */
 import { median } from '../perf/estimator.ts';
-import { evictionMs } from './slots.ts';
+import { evictionMs, RESTORE_SHARE } from './slots.ts';
 import type { Candidate } from './types.ts';
 
 /** Predictions within this factor of the lowest are ties (SPEC: 10%). */
@@ -85,5 +85,7 @@ export function price(cands: readonly Candidate[], tokens: number): Priced[] | u
 /** A host's service time for a prompt of `tokens`: overhead, the prefill of what it lacks, RTT (a missing part priced at the medians given). */
 export function servicePrice(c: Candidate, tokens: number, medOverhead: number, medRate: number): number {
   const uncached = Math.max(0, tokens - Math.min(c.cached ?? 0, tokens));
-  return (c.overheadMs ?? medOverhead) + ((c.ratePer1k ?? medRate) * uncached) / 1000 + c.rttMs;
+  // A prefix held in RAM counts as cached plus its restore (route/slots.ts RESTORE_SHARE of its prefill).
+  const restore = Math.min(c.restored ?? 0, tokens) * RESTORE_SHARE;
+  return (c.overheadMs ?? medOverhead) + ((c.ratePer1k ?? medRate) * (uncached + restore)) / 1000 + c.rttMs;
 }

@@ -21,7 +21,26 @@ export interface SlotView {
   readonly unique: number;
   /** Idle slots: ms since its last request ended. */
   readonly idleMs?: number;
+  /**
+   * On an engine with a host-RAM prompt cache (today's llama-server): taking the slot saves its prompt to RAM, so
+   * its conversation comes back by a restore, not a re-prefill (SPEC 9.6). undefined: no pool (today's rule).
+   */
+  readonly pooled?: boolean;
+  /** With a pool: tokens of this prompt the engine restores from RAM into the slot when it is taken. */
+  readonly restore?: number;
+  /** With a pool: the prompts the save pushes out of the pool, lost (tokens, and their idle time). */
+  readonly drops?: readonly { readonly tokens: number; readonly idleMs: number }[];
 }
+
+/**
+ * A restore from the RAM pool priced as this share of a prefill of the same
+ * tokens (docs/decisions.md, "The RAM prompt cache"): measured on this
+ * machine's CPU build, restoring 1,500 tokens of a 16 KiB/token model took
+ * 3 ms in the server (24 ms on the wall) against 692 ms of prefill, about
+ * 1/30 at worst; on a GPU prefill is faster and the copy crosses the bus, so
+ * the estimate is taken higher.
+ */
+export const RESTORE_SHARE = 0.05;
 
 /** What a placement destroys: the tokens, how long their conversation has been idle, and the chance it returns. */
 export interface Eviction {
@@ -33,6 +52,10 @@ export interface Eviction {
    * other slots hold live conversations too takes one of theirs when it returns, and so on (see `cascadeOf`).
    */
   readonly cascade: number;
+  /** Its prompt moved to the RAM pool: the return costs a restore (RESTORE_SHARE of a re-prefill), no cascade. */
+  readonly pooled?: boolean;
+  /** Expected tokens of prompts the pool dropped to make room (each times its return chance): those are lost. */
+  readonly dropped?: number;
 }
 
 /** The most re-prefills one eviction is priced at (a host whose every slot holds a live conversation). */
@@ -54,8 +77,10 @@ export function cascadeOf(live: number): number {
 
 export interface SlotPick {
   readonly index: number;
-  /** Tokens of this prompt the slot already holds. */
+  /** Tokens of this prompt the engine reuses there: what the slot holds, or what comes back from RAM into it. */
   readonly reused: number;
+  /** Of `reused`, tokens restored from the RAM pool (a restore to pay, not held by the slot). */
+  readonly restored?: number;
   /** undefined: nothing of worth is destroyed (the slot was empty, continued, or its prompt is held elsewhere). */
   readonly evicted?: Eviction;
 }
@@ -73,6 +98,7 @@ export type ReturnChance = (idleMs: number) => number;
  * idle. undefined when every slot is busy.
  */
 export function chooseSlot(slots: readonly SlotView[], chance: ReturnChance): SlotPick | undefined {
+  if (slots.some((s) => s.pooled !== undefined)) return choosePooled(slots, chance);
   let cont = -1;
   for (let i = 0; i < slots.length; i++) {
     const s = slots[i];
@@ -100,6 +126,65 @@ export function chooseSlot(slots: readonly SlotView[], chance: ReturnChance): Sl
   const c = chance(s.idleMs ?? 0);
   const live = liveSlots(slots, chance) - c + 1;
   return { index: best, reused: s.shared, evicted: { tokens: lost, idleMs: s.idleMs ?? 0, chance: c, cascade: cascadeOf(live / slots.length) } };
+}
+
+/**
+ * The slot choice on an engine with a RAM pool. A continuation first, as
+ * without one. Otherwise the slot worth least, as without one, where taking
+ * a slot whose prompt the engine saves to RAM costs only its restore when its
+ * conversation returns (RESTORE_SHARE of a re-prefill) plus what the pool
+ * drops to make room, and the prefill a restore from RAM saves this prompt
+ * counts against that cost: only a slot that holds a prompt takes one back
+ * from RAM (the engine never restores into an empty slot it is named), so a
+ * returning conversation takes a held slot over an empty one. A prefix the
+ * slot itself shares (a system prompt) is not netted, as without a pool: a
+ * slot the engine overwrites in place (it keeps half or more of its prompt)
+ * is not saved, and its conversation's tail would be lost for that prefix
+ * (docs/decisions.md, issue 25). Ties as without a pool.
+ */
+function choosePooled(slots: readonly SlotView[], chance: ReturnChance): SlotPick | undefined {
+  let best = -1;
+  let bestNet = Infinity;
+  for (let i = 0; i < slots.length; i++) {
+    const s = slots[i];
+    if (s.busy) continue;
+    const continued = s.tokens > 0 && s.shared >= s.tokens;
+    const net = continued ? -Infinity : worth(s, chance) - restoreGain(s);
+    const b = best >= 0 ? slots[best] : undefined;
+    if (!b || net < bestNet || (net === bestNet && (s.shared > b.shared || (s.shared === b.shared && (s.idleMs ?? Infinity) > (b.idleMs ?? Infinity))))) {
+      best = i;
+      bestNet = net;
+    }
+  }
+  if (best < 0) return undefined;
+  const s = slots[best];
+  const restored = restoredTokens(s);
+  const reused = Math.max(s.shared, s.restore ?? 0);
+  const pick = restored > 0 ? { index: best, reused, restored } : { index: best, reused };
+  const lost = lostTokens(s);
+  const dropped = droppedWorth(s, chance);
+  if (!((lost > 0 && chance(s.idleMs ?? 0) > 0) || dropped > 0)) return pick;
+  const c = chance(s.idleMs ?? 0);
+  // No cascade: a conversation that returns takes a slot whose prompt then moves to RAM, a restore, not a re-prefill.
+  return { ...pick, evicted: { tokens: lost, idleMs: s.idleMs ?? 0, chance: c, cascade: 1, ...(s.pooled ? { pooled: true } : {}), ...(dropped > 0 ? { dropped } : {}) } };
+}
+
+/** Tokens the engine restores from RAM into slot `s` beyond what the slot itself shares with the prompt. */
+function restoredTokens(s: SlotView): number {
+  return s.restore !== undefined && s.restore > s.shared ? s.restore : 0;
+}
+
+/** Tokens of prefill a restore from RAM into slot `s` saves this prompt beyond what the slot shares, net of the restore. */
+function restoreGain(s: SlotView): number {
+  const r = restoredTokens(s);
+  return r > 0 ? (r - s.shared) * (1 - RESTORE_SHARE) : 0;
+}
+
+/** Expected tokens of re-prefill of the pool entries the save drops. */
+function droppedWorth(s: SlotView, chance: ReturnChance): number {
+  let w = 0;
+  for (const d of s.drops ?? []) w += d.tokens * chance(d.idleMs);
+  return w;
 }
 
 /**
@@ -131,15 +216,17 @@ function lostTokens(s: SlotView): number {
   return Math.max(0, Math.min(s.unique, s.tokens - s.shared));
 }
 
-/** Expected tokens of re-prefill that taking the slot costs its conversation. */
+/** Expected tokens of re-prefill that taking the slot costs its conversation (a restore, when the pool keeps it), and the pool's drops. */
 function worth(s: SlotView, chance: ReturnChance): number {
   const lost = lostTokens(s);
-  return lost === 0 ? 0 : lost * chance(s.idleMs ?? 0);
+  const own = lost === 0 ? 0 : lost * chance(s.idleMs ?? 0) * (s.pooled ? RESTORE_SHARE : 1);
+  return own + droppedWorth(s, chance);
 }
 
-/** The expected tokens of re-prefill an eviction costs, the re-prefills it sets off included. */
+/** The expected tokens of re-prefill an eviction costs, the re-prefills it sets off included (a pooled one: its restore). */
 export function expectedLoss(e: Eviction | undefined): number {
-  return e ? e.tokens * e.chance * e.cascade : 0;
+  if (!e) return 0;
+  return e.tokens * e.chance * (e.pooled ? RESTORE_SHARE : e.cascade) + (e.dropped ?? 0);
 }
 
 /** An eviction the executor finds may cost this much more than its entry priced before the forward is sent back. */

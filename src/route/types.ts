@@ -152,6 +152,8 @@ export interface Candidate {
   bestTarget: string;
   /** Tokens at the start of this request's prompt the host is believed to hold (see warmth.ts); undefined: unknown (0). */
   cached?: number;
+  /** Of `cached`, tokens its engine would restore from its host-RAM prompt cache (priced at their restore, SPEC 9.6). */
+  restored?: number;
   /** With no slot free: ms until one frees there, the least over its eligible targets that report it. */
   releaseMs?: number;
   /** Requests this node already sent or holds for the host beyond its free slots: they start there before this one. */

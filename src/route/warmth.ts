@@ -6,6 +6,7 @@
  */
 import { heldTokens, type PrefixChain } from '../prompt/held.ts';
 import { eligibleTargets } from './eligibility.ts';
+import { SAVE_BELOW_KEEP } from '../prompt/ram-pool.ts';
 import { chainHashes, chooseSlot, expectedLoss, fleetBounded, liveSlots, slotViews, type ReturnChance, type SlotPick, type SlotView } from './slots.ts';
 import type { Candidate, HostView } from './types.ts';
 
@@ -92,12 +93,15 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
         }
         // With a free slot the engine places the request there: what only busy slots hold does not count.
         fromDigest = Math.max(fromDigest, heldTokens(w.chain, t.digest.held, c.free > 0 ? t.digest.busy : undefined));
+        // A full host's request takes the slot that frees, and the engine restores its prompt from RAM into it.
+        if (t.digest.ram) fromDigest = Math.max(fromDigest, heldTokens(w.chain, t.digest.ram));
         // The slot the executor will choose (the same rule, read from the digest): the target whose choice costs least.
         if (hashes && c.free > 0 && t.digest.slots?.length) {
           slotKind = true;
           // A slot busy at the poll with a prompt this one continues ran this conversation's previous turn, which has
           // ended (a next turn is sent after its answer): it is idle now, as the digest's busy links already say.
-          const views = slotViews(t.digest.slots, hashes, w.now ?? 0).map((v) => (v.busy && v.tokens > 0 && v.shared >= v.tokens ? idleNow(v) : v));
+          const seen = slotViews(t.digest.slots, hashes, w.now ?? 0).map((v) => (v.busy && v.tokens > 0 && v.shared >= v.tokens ? idleNow(v) : v));
+          const views = t.digest.ram ? withPool(seen, heldTokens(w.chain, t.digest.ram)) : seen;
           fleetLive += liveSlots(views, chance);
           fleetSlots += views.length;
           const p = chooseSlot(views, chance);
@@ -123,11 +127,27 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
     warm.cached = Math.max(slotKind ? fromPick : fromDigest, own);
     if (ahead > 0) warm.ahead = ahead;
     if (pick) warm.slot = pick.index;
+    if (pick?.restored) warm.restored = pick.restored;
     if (pick?.evicted) warm.evicted = pick.evicted;
     return warm;
   });
   for (const c of warmed) if (c.evicted) c.evicted = fleetBounded(c.evicted, fleetLive, fleetSlots);
   return warmed;
+}
+
+/**
+ * A digest's slots on a target whose engines keep a RAM pool, as far as an
+ * entry can tell: a slot taken for a prompt that keeps under half of it
+ * (SAVE_BELOW_KEEP) is saved to RAM, and then the deepest link of this
+ * prompt the pool holds (`inRam` tokens) is restored into it; an empty slot
+ * restores nothing. What the pool would drop is the executor's to see.
+ */
+export function withPool(views: readonly SlotView[], inRam: number): SlotView[] {
+  return views.map((v) => {
+    if (v.busy) return v;
+    const pooled = v.tokens > 0 && v.shared < SAVE_BELOW_KEEP * v.tokens;
+    return Object.assign({}, v, { pooled, restore: pooled && inRam > v.shared ? inRam : 0 });
+  });
 }
 
 /** A slot the digest shows busy, taken as idle since just now. */

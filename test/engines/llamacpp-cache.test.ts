@@ -95,13 +95,15 @@ describe('the slot model against the real llama-server', { skip }, () => {
     }
   });
 
-  it('another conversation in between on a 1-slot backend: the next turn is predicted and reported cold', async (ctx) => {
+  it('another conversation in between on a 1-slot backend: the next turn comes back from the RAM pool, predicted and reported warm', async (ctx) => {
+    // Today's llama-server (issue 41): the other conversation pushed this one's prompt into its host-RAM prompt cache
+    // (`--cache-ram`, on by default), and the next turn restores it. Without a pool (`cache_ram: 0`) it would run cold:
+    // test/engines/llamacpp-ram-cache.test.ts holds both.
     await ask(conversation('snow', 1), false);
     const back = await ask(conversation('rain', 4), false);
     ctx.diagnostic(`after another conversation: prompt ${back.promptTokens}, predicted ${back.predicted}, reported ${back.reported}`);
-    // Cold: only the chat template's opening tokens can match (a few tokens), nothing of the conversation.
-    assert.ok(back.reported < 0.1 * back.promptTokens, `reported ${back.reported} of ${back.promptTokens}`);
-    assert.equal(back.predicted, 0);
+    assert.ok(back.reported > 0.5 * back.promptTokens, `reported ${back.reported} of ${back.promptTokens}`);
+    assert.ok(back.predicted !== null && Math.abs(back.predicted - back.reported) <= 0.1 * back.promptTokens, `predicted ${back.predicted}, reported ${back.reported}`);
   });
 });
 

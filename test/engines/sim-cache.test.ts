@@ -314,3 +314,45 @@ describe('prompt cache slot choice (pure)', () => {
     assert.ok(ms < 1000, `${ms.toFixed(1)} ms`);
   });
 });
+
+describe('the sim engine with sim.cache_ram keeps today’s llama-server’s RAM pool (issue 41, item 5)', () => {
+  const conv = (system: string, user: string): Msg[] => [{ role: 'system', content: system }, { role: 'user', content: user }];
+
+  for (const pool of [0, 100_000]) {
+    test(pool ? 'one slot, another conversation in between: the first comes back from RAM' : 'one slot without a pool: the first conversation’s next turn runs cold', async () => {
+      const b = await startSim(1, { ...FAST, cache_ram: pool });
+      try {
+        const a = conv(SYSTEM_A, 'first question');
+        const first = await chat(b, a, { id_slot: 0 });
+        await chat(b, conv(SYSTEM_B, 'another conversation'), { id_slot: 0 });
+        const next = [...a, { role: 'assistant', content: first.choices[0].message!.content }, { role: 'user', content: 'more' }];
+        const again = await chat(b, next, { id_slot: 0 });
+        const warm = expectedCached(a, first.choices[0].message!.content, next);
+        // Without a pool only the template's opening (`<|system|>`) is shared with the conversation in between.
+        if (pool) assert.equal(again.usage.prompt_tokens_details.cached_tokens, warm);
+        else assert.ok(again.usage.prompt_tokens_details.cached_tokens < warm / 10, `cached ${again.usage.prompt_tokens_details.cached_tokens}`);
+      } finally {
+        await b.stop();
+      }
+    });
+  }
+
+  test('the pool drops the oldest saved prompt first when it is full (a pool of tokens)', () => {
+    const pool = new SlotPool(1, { ram: 3 * tokenCount('x'.repeat(400)) });
+    const prompts = ['a', 'b', 'c', 'd'].map((c) => c.repeat(400));
+    const run = async (p: string) => (await pool.acquire(p, undefined, true, 0))!;
+    return (async () => {
+      for (const p of prompts) (await run(p)).finish(true);
+      // The slot holds d; RAM holds a, b and c, full.
+      assert.deepEqual(pool.ram!.entries.map((e) => e.prompt[0]), ['a', 'b', 'c']);
+      // b's next turn saves d, which drops a (the oldest saved), then restores b.
+      const back = await run(`${prompts[1]}more`);
+      assert.equal(back.cachedTokens, tokenCount(prompts[1]), 'b comes back from RAM');
+      assert.deepEqual(pool.ram!.entries.map((e) => e.prompt[0]), ['c', 'd']);
+      back.finish(true);
+      const lost = await run(`${prompts[0]}more`);
+      assert.ok(lost.cachedTokens === 0, 'a was dropped: cold');
+      lost.finish(true);
+    })();
+  });
+});

@@ -9,6 +9,8 @@
 // It serves the OpenAI API of fake-engine-core.mjs. /props answers
 // total_slots = --parallel and n_ctx = ctx-size ÷ parallel.
 //
+// `--help` prints a short usage without `--cache-ram` (FAKE_HELP: another text) and exits.
+//
 // Environment:
 //   FAKE_LOAD_MS         /health answers 503 "Loading model" this long after start (default 300).
 //   FAKE_BUILD           /props build_info (default "b4500-abcdef").
@@ -39,6 +41,12 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { FakeEngine } from './fake-engine-core.mjs';
 
 const argv = process.argv.slice(2);
+// `--help` prints a usage and exits, as llama-server's does; like build 4748's, it lists no `--cache-ram` (the node
+// then passes none and keeps one prompt per slot). FAKE_HELP replaces the text.
+if (argv.includes('--help') || argv.includes('-h')) {
+  process.stdout.write(process.env.FAKE_HELP ?? '-m, --model FNAME\n--host HOST\n--port PORT\n-np, --parallel N\n-c, --ctx-size N\n');
+  process.exit(0);
+}
 const args = { model: undefined, host: '127.0.0.1', port: 8080, parallel: 1, ctxSize: 4096 };
 for (let i = 0; i < argv.length; i++) {
   const a = argv[i];

@@ -182,11 +182,18 @@ export class Executor {
       trace.grantedAt = lease.grantedAt;
       if (run && trace.predictedCached === undefined) trace.predictedCached = run.predicted;
       if (run?.ticket.slot !== undefined) trace.slot = run.ticket.slot;
+      if (run?.ticket.restored) {
+        // A conversation taken back from the engine's RAM pool (SPEC 9.6): told apart from a slot hit.
+        trace.restored = run.ticket.restored;
+        p.metrics.restoredPrompts.inc({ model: rr.model, host: p.name });
+        p.metrics.restoredTokens.inc({ model: rr.model, host: p.name }, run.ticket.restored);
+      }
       const evicted = run?.ticket.evicted;
       if (evicted) {
         // A live conversation's cache destroyed to run this one: the operator's count of what placement cost.
         trace.evicted = { tokens: evicted.tokens, idleMs: evicted.idleMs };
-        if (evicted.chance >= 0.5) {
+        // A prompt moved to the engine's RAM pool is not destroyed: it comes back by a restore.
+        if (evicted.chance >= 0.5 && !evicted.pooled) {
           p.metrics.evictedPrompts.inc({ model: rr.model, host: p.name });
           p.metrics.evictedTokens.inc({ model: rr.model, host: p.name }, evicted.tokens);
         }

@@ -43,6 +43,19 @@ import { describeOutcome, fetchProps, formatMs, probe, Ticker, type EngineProps 
 import { engineLoadLock, type LoadLock } from '../load-lock.ts';
 import { tokenizeCount } from '../tokenize.ts';
 import { parseKvLine, type KvReport } from './kv-log.ts';
+import { cacheRamPlan, poolSettings, supportsCacheRam } from './cache-ram.ts';
+import { gguf } from '@huggingface/gguf';
+import { kvBytesPerToken as kvPerToken, shapeFromMetadata } from '../gguf-shape.ts';
+
+/** KV bytes one token takes in a slot of this GGUF (all layers, K and V at f16); null when its header cannot be read. */
+async function kvBytesPerToken(file: string): Promise<number | null> {
+  try {
+    const { metadata } = await gguf(file, { allowLocalFile: true });
+    return kvPerToken(shapeFromMetadata(metadata as unknown as Record<string, unknown>));
+  } catch {
+    return null;
+  }
+}
 
 export interface LlamacppConfig {
   /** llama-server executable: a name looked up in PATH or an absolute path. */
@@ -53,6 +66,8 @@ export interface LlamacppConfig {
   path: string;
   /** How long a load may take before it counts as a failure (config `startup_timeout`). */
   startupTimeoutMs: number;
+  /** The host-RAM prompt cache in MiB (config `cache_ram`; 0: off); undefined: the engine's default, not passed. */
+  cacheRamMib?: number;
 }
 
 export interface LlamacppOptions {
@@ -303,6 +318,18 @@ export class LlamacppBackend extends Backend {
     return this.#stopPromise;
   }
 
+  /** `--cache-ram` and friends for this engine, and the pool the cache model then counts (cache-ram.ts). */
+  async #cacheRam(): Promise<string[]> {
+    if (this.#cfg.cacheRamMib === undefined) return [];
+    const plan = cacheRamPlan(this.#cfg.cacheRamMib, this.#cfg.args, await supportsCacheRam(this.#cfg.binary));
+    this.#kvBytesPerToken ??= await kvBytesPerToken(this.#cfg.path);
+    this.promptPool = poolSettings(plan, this.#kvBytesPerToken ?? undefined);
+    return plan.args;
+  }
+
+  /** The model's KV bytes per token (null: its GGUF could not be read), read once. */
+  #kvBytesPerToken: number | null | undefined;
+
   async #launch(): Promise<void> {
     if (this.#stopping) return;
     const lock = this.#opts.loadLock;
@@ -329,6 +356,8 @@ export class LlamacppBackend extends Backend {
     }
 
     const args = llamaServerArgs(this.#cfg, host, port, this.info.parallel, this.info.context);
+    // The RAM prompt cache: the node sets it (when the engine has one), so its cache model knows the pool.
+    args.push(...(await this.#cacheRam()));
     // The key goes on the command line, where llama-server reads it; no log line prints the arguments.
     if (this.apiKey) args.push('--api-key', this.apiKey);
     let child: ChildProcess;
