@@ -11,7 +11,6 @@
  * else the build of `npm run engine`).
  */
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { request } from 'undici';
