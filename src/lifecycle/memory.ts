@@ -2,7 +2,8 @@
  * How many bytes one backend of a model entry needs (SPEC section 11,
  * `memory: auto`). For a GGUF engine: the weights as they lie in the file,
  * plus the KV cache llama.cpp allocates for `context × parallel` tokens, plus
- * a margin for its compute buffers and the process. The GGUF header is read
+ * a margin for its compute buffers and the process; for llama-server, plus the
+ * host-RAM prompt cache it may fill (`ramPoolBytes`). The GGUF header is read
  * by @huggingface/gguf (a parser we do not write ourselves); the sum is ours,
  * a pure function so it is tested by a table.
  */
@@ -11,6 +12,7 @@ import { gguf } from '@huggingface/gguf';
 import type { Config, ModelConfig } from '../config/schema.ts';
 import type { Finding } from '../config/load.ts';
 import { KV_BYTES_PER_ELEMENT, shapeFromMetadata, type GgufShape } from '../engines/gguf-shape.ts';
+import { cacheRamPlan, ENGINE_CACHE_RAM_MIB } from '../engines/llamacpp/cache-ram.ts';
 
 // The GGUF's attention shape is the engines' (the RAM prompt cache's bytes per token), read here for the budget.
 export { KV_BYTES_PER_ELEMENT, shapeFromMetadata, type GgufShape };
@@ -50,14 +52,17 @@ export async function ggufMemory(file: string, tokens: number): Promise<MemoryEs
 
 /**
  * Bytes one backend of this entry needs: the configured size, else (auto)
- * the GGUF estimate for llamacpp and embedded, 0 for openai and sim.
+ * the GGUF estimate for llamacpp and embedded, 0 for openai and sim. A
+ * llamacpp backend's estimate also holds the host-RAM prompt cache it may
+ * fill (`cache_ram` MiB, or the `--cache-ram` its args set): today's
+ * llama-server grows it on its heap up to that cap (SPEC sections 3 and 11).
  * Rejects with a message naming the file when it cannot be read.
  */
 export async function entryMemory(m: ModelConfig): Promise<number> {
   if (m.memory !== 'auto') return m.memory;
   if (m.engine !== 'llamacpp' && m.engine !== 'embedded') return 0;
   try {
-    return (await ggufMemory(m.path, m.context * m.parallel)).total;
+    return (await ggufMemory(m.path, m.context * m.parallel)).total + (m.engine === 'llamacpp' ? ramPoolBytes(m.cache_ram, m.llamacpp.args) : 0);
   } catch (err) {
     throw new Error(`memory: auto for ${m.name} cannot read ${m.path}: ${(err as Error).message}; set memory to a size such as "8GiB", or fix the path`);
   }
@@ -104,4 +109,16 @@ export async function memoryFindings(config: Config, budgetBytes: number, budget
 
 function fmt(n: number): string {
   return n >= 1024 ** 3 ? `${(n / 1024 ** 3).toFixed(1)} GiB` : `${(n / 1024 ** 2).toFixed(1)} MiB`;
+}
+
+/**
+ * The host RAM a llama-server's prompt cache may take: `cache_ram` MiB, or
+ * what `--cache-ram` in the entry's args says (an unlimited `-1` there is
+ * counted as the engine's default, the most the node can know). Counted
+ * whatever the binary: an old build without the pool is overcounted, never a
+ * new one under.
+ */
+export function ramPoolBytes(cacheRamMib: number, args: readonly string[]): number {
+  const mib = cacheRamPlan(cacheRamMib, args, true).mib;
+  return (mib < 0 ? ENGINE_CACHE_RAM_MIB : mib) * 1024 * 1024;
 }

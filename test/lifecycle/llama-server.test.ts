@@ -55,6 +55,7 @@ describe('on-demand models with the real llama-server', { skip }, () => {
     load: 'on_demand',
     memory: 'auto',
     idle_unload: '0',
+    cache_ram: 16,
     workloads: ['chat', 'completion'],
     // -lv 4: today's llama-server prints its KV cache size only in its trace log (b4748 did at default verbosity).
     llamacpp: { binary: BINARY, args: ['-t', '1', '-lv', '4'] },
@@ -66,17 +67,19 @@ describe('on-demand models with the real llama-server', { skip }, () => {
   });
 
   it('loads on the first request, makes room by unloading the LRU model (its process gone), unloads when idle', async () => {
+    // Each needs the GGUF's estimate plus the RAM prompt cache it may fill (cache_ram: 16 MiB here).
     const est = await ggufMemory(fileA, 256);
-    // A budget for one of the two (each needs est.total).
+    const need = est.total + 16 * 1024 * 1024;
+    // A budget for one of the two.
     const n = await startNode({
-      node: { name: 'llod', memory_budget: Math.round(est.total * 1.5) },
+      node: { name: 'llod', memory_budget: Math.round(need * 1.5) },
       routing: { queue_timeout: '60s' },
       models: [entry('a', fileA), entry('b', fileB, { idle_unload: '2s' })],
     });
     nodes.push(n);
     const a0 = await stateOf(n.url, 'a');
     assert.equal(a0.state, 'unloaded');
-    assert.equal(a0.memory, est.total, 'memory: auto from the GGUF metadata');
+    assert.equal(a0.memory, need, 'memory: auto from the GGUF metadata, and the RAM prompt cache the engine may fill');
     assert.equal(pidOf(n, 'a/0'), undefined, 'nothing runs before a request');
 
     const ra = await chat(n.url, 'a');
