@@ -241,6 +241,8 @@ const simModel = z
          */
         /** The prompt cache (llama-server's `cache_prompt`): off, every request prefills its whole prompt. */
         cache: z.boolean().optional(),
+        /** false: the answers carry no cached-token count (no `cached_tokens`, no `cache_n`/`prompt_n`), as engines that do not report their cache answer. */
+        report_cache: z.boolean().optional(),
         /** llama-server's `--slot-prompt-similarity`: a free slot is preferred for its cached prefix only above this share of the prompt. */
         slot_prompt_similarity: z.number({ error: 'expected a number from 0 to 1' }).min(0, 'expected a number from 0 to 1').max(1, 'expected a number from 0 to 1').optional(),
         /**

@@ -118,6 +118,13 @@ export function recordRequest(p: DispatchPorts, r: Routed, clientModel: string, 
     const errorType = genAiErrorType(trace.outcome);
     p.metrics.genAiDuration.observe(errorType !== undefined ? { ...labels, error_type: errorType } : labels, (performance.now() - trace.startedAt) / 1000);
   }
+  if (trace.executor !== null && trace.predictedCached !== undefined && trace.known && trace.route !== 'forwarded') {
+    // Both series exist from the first such request (one counts 0), so a panel of either shows 0, never nothing.
+    const checked = trace.cachedTokens !== undefined;
+    const labels = { model: r.model, host: trace.executor };
+    p.metrics.cachePredictions.inc({ ...labels, checked: checked ? 'yes' : 'no' }, 1);
+    p.metrics.cachePredictions.inc({ ...labels, checked: checked ? 'no' : 'yes' }, 0);
+  }
   if (trace.executor !== null && trace.predictedCached !== undefined && trace.cachedTokens !== undefined && trace.known && trace.route !== 'forwarded') {
     // How well routing knows the caches: the entry's prediction against the engine's count. A forward's executor
     // keeps its own (better informed) prediction in its feed, but the metric measures entry nodes only.

@@ -260,9 +260,11 @@ export class SimBackend extends Backend {
     const finish = maxTokens < this.sim.output_tokens ? 'length' : 'stop';
     const tokenMs = 1000 / this.sim.tokens_per_s;
     const words = Array.from({ length: n }, (_, i) => (i === 0 ? '[simulated] ' : '') + WORDS[i % WORDS.length] + (i < n - 1 ? ' ' : ''));
-    const usage = { prompt_tokens: tokensIn, completion_tokens: n, total_tokens: tokensIn + n, prompt_tokens_details: { cached_tokens: cached } };
+    // report_cache: false answers as engines that do not report their cache: no cached count in any form.
+    const reports = this.sim.report_cache !== false;
+    const usage = { prompt_tokens: tokensIn, completion_tokens: n, total_tokens: tokensIn + n, ...(reports ? { prompt_tokens_details: { cached_tokens: cached } } : {}) };
     // llama-server's timings: prompt_n counts the tokens processed, cache_n those reused from the slot.
-    const timings = { cache_n: cached, prompt_n: tokensIn - cached, prompt_ms: prefill, predicted_n: n, predicted_ms: tokenMs * (n - 1) };
+    const timings = { ...(reports ? { cache_n: cached, prompt_n: tokensIn - cached } : {}), prompt_ms: prefill, predicted_n: n, predicted_ms: tokenMs * (n - 1) };
     const slotHeader = { [SIM_SLOT_HEADER]: String(lease.slot) };
     const id_slot = lease.slot;
     const object = chat ? 'chat.completion' : 'text_completion';

@@ -82,6 +82,13 @@ export interface FetchResult {
    * that trusts the copy across restarts waits for it.
    */
   flushed: Promise<void>;
+  /**
+   * A read descriptor of the verified file, opened before its rename, and its
+   * stat after: what was hashed, whatever is put under `path` since. The
+   * caller owns it (files/held.ts keeps it for the engines; else close it).
+   */
+  fd: number;
+  stat: fs.Stats;
 }
 
 async function statfsFree(dir: string): Promise<number> {
@@ -147,6 +154,7 @@ async function fetchOnce(o: FetchOptions, want: string, part: string, sources: r
     );
   }
   const fh = await fs.promises.open(part, have > 0 ? 'r+' : 'w');
+  let written: fs.Stats | undefined;
   // The hash follows the temporary file in a worker, a batch behind the writes (and over a resumed prefix first).
   const hasher = new FileHasher(part, o.signal);
   hasher.upTo(have);
@@ -175,34 +183,42 @@ async function fetchOnce(o: FetchOptions, want: string, part: string, sources: r
     hasher.close();
     throw err;
   } finally {
+    written = await fh.stat().catch(() => undefined);
     await fh.close();
   }
   const got = (await hasher.digest()).sha256;
-  if (got !== want) {
+  // The verified file is held by a descriptor from here on: the rename moves it, and the record and the
+  // engines take that very file, not whatever the name holds by then (issue 44 item 6).
+  const fd = got === want ? fs.openSync(part, 'r') : undefined;
+  if (fd === undefined || fs.fstatSync(fd).ino !== written?.ino) {
+    if (fd !== undefined) fs.closeSync(fd);
     await fs.promises.rm(part, { force: true });
-    return { ok: false, why: `its SHA-256 is ${got}, not ${want}`, from: from.length ? from : sources.map((s) => s.name) };
+    const why = fd === undefined ? `its SHA-256 is ${got}, not ${want}` : `another file took its name before it was renamed into place`;
+    return { ok: false, why, from: from.length ? from : sources.map((s) => s.name) };
   }
-  await fs.promises.mkdir(path.dirname(o.dest), { recursive: true });
-  await fs.promises.rename(part, o.dest);
-  const flushed = flushToDisk(o.dest);
+  try {
+    await fs.promises.mkdir(path.dirname(o.dest), { recursive: true });
+    await fs.promises.rename(part, o.dest);
+  } catch (err) {
+    fs.closeSync(fd);
+    throw err;
+  }
+  const stat = fs.fstatSync(fd);
+  const flushed = flushToDisk(fd);
   flushed.catch(() => {}); // a caller that keeps no record need not wait for it: never an unhandled rejection
   const secs = Math.max(0.001, (Date.now() - started) / 1000);
   log(`fetched ${o.dest} (${o.size} bytes, sha256 verified) from ${from.join(', ')} in ${secs.toFixed(1)} s (${((o.size - resumed) / 1024 ** 2 / secs).toFixed(0)} MiB/s)`);
-  return { ok: true, result: { path: o.dest, sha256: got, from, resumed, flushed } };
+  return { ok: true, result: { path: o.dest, sha256: got, from, resumed, flushed, fd, stat } };
 }
 
 /**
- * fdatasync of a file, behind the fetch: waiting for it first would bound a
- * fetch by the disk's sustained write rate (a 2 GiB file ≈ 9 s on a 240 MB/s
- * disk) where the page cache takes the bytes at the network's rate.
+ * fdatasync of the verified file (by its descriptor, not its name), behind
+ * the fetch: waiting for it first would bound a fetch by the disk's
+ * sustained write rate (a 2 GiB file ≈ 9 s on a 240 MB/s disk) where the
+ * page cache takes the bytes at the network's rate.
  */
-async function flushToDisk(file: string): Promise<void> {
-  const fh = await fs.promises.open(file, 'r');
-  try {
-    await fh.datasync();
-  } finally {
-    await fh.close();
-  }
+function flushToDisk(fd: number): Promise<void> {
+  return new Promise((resolve, reject) => fs.fdatasync(fd, (err) => (err ? reject(err) : resolve())));
 }
 
 /** One request from `have` on; returns the new offset, or throws with `have` set to what was written. */

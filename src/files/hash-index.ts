@@ -13,6 +13,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { samePin } from './held.ts';
 import { hashFileInWorker } from './hash-worker.ts';
 
 export const INDEX_FILE = 'file-hashes.json';
@@ -77,9 +78,7 @@ export class FileIndex {
     const known = this.#byPath.get(p);
     if (!known) return undefined;
     try {
-      const st = fs.statSync(p);
-      if (st.size !== known.size || st.mtimeMs !== known.mtimeMs) return undefined;
-      return !known.fetched || (st.ino === known.ino && st.ctimeMs === known.ctimeMs) ? known : undefined;
+      return samePin(fs.statSync(p), known) ? known : undefined;
     } catch {
       return undefined;
     }
@@ -123,10 +122,11 @@ export class FileIndex {
    * reading it again: published and served at once, kept in state_dir only
    * once `flushed` resolves (its bytes on the disk). A crash before that
    * leaves a copy no record vouches for, which is fetched again rather than
-   * trusted.
+   * trusted. `st`: the verified file's own stat (fstat of the descriptor the
+   * fetch hashed and renamed), so the record pins that file even if another
+   * was put under its name since the rename; without it, the name's stat now.
    */
-  record(p: string, sha256: string, flushed: Promise<void> = Promise.resolve()): void {
-    const st = fs.statSync(p);
+  record(p: string, sha256: string, flushed: Promise<void> = Promise.resolve(), st: Pick<fs.Stats, 'size' | 'mtimeMs' | 'ino' | 'ctimeMs'> = fs.statSync(p)): void {
     const f: IndexedFile = { path: p, size: st.size, mtimeMs: st.mtimeMs, sha256, fetched: true, ino: st.ino, ctimeMs: st.ctimeMs };
     this.#byPath.set(p, f);
     this.#unflushed.add(f);

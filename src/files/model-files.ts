@@ -22,6 +22,7 @@ import type { Metrics } from '../metrics/metrics.ts';
 import type { MemberInfo } from '../mesh/members.ts';
 import { fetchFile, type FetchSource } from './fetch.ts';
 import type { FileIndex } from './hash-index.ts';
+import { HeldCopies } from './held.ts';
 import { fetchedPath } from './paths.ts';
 import { offerFor, type PeerFiles } from './sources.ts';
 
@@ -66,6 +67,8 @@ export class ModelFilePolicy {
   /** Fetches started, to spread them over the members that have the file. */
   #fetches = 0;
   readonly #monotonic: () => number;
+  /** Verified copies held open: an engine loads the file that was verified, never one put under its name since (held.ts). */
+  readonly #held = new HeldCopies();
 
   constructor(private readonly p: ModelFilePorts) {
     this.#monotonic = p.monotonic ?? (() => performance.now());
@@ -74,13 +77,23 @@ export class ModelFilePolicy {
   /**
    * The entry as it loads from a file on this machine: its `path` where that
    * exists (or it names none), else the copy this node's verified fetch left
-   * in models_dir (matching the entry's `sha256`); undefined: the file is not here.
+   * in models_dir (matching the entry's `sha256`), as the path of the
+   * descriptor this node holds on that very file (held.ts): a file put under
+   * the copy's name after this check is not what the engine opens.
+   * undefined: the file is not here.
    */
   here(m: Entry): Entry | undefined {
     if (!('path' in m) || fs.existsSync(m.path)) return m;
     const local = fetchedPath(this.p.modelsDir, m.path);
     const known = this.p.index.fetchedCopy(local);
-    return known && (!m.sha256 || known.sha256 === m.sha256) ? { ...m, path: local } : undefined;
+    if (!known || (m.sha256 && known.sha256 !== m.sha256)) return undefined;
+    const load = this.#held.open(local, known);
+    return load ? { ...m, path: load } : undefined;
+  }
+
+  /** Closes the verified copies held open: once the node's engines are stopped (none may be started on them again). */
+  close(): void {
+    this.#held.close();
   }
 
   /** An always entry's file: here, or to be fetched from a member before it loads. */
@@ -192,8 +205,11 @@ export class ModelFilePolicy {
           }
         },
       });
-      p.index.record(r.path, r.sha256, r.flushed);
-      return { ...entry, path: r.path };
+      // The record and the engine take the file that was hashed (its descriptor), whatever the name holds by now.
+      p.index.record(r.path, r.sha256, r.flushed, r.stat);
+      const load = this.#held.adopt(r.path, r.fd, r.stat);
+      if (load !== r.path) p.log(`${entry.name} loads ${r.path} as verified, through ${load} (a file put under that name later is not loaded)`);
+      return { ...entry, path: load };
     } finally {
       if (this.#progress.get(entry.name) === progress) this.#progress.delete(entry.name);
       p.metrics.fileTransfers.dec({ direction: 'fetching' });

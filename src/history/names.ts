@@ -14,7 +14,7 @@ export const SERIES = {
   queue_wait: { unit: 'ms', of: 'request', doc: 'mean time requests waited in the queue before placement' },
   tokens_in: { unit: 'tokens/s', of: 'request', doc: 'prompt tokens of requests run here, per second' },
   tokens_out: { unit: 'tokens/s', of: 'request', doc: 'completion tokens of requests run here, per second' },
-  cached_share: { unit: '0-1', of: 'request', doc: 'share of the prompt tokens run here that the engine served from its cache' },
+  cached_share: { unit: '0-1', of: 'request', doc: 'share of the prompt tokens run here that the engine served from its cache, of answers whose engine counts it (none: no point)' },
   cache_error: { unit: 'tokens', of: 'request', doc: 'mean absolute difference between the cached tokens routing predicted and the engine counted' },
   slots: { unit: 'slots', of: 'gauge', doc: 'slots of the model on the host (this node now; members from their last report)' },
   slots_busy: { unit: 'slots', of: 'gauge', doc: 'slots busy on the host' },

@@ -135,8 +135,11 @@ export class History {
     }
     if (f.promptTokens !== undefined) {
       s.tokensIn += f.promptTokens;
-      s.prompt += f.promptTokens;
-      s.cached += Math.min(f.promptTokens, f.cachedTokens ?? 0);
+      // The cached share counts only answers whose engine counted its cache: one that reports none is no 0 (issue 44 item 3).
+      if (f.cachedTokens !== undefined) {
+        s.prompt += f.promptTokens;
+        s.cached += Math.min(f.promptTokens, f.cachedTokens);
+      }
     }
     if (f.completionTokens !== undefined) s.tokensOut += f.completionTokens;
     if (f.predictedCached !== undefined && f.cachedTokens !== undefined) {

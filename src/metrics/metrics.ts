@@ -164,6 +164,13 @@ export class Metrics {
     labelNames: ['model', 'host'] as const,
     registers: [this.registry],
   });
+  /** Issue 44 item 3: the error histogram's requests and those it cannot have, so a fleet whose engines report no cache is seen as such, not as no data. */
+  readonly cachePredictions = new HotCounter({
+    name: 'viiwork_cache_predictions_total',
+    help: 'Requests that entered here with a cache prediction, by model and executing host: checked="yes" when the engine counted its cached tokens (cache_prediction_error_tokens has them), checked="no" when the engine reports no cached tokens',
+    labelNames: ['model', 'host', 'checked'] as const,
+    registers: [this.registry],
+  });
   readonly cachePredictionError = new HotHistogram({
     name: 'viiwork_cache_prediction_error_tokens',
     help: 'Absolute difference between the cached tokens the entry predicted and the engine’s own count, per request, by model and executing host',

@@ -584,6 +584,7 @@ export class ViiworkNode implements ApiNode {
       await Promise.all(this.backends.map((b) => b.stop()));
     }
     await files;
+    this.#modelFiles.close();
     await this.tracing?.stop();
     this.metrics.stop();
     this.phase = 'stopped';

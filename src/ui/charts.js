@@ -27,8 +27,16 @@ const CHARTS = [
   { id: 'ttft', title: 'Time to first token', unit: 'ms', lines: [{ series: 'ttft_p50', label: 'p50', agg: 'max' }, { series: 'ttft_p95', label: 'p95', agg: 'max', dash: true }] },
   { id: 'throughput', title: 'Throughput', unit: 'req/s · tokens/s', lines: [{ series: 'requests', label: 'req/s', agg: 'sum' }, { series: 'tokens_out', label: 'tokens out/s', agg: 'sum', dash: true, scale: 'tok' }] },
   { id: 'queue', title: 'Queue and slots', unit: 'requests · slots', lines: [{ series: 'slots_busy', label: 'busy', agg: 'sum' }, { series: 'queue_depth', label: 'queued', agg: 'sum', dash: true }] },
-  { id: 'cache', title: 'Cached share of prompt tokens', unit: '0–1', lines: [{ series: 'cached_share', label: 'cached', agg: 'weighted', weight: 'tokens_in' }] },
+  {
+    id: 'cache',
+    title: 'Cached share of prompt tokens',
+    unit: '0–1',
+    lines: [{ series: 'cached_share', label: 'cached', agg: 'weighted', weight: 'tokens_in' }],
+    // Prompts ran but no engine counted its cache: say so, rather than "no data" or a share of 0 (issue 44 item 3).
+    why: (has) => (has('tokens_in') && !has('cached_share') ? 'No engine here reports its cached prompt tokens, so there is no share to show.' : undefined),
+  },
 ];
+const NO_DATA = 'No data in this range yet.';
 const WANTED = [...new Set(CHARTS.flatMap((c) => c.lines.flatMap((l) => [l.series, l.weight].filter(Boolean))))];
 
 const PALETTE = ['#2f6fde', '#d9822b', '#1f8a4c', '#c0392b', '#8e44ad', '#16a085', '#7f8c8d', '#b7950b'];
@@ -100,7 +108,9 @@ function chartData(chart, doc, sinceMs, nowMs) {
       lines.push({ label: `${def.label} ${name}`, color: PALETTE[gi % PALETTE.length], dash: def.dash, scale: def.scale ?? 'y', ys });
     }
   });
-  return { xs, lines };
+  // Series with points in range, among those this view shows: a chart with no line says why from them.
+  const has = (name) => doc.series.some((s) => s.name === name && (view.self === null || s.node === view.self) && s.points.some(([ms]) => ms >= sinceMs));
+  return { xs, lines, empty: lines.length ? undefined : (chart.why?.(has) ?? NO_DATA) };
 }
 
 function combine(def, group, n, index) {
@@ -136,7 +146,9 @@ function draw(chart, data) {
   const points = data.lines.reduce((n, l) => n + l.ys.filter((v) => v !== null).length, 0);
   box.dataset.lines = data.lines.map((l) => l.label).join('|');
   box.dataset.points = String(points);
-  box.querySelector('.none').hidden = data.lines.length > 0;
+  const none = box.querySelector('.none');
+  none.hidden = data.lines.length > 0;
+  if (data.empty && none.textContent !== data.empty) none.textContent = data.empty;
   const old = plots.get(chart.id);
   const aligned = [data.xs, ...data.lines.map((l) => l.ys)];
   if (old && old.signature === signature) {
@@ -190,7 +202,7 @@ function build() {
     h(
       'div',
       { class: 'chart-grid' },
-      CHARTS.map((c) => h('figure', { class: 'chart', id: `chart-${c.id}`, 'data-points': '0' }, h('figcaption', null, c.title, h('span', { class: 'muted small' }, ` ${c.unit}`)), h('p', { class: 'none empty' }, 'No data in this range yet.'), h('div', { class: 'plot' }))),
+      CHARTS.map((c) => h('figure', { class: 'chart', id: `chart-${c.id}`, 'data-points': '0' }, h('figcaption', null, c.title, h('span', { class: 'muted small' }, ` ${c.unit}`)), h('p', { class: 'none empty' }, NO_DATA), h('div', { class: 'plot' }))),
     ),
   );
   refresh();

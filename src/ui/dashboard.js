@@ -310,7 +310,8 @@ function renderFeed(rows) {
 function cachedCell(d) {
   if (!isNum(d.predicted_cached) && !isNum(d.cached_tokens)) return '—';
   const slot = isNum(d.slot) ? h('div', { class: 'muted small' }, `slot ${d.slot}`, isNum(d.evicted_tokens) ? `, evicted ${num(d.evicted_tokens)} tok idle ${ago(d.evicted_idle_ms ?? 0)}` : '') : null;
-  return [`${num(d.predicted_cached)} / ${num(d.cached_tokens)}`, slot];
+  const engine = isNum(d.cached_tokens) ? num(d.cached_tokens) : h('span', { class: 'muted', title: 'the engine reports no cached tokens' }, 'not reported');
+  return [h('span', null, `${num(d.predicted_cached)} / `, engine), slot];
 }
 
 // --------------------------------------------------------------- header
