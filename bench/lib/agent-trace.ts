@@ -40,7 +40,7 @@ export function agentSystemPrompts(seed: number): string[] {
 /**
  * `swapHeaders`: the sessions that would carry a session header go without one, and the others carry one (the same
  * random draws, so the same conversations, prompts and times): a run of each pairs every conversation with itself,
- * with and without the header, for the header-less ratio (docs/benchmarks.md, session 18).
+ * with and without the header, for the header-less ratio (docs/benchmarks-history.md, session 18).
  */
 export function buildAgentTrace(shape: TraceShape, seed: number, systems: string[], swapHeaders = false): TraceRequest[] {
   const r = seeded(seed);

@@ -41,7 +41,7 @@ import { INITIAL, step, type EntryAction, type EntryEvent, type EntryState } fro
 /**
  * The parsed request with its routed record over it. Object.assign, not `{ ...req, ...routed }`: V8 (Node 20) copies a
  * second spread into the first one's cloned object property by property on a slow path, about 5 µs for these two
- * (bench/results and docs/benchmarks.md, "Object spreads on the request path").
+ * (bench/results and docs/benchmarks-history.md, "Object spreads on the request path").
  */
 function routedRequest(req: DispatchRequest, routed: Routed): RoutedRequest {
   return Object.assign({}, req, routed);
