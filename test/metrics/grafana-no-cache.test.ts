@@ -8,15 +8,15 @@
  * reports no cached tokens, at 1.
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { request } from 'undici';
 import { waitFor } from '../fakes/wait.ts';
 import { startLoad, type Load } from '../helpers/load.ts';
 import { startSeeded, stopAll, waitModelOn, type MeshNode } from '../helpers/mesh.ts';
 import { tempDir } from '../helpers/node.ts';
+import { startPrometheus } from '../helpers/prometheus.ts';
 
 const HAVE_PROMETHEUS = spawnSync('prometheus', ['--version']).status === 0;
 const IP = (i: number) => `127.0.177.${i}`;
@@ -58,23 +58,7 @@ describe('the Grafana dashboard over engines that report no cached tokens', { sk
       })),
     );
     await waitModelOn(nodes[0], 'nocache-sim', HOSTS);
-    fs.writeFileSync(
-      path.join(dir, 'prometheus.yml'),
-      ['global:', '  scrape_interval: 1s', '  evaluation_interval: 1s', 'scrape_configs:', '  - job_name: viiwork', '    static_configs:', `      - targets: [${nodes.map((n) => `'${n.ip}:8086'`).join(', ')}]`, ''].join('\n'),
-    );
-    prom = spawn('prometheus', [`--config.file=${path.join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${path.join(dir, 'data')}`, `--web.listen-address=${IP(20)}:9090`], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let promLog = '';
-    prom.stderr!.on('data', (d) => (promLog = (promLog + d).slice(-4000)));
-    await waitFor(
-      async () => {
-        if (prom!.exitCode !== null) throw new Error(`prometheus exited with ${prom!.exitCode}: ${promLog}`);
-        const r = await request(`${PROM}/api/v1/targets`).catch(() => undefined);
-        if (!r || r.statusCode !== 200) return false;
-        const d = (await r.body.json()) as { data: { activeTargets: { health: string }[] } };
-        return d.data.activeTargets.length === 3 && d.data.activeTargets.every((t) => t.health === 'up');
-      },
-      { timeoutMs: 30_000, what: 'Prometheus scraping all three nodes' },
-    );
+    prom = await startPrometheus(dir, nodes.map((n) => `${n.ip}:8086`), `${IP(20)}:9090`);
     load = startLoad(nodes[0].url, 'nocache-sim', 8);
   });
   after(async () => {

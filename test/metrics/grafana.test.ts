@@ -6,15 +6,15 @@
  * checked on /metrics by name and label.
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { request } from 'undici';
 import { waitFor } from '../fakes/wait.ts';
 import { startLoad, type Load } from '../helpers/load.ts';
 import { startSeeded, stopAll, waitModelOn, type MeshNode } from '../helpers/mesh.ts';
 import { tempDir } from '../helpers/node.ts';
+import { startPrometheus } from '../helpers/prometheus.ts';
 
 const HAVE_PROMETHEUS = spawnSync('prometheus', ['--version']).status === 0;
 const IP = (i: number) => `127.0.27.${i}`;
@@ -51,23 +51,7 @@ describe('the Grafana dashboard against the real Prometheus', { skip: HAVE_PROME
       HOSTS.map((name, i) => ({ name, ip: IP(11 + i), models: [{ name: 'chat-sim', engine: 'sim', parallel: 2, workloads: ['chat'], sim: { ttft_ms: 20 + 10 * i, prefill_ms_per_1k: 5, tokens_per_s: 400, output_tokens: 8 } }] })),
     );
     await waitModelOn(nodes[0], 'chat-sim', HOSTS);
-    fs.writeFileSync(
-      path.join(dir, 'prometheus.yml'),
-      ['global:', '  scrape_interval: 1s', '  evaluation_interval: 1s', 'scrape_configs:', '  - job_name: viiwork', '    static_configs:', `      - targets: [${nodes.map((n) => `'${n.ip}:8086'`).join(', ')}]`, ''].join('\n'),
-    );
-    prom = spawn('prometheus', [`--config.file=${path.join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${path.join(dir, 'data')}`, `--web.listen-address=${IP(20)}:9090`], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let promLog = '';
-    prom.stderr!.on('data', (d) => (promLog = (promLog + d).slice(-4000)));
-    await waitFor(
-      async () => {
-        if (prom!.exitCode !== null) throw new Error(`prometheus exited with ${prom!.exitCode}: ${promLog}`);
-        const r = await request(`${PROM}/api/v1/targets`).catch(() => undefined);
-        if (!r || r.statusCode !== 200) return false;
-        const doc = (await r.body.json()) as { data: { activeTargets: { health: string }[] } };
-        return doc.data.activeTargets.length === 3 && doc.data.activeTargets.every((t) => t.health === 'up');
-      },
-      { timeoutMs: 30_000, what: 'Prometheus scraping all three nodes' },
-    );
+    prom = await startPrometheus(dir, nodes.map((n) => `${n.ip}:8086`), `${IP(20)}:9090`);
     // More than the slots of the mesh, so requests queue and forwards happen.
     load = startLoad(nodes[0].url, 'chat-sim', 8);
   });
