@@ -42,7 +42,9 @@ export async function handleInference(node: ApiNode, req: http.IncomingMessage, 
   const generation = GENERATION_WORKLOADS.includes(endpoint.workload);
   const claimed = sender.kind === 'forward' ? outOfClaim(sender.claims.get('out'), parsed.maxTokens) : undefined;
   const out = !caller || !generation ? undefined : (claimed ?? heldOutput(parsed.maxTokens, contextsOf(node, parsed.model), parsed.promptTokens));
-  const ir = caller || asked ? Object.assign({}, parsed, { caller, priority: effectivePriority(caller, asked) }, out !== undefined && out !== parsed.maxTokens ? { maxTokens: out } : undefined) : parsed;
+  // A bound is replaced by the figure held (capped); an unbounded request keeps no bound and carries its hold apart.
+  const held = out === undefined || out === parsed.maxTokens ? undefined : parsed.maxTokens === undefined ? { heldOutput: out } : { maxTokens: out };
+  const ir = caller || asked ? Object.assign({}, parsed, { caller, priority: effectivePriority(caller, asked) }, held) : parsed;
   if (sender.kind === 'forward') {
     // A stopping node takes no new work: its slots are as good as full for the mesh.
     if (node.phase !== 'running') throw errors.forwardNoSlot();
@@ -60,7 +62,7 @@ export async function handleInference(node: ApiNode, req: http.IncomingMessage, 
   try {
     // The key's limits, held across the mesh (SPEC section 12); count_tokens takes no slot and is not charged.
     if (endpoint.action === 'count_tokens') return await node.dispatcher.serveClient(ir, res, gone);
-    const tokens = admissionTokens(ir.promptTokens, ir.maxTokens, generation);
+    const tokens = admissionTokens(ir.promptTokens, ir.heldOutput ?? ir.maxTokens, generation);
     const a = await node.limiter.admit(caller.name, caller.limits, tokens);
     if (!a.ok) {
       // A model name nobody serves is not a label (clients choose it): it counts as `unknown`.

@@ -38,6 +38,12 @@ export interface DispatchRequest {
   readonly priority?: Priority;
   /** The output it may produce as the body bounds it (`max_tokens`, `max_completion_tokens`, `max_output_tokens`); undefined when unbounded. */
   readonly maxTokens?: number;
+  /**
+   * A keyed request without a bound: the output held back for its key's limits until the engine's usage settles it
+   * (the rest of its model's context: keys/limits.ts `heldOutput`). Only limits read it; fair queueing's estimate of
+   * an unbounded answer stays a typical one.
+   */
+  readonly heldOutput?: number;
   /** The client's W3C `traceparent` header, as sent (read only when tracing is on; junk is ignored there). */
   readonly traceparent?: string;
 }

@@ -68,7 +68,7 @@ export function settleServed(n: UsageSide, rr: RoutedRequest, used: ServedUsage)
     recordUsage(n, { key: c?.name ?? 'anonymous', model: rr.model, outcome: ok ? 'ok' : 'error', promptCached: cached, promptUncached: prompt - cached, completion: used.completionTokens ?? 0 });
   }
   if (!c || Object.keys(c.limits).length === 0) return;
-  const held = admissionTokens(rr.promptTokens, rr.maxTokens, GENERATION_WORKLOADS.includes(rr.workload));
+  const held = admissionTokens(rr.promptTokens, rr.heldOutput ?? rr.maxTokens, GENERATION_WORKLOADS.includes(rr.workload));
   // A refusal (the engine's own 4xx, or this executor's about the request) that reports no usage ran nothing: no tokens.
   if (used.promptTokens === undefined && used.completionTokens === undefined) {
     if (used.status >= 400) n.limiter.settle(c.name, -held, used.startedAt);

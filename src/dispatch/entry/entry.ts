@@ -425,7 +425,7 @@ export class Entry {
     // With them, the timeline id (the executor keeps its part of the request under it) and the trace context.
     const t = fwd.trace;
     if (fwd.claims === undefined)
-      fwd.claims = encodeClaims(Object.assign(chainClaims(rr), { key: rr.caller?.name, out: rr.caller && rr.maxTokens !== undefined ? String(rr.maxTokens) : undefined, band: bandClaim(rr.priority), req: t && `${p.name}:${t.id}`, traceparent: t?.span?.traceparent })) ?? null;
+      fwd.claims = encodeClaims(Object.assign(chainClaims(rr), { key: rr.caller?.name, out: rr.caller && (rr.heldOutput ?? rr.maxTokens) !== undefined ? String(rr.heldOutput ?? rr.maxTokens) : undefined, band: bandClaim(rr.priority), req: t && `${p.name}:${t.id}`, traceparent: t?.span?.traceparent })) ?? null;
     // A wait at the member is this attempt's alone: the claim says how long is left of it now.
     const wait = waitUntil === undefined ? undefined : waitClaim(Math.min(p.rules.forwardWaitMs ?? 0, waitUntil - p.now()));
     // So is the eviction priced at this host (dispatch/evict-claim.ts).
