@@ -106,18 +106,7 @@ export function chooseSlot(slots: readonly SlotView[], chance: ReturnChance): Sl
     if (cont < 0 || s.shared > slots[cont].shared) cont = i;
   }
   if (cont >= 0) return { index: cont, reused: slots[cont].shared };
-  let best = -1;
-  let bestWorth = Infinity;
-  for (let i = 0; i < slots.length; i++) {
-    const s = slots[i];
-    if (s.busy) continue;
-    const w = worth(s, chance);
-    const b = best >= 0 ? slots[best] : undefined;
-    if (!b || w < bestWorth || (w === bestWorth && (s.shared > b.shared || (s.shared === b.shared && (s.idleMs ?? Infinity) > (b.idleMs ?? Infinity))))) {
-      best = i;
-      bestWorth = w;
-    }
-  }
+  const { index: best, cost: bestWorth } = cheapestIdle(slots, (s) => worth(s, chance));
   if (best < 0) return undefined;
   const s = slots[best];
   const lost = lostTokens(s);
@@ -126,6 +115,23 @@ export function chooseSlot(slots: readonly SlotView[], chance: ReturnChance): Sl
   const c = chance(s.idleMs ?? 0);
   const live = liveSlots(slots, chance) - c + 1;
   return { index: best, reused: s.shared, evicted: { tokens: lost, idleMs: s.idleMs ?? 0, chance: c, cascade: cascadeOf(live / slots.length) } };
+}
+
+/** The idle slot of lowest `cost` (-1 when every slot is busy); ties to the one holding more of the prompt, then the longest idle. */
+function cheapestIdle(slots: readonly SlotView[], cost: (s: SlotView) => number): { index: number; cost: number } {
+  let best = -1;
+  let bestCost = Infinity;
+  for (let i = 0; i < slots.length; i++) {
+    const s = slots[i];
+    if (s.busy) continue;
+    const c = cost(s);
+    const b = best >= 0 ? slots[best] : undefined;
+    if (!b || c < bestCost || (c === bestCost && (s.shared > b.shared || (s.shared === b.shared && (s.idleMs ?? Infinity) > (b.idleMs ?? Infinity))))) {
+      best = i;
+      bestCost = c;
+    }
+  }
+  return { index: best, cost: bestCost };
 }
 
 /**
@@ -143,19 +149,7 @@ export function chooseSlot(slots: readonly SlotView[], chance: ReturnChance): Sl
  * (docs/decisions.md, issue 25). Ties as without a pool.
  */
 function choosePooled(slots: readonly SlotView[], chance: ReturnChance): SlotPick | undefined {
-  let best = -1;
-  let bestNet = Infinity;
-  for (let i = 0; i < slots.length; i++) {
-    const s = slots[i];
-    if (s.busy) continue;
-    const continued = s.tokens > 0 && s.shared >= s.tokens;
-    const net = continued ? -Infinity : worth(s, chance) - restoreGain(s);
-    const b = best >= 0 ? slots[best] : undefined;
-    if (!b || net < bestNet || (net === bestNet && (s.shared > b.shared || (s.shared === b.shared && (s.idleMs ?? Infinity) > (b.idleMs ?? Infinity))))) {
-      best = i;
-      bestNet = net;
-    }
-  }
+  const { index: best } = cheapestIdle(slots, (s) => (s.tokens > 0 && s.shared >= s.tokens ? -Infinity : worth(s, chance) - restoreGain(s)));
   if (best < 0) return undefined;
   const s = slots[best];
   const restored = restoredTokens(s);
