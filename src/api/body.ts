@@ -8,11 +8,13 @@
 import type http from 'node:http';
 import { readBody } from '../http/body.ts';
 import { decodeBody } from '../http/encoding.ts';
-import { errors } from '../http/errors.ts';
+import { ApiError, errors } from '../http/errors.ts';
+import { judgeForward } from '../forward/verify.ts';
 import type { OpenBodies } from '../http/open-bodies.ts';
 import type { MemberTable } from '../mesh/members.ts';
 import { classifyForwardHeaders } from '../security/headers.ts';
 import type { Config } from '../config/schema.ts';
+import type { ApiNode } from './ports.ts';
 
 export interface BodyPorts {
   readonly config: Config;
@@ -49,4 +51,19 @@ export async function readRequestBody(node: BodyPorts, req: http.IncomingMessage
   }
   // Most bodies carry no Content-Encoding: no decoding step (and no extra turn) for them.
   return req.headers['content-encoding'] === undefined ? raw : decodeBody(req, raw, limit);
+}
+
+/**
+ * The body (and its member) of a POST only members may make (limit reports, the key table): any other method 405, a sender whose
+ * forward headers do not verify 401, a client without them 403 with `forbidden` as the message.
+ */
+export async function readMemberPost(node: ApiNode, req: http.IncomingMessage, path: string, limit: number, reason: string, forbidden: string): Promise<{ body: Buffer; from: string }> {
+  if (req.method !== 'POST') {
+    req.resume();
+    throw errors.methodNotAllowed(req.method ?? 'GET', path, 'POST');
+  }
+  const body = await readBody(req, limit, node.config.api.body_idle_timeout);
+  const sender = await judgeForward(req, body, node.meshMode, node.members, () => node.metrics.authRejected.inc({ reason }), node.name);
+  if (sender.kind !== 'forward') throw new ApiError(403, forbidden, 'permission_error', 'forbidden');
+  return { body, from: sender.from };
 }

@@ -16,8 +16,8 @@ import crypto from 'node:crypto';
 import type http from 'node:http';
 import { checkKeyFields, type KeySpec } from '../config/key-spec.ts';
 import { readBody } from '../http/body.ts';
-import { ApiError, errors, sendJson } from '../http/errors.ts';
-import { judgeForward } from '../forward/verify.ts';
+import { errors, sendJson } from '../http/errors.ts';
+import { readMemberPost } from './body.ts';
 import { sha256Hex } from '../keys/access.ts';
 import type { KeyView } from '../keys/table.ts';
 import { KeyError, type KeyEntry } from '../keys/types.ts';
@@ -111,13 +111,7 @@ async function written(node: ApiNode, res: http.ServerResponse, status: number, 
 export const KEY_TABLE_PATH = '/v1/keytable';
 
 export async function handleKeyTable(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-  if (req.method !== 'POST') {
-    req.resume();
-    throw errors.methodNotAllowed(req.method ?? 'GET', KEY_TABLE_PATH, 'POST');
-  }
-  const body = await readBody(req, 4096, node.config.api.body_idle_timeout);
-  const sender = await judgeForward(req, body, node.meshMode, node.members, () => node.metrics.authRejected.inc({ reason: 'keytable' }), node.name);
-  if (sender.kind !== 'forward') throw new ApiError(403, 'the key table is for members of this mesh only; clients list keys with GET /v1/keys (admin)', 'permission_error', 'forbidden');
+  await readMemberPost(node, req, KEY_TABLE_PATH, 4096, 'keytable', 'the key table is for members of this mesh only; clients list keys with GET /v1/keys (admin)');
   const table = node.keys.table;
   sendJson(res, 200, { digest: table.digest, entries: table.snapshot() });
 }

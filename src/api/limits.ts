@@ -6,9 +6,8 @@
  * answer `{"views":{key:{totals, entries}}}`. A client gets 403.
  */
 import type http from 'node:http';
-import { judgeForward } from '../forward/verify.ts';
-import { readBody } from '../http/body.ts';
-import { ApiError, errors, sendJson } from '../http/errors.ts';
+import { errors, sendJson } from '../http/errors.ts';
+import { readMemberPost } from './body.ts';
 import { keyNameProblem } from '../config/key-spec.ts';
 import type { Report } from '../keys/limiter.ts';
 import type { ApiNode } from './ports.ts';
@@ -37,18 +36,12 @@ export function parseReports(doc: unknown): Report[] {
 }
 
 export async function handleLimits(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-  if (req.method !== 'POST') {
-    req.resume();
-    throw errors.methodNotAllowed(req.method ?? 'GET', LIMITS_PATH, 'POST');
-  }
-  const body = await readBody(req, 1 << 20, node.config.api.body_idle_timeout);
-  const sender = await judgeForward(req, body, node.meshMode, node.members, () => node.metrics.authRejected.inc({ reason: 'limits' }), node.name);
-  if (sender.kind !== 'forward') throw new ApiError(403, 'limit reports are for members of this mesh only', 'permission_error', 'forbidden');
+  const { body, from } = await readMemberPost(node, req, LIMITS_PATH, 1 << 20, 'limits', 'limit reports are for members of this mesh only');
   let doc: unknown;
   try {
     doc = JSON.parse(body.toString('utf8'));
   } catch (err) {
     throw errors.malformedJson((err as Error).message);
   }
-  sendJson(res, 200, { views: node.limiter.receive(sender.from, parseReports(doc)) });
+  sendJson(res, 200, { views: node.limiter.receive(from, parseReports(doc)) });
 }
