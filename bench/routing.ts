@@ -532,6 +532,11 @@ async function resetEngines(urls: string[]): Promise<void> {
     100,
   );
   for (const u of urls) {
+    // The sim's RAM pool survives a slot erase (as llama-server's does): empty it too, or every arm after the first
+    // would find the previous arm's prompts restored from RAM (session 21's pool runs did, and least_conn looked warm).
+    const cleared = await request(`${u}/cache/clear`, { method: 'POST' });
+    await cleared.body.text();
+    if (cleared.statusCode === 200) continue;
     const slots = await getJson<{ id: number }[]>(`${u}/slots`);
     for (const s of slots) {
       const r = await request(`${u}/slots/${s.id}?action=erase`, { method: 'POST' });

@@ -12,8 +12,10 @@
  * `sim.host`/`sim.port` fix where it listens (loopback only; default
  * 127.0.0.1, any port), so a benchmark can reach the same engine without
  * the node; `POST /slots/{id}?action=erase` empties a slot's cache as
- * llama-server's does, and a body's `id_slot` runs the request in that slot
- * (waiting for it if busy), as llama-server's does.
+ * llama-server's does (its RAM pool stays), `POST /cache/clear` (the sim's
+ * own) empties every slot and the pool as a restart would, and a body's
+ * `id_slot` runs the request in that slot (waiting for it if busy), as
+ * llama-server's does.
  */
 import crypto from 'node:crypto';
 import http from 'node:http';
@@ -159,6 +161,16 @@ export class SimBackend extends Backend {
       const n = this.slots.erase(id);
       if (n === undefined) return sendJson(res, id < this.slots.slots.length ? 409 : 404, { error: { message: id < this.slots.slots.length ? `slot ${id} is processing` : `no slot ${id}`, type: 'invalid_request_error', code: null } });
       return sendJson(res, 200, { id_slot: id, n_erased: n });
+    }
+    if (req.method === 'POST' && path === '/cache/clear') {
+      // The sim only: what a restart does to today's llama-server, every slot and the RAM pool emptied. Erasing the
+      // slots leaves the pool, as llama-server's erase does, so a benchmark's next arm would start on a warm pool.
+      if (this.slots.slots.some((s) => s.busy)) return sendJson(res, 409, { error: { message: 'a slot is processing', type: 'invalid_request_error', code: null } });
+      let n = 0;
+      for (const s of this.slots.slots) n += this.slots.erase(s.id) ?? 0;
+      const pooled = this.slots.ram?.entries.length ?? 0;
+      this.slots.ram?.clear();
+      return sendJson(res, 200, { n_erased: n, ram_entries_dropped: pooled });
     }
     if (req.method !== 'POST') return sendJson(res, 404, { error: { message: 'not found', type: 'invalid_request_error', code: 'not_found' } });
 

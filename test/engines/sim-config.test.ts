@@ -100,4 +100,24 @@ describe('sim engine address and slot erase', () => {
       await b.stop();
     }
   });
+
+  it('with a RAM pool, an erase leaves the pool (a prompt comes back from RAM) and POST /cache/clear empties both', async () => {
+    const b = await start({ ...timings, cache_ram: 100_000 }, 1);
+    try {
+      const a = { model: 'm', messages: [{ role: 'system', content: 'Conversation A shares nothing. '.repeat(40) }, { role: 'user', content: 'hi' }] };
+      const other = { model: 'm', messages: [{ role: 'system', content: 'Conversation B is elsewhere. '.repeat(40) }, { role: 'user', content: 'hi' }] };
+      await post(`${b.url}/v1/chat/completions`, a);
+      await post(`${b.url}/v1/chat/completions`, other); // A goes to RAM as B takes the one slot
+      assert.equal((await post(`${b.url}/slots/0?action=erase`)).status, 200);
+      assert.ok((await post(`${b.url}/v1/chat/completions`, a)).doc.usage.prompt_tokens_details.cached_tokens > 200, 'A restored from the pool after an erase');
+      const cleared = await post(`${b.url}/cache/clear`);
+      assert.equal(cleared.status, 200);
+      assert.ok(cleared.doc.n_erased > 200);
+      assert.equal((await post(`${b.url}/v1/chat/completions`, other)).doc.usage.prompt_tokens_details.cached_tokens, 0, 'B was in the pool before the clear');
+      // Only the chat template's first tokens, shared with B now in the slot: A left the pool with the clear.
+      assert.ok((await post(`${b.url}/v1/chat/completions`, a)).doc.usage.prompt_tokens_details.cached_tokens < 20);
+    } finally {
+      await b.stop();
+    }
+  });
 });
