@@ -2,6 +2,7 @@
 import type { CacheBook } from '../engines/cache-book.ts';
 import type { SlotTable } from '../engines/targets.ts';
 import type { LifeState, Lifecycle, MemoryFigures } from '../lifecycle/lifecycle.ts';
+import type { KeyTable } from '../keys/table.ts';
 import type { PerfScores } from '../perf/scores.ts';
 import { DIGEST_MAX_BYTES, encodeDigest, encodeSlots, RAM_WIRE_BYTES, SLOT_WIRE_BYTES, type DigestWire, type HeldDigests } from './digest.ts';
 
@@ -15,10 +16,8 @@ export interface ReportSource {
   /** Requests waiting in this node's queues for a model. */
   queued(model: string): number;
   readonly aliasVersion: number;
-  /** The key table's version (SPEC section 12); absent: no key table. */
-  readonly keyVersion?: number;
-  /** What the key table holds (keys/table.ts `digest`), beside keyVersion. */
-  readonly keyDigest?: string;
+  /** The key table (SPEC section 12): its version and digest are reported once it has entries. */
+  readonly keys?: Pick<KeyTable, 'empty' | 'version' | 'digest'>;
   /** The executor's record of its engines' caches (absent: no digests). */
   readonly cache?: CacheBook;
   /** Slots of a target of `model` with `slots` healthy slots held back from batch now (queue/reserve.ts); absent: none. */
@@ -182,6 +181,10 @@ export function buildReport(node: ReportSource, held?: HeldDigests, member?: str
     });
   }
   const digests = book ? { digest_epoch: book.epoch, digest_version: book.version } : {};
-  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliasVersion, ...(node.keyVersion !== undefined ? { key_version: node.keyVersion, key_digest: node.keyDigest } : {}), ...digests, models, ...(node.lifecycle ? { memory: node.lifecycle.memory() } : {}) };
+  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliasVersion, ...keyFields(node.keys), ...digests, models, ...(node.lifecycle ? { memory: node.lifecycle.memory() } : {}) };
 }
 
+/** Only once the mesh has keys: a report without them is what it was before keys, which an older member reads. */
+function keyFields(keys: ReportSource['keys']): { key_version?: number; key_digest?: string } {
+  return keys && !keys.empty ? { key_version: keys.version, key_digest: keys.digest } : {};
+}

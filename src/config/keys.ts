@@ -100,6 +100,13 @@ function tableDocument(text: string): unknown {
   }
 }
 
+/** readClientKeys for a node about to start: every problem, with its fix, stops it. */
+export function requireClientKeys(api: Pick<Config['api'], 'keys_env' | 'keys_file'>, env: NodeJS.ProcessEnv): ClientKeys {
+  const keys = readClientKeys(api, env);
+  if (keys.problems.length) throw new Error(keys.problems.map((p) => `${p.key}: ${p.message}; ${p.fix}`).join('\n'));
+  return keys;
+}
+
 /** A key table document's entries, or the problems of each field by path (`keys[1].role`). Pure. */
 export function parseKeyTable(doc: unknown): { entries: KeySpec[]; problems: { path: string; message: string; fix: string }[] } {
   const problems: { path: string; message: string; fix: string }[] = [];

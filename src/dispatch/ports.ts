@@ -25,25 +25,10 @@ import type { TimelineBook } from './timeline.ts';
 import type { Tracing } from '../telemetry/tracing.ts';
 import type { Loads } from './entry/load.ts';
 import type { History } from '../history/store.ts';
+import type { RunUsage } from '../keys/settle.ts';
 
-/** What one run on a local engine used, from the engine's own usage where it gave one. */
-export interface ServedUsage {
-  /** The engine's answer status. */
-  status: number;
-  promptTokens?: number;
-  cachedTokens?: number;
-  completionTokens?: number;
-  /**
-   * The answer was cut short: the client left (`client`) or the engine broke off (`engine`) before its usage came.
-   * The counts are then the node's own: the prompt as estimated, the events streamed as completion tokens.
-   */
-  cutShort?: 'client' | 'engine';
-  /**
-   * Clock ms the run took its slot: a settlement is counted in that second of the key's minute, beside its admission,
-   * so the admission's estimate and its correction leave the sliding minute together (keys/window.ts).
-   */
-  startedAt?: number;
-}
+/** What one run on a local engine used (keys/settle.ts, where the node settles it). */
+export type ServedUsage = RunUsage;
 
 export interface DispatchRules {
   /** routing.queue_max */

@@ -5,8 +5,8 @@
  * reads the answer as a LoadAsk; an operator's relayed ask gets the
  * member's own status and JSON.
  */
-import type { LifecycleReply, LoadAsk } from '../lifecycle/answers.ts';
-import type { LoadReason } from '../lifecycle/lifecycle.ts';
+import { lifecycleReply, unknownMemberReply, type LifecycleReply, type LoadAsk } from '../lifecycle/answers.ts';
+import type { LoadAnswer, LoadReason, UnloadAnswer } from '../lifecycle/lifecycle.ts';
 import { postToMember, type MemberAnswer, type MemberLink } from './member-call.ts';
 
 /** How long an ask to load may take to be answered (the load itself goes on behind it). */
@@ -29,4 +29,23 @@ export async function askMemberLoad(link: MemberLink, host: string, model: strin
 export async function relayLifecycleAsk(link: MemberLink, host: string, model: string, action: 'load' | 'unload', detail: string): Promise<LifecycleReply> {
   const r = await ask(link, host, model, action, { reason: 'operator', detail });
   return { status: r.status || 502, body: r.body ?? { error: { message: r.text, type: 'server_error', code: 'member_unreachable' } } };
+}
+
+/** An operator's load or unload of `model` on `host`: answered here for this node, relayed to a known member, refused for a name nobody knows. */
+export function askLifecycle(
+  o: {
+    link: MemberLink & { readonly self: string };
+    known(host: string): boolean;
+    load(model: string, detail: string): LoadAnswer;
+    unload(model: string, detail: string): UnloadAnswer;
+  },
+  host: string,
+  model: string,
+  action: 'load' | 'unload',
+  detail: string,
+): Promise<LifecycleReply> {
+  const self = o.link.self;
+  if (host === self) return Promise.resolve(lifecycleReply(self, model, action === 'load' ? o.load(model, detail) : o.unload(model, detail)));
+  if (!o.known(host)) return Promise.resolve(unknownMemberReply(host));
+  return relayLifecycleAsk(o.link, host, model, action, detail);
 }

@@ -27,3 +27,15 @@ export function listen(server: http.Server, host: string, port: number, keys: st
     server.listen(port, host, () => resolve());
   });
 }
+
+/** The URL a client on this machine reaches a bound address at: a wildcard bind is reached on loopback, IPv6 in brackets. */
+export function localUrl(host: string, port: number): string {
+  const h = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+  return `http://${h.includes(':') ? `[${h}]` : h}:${port}`;
+}
+
+/** A failed bind of `what` at `address` in words an operator can act on, naming the config `keys` that set it; any other error as it was. */
+export function bindFailure(err: unknown, what: string, address: string, keys: string): unknown {
+  const e = err as NodeJS.ErrnoException;
+  return isBindError(e) ? new Error(`cannot bind ${what} to ${address} (${keys}): ${bindProblem(e)}`) : err;
+}

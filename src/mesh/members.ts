@@ -36,6 +36,17 @@ export const DEPARTED_KEEP_MS = 24 * 3_600_000;
 /** A viiwork member other nodes work with: alive or suspect (a suspect one is still asked), never a foreign agent. */
 export const isPeer = (m: Pick<MemberInfo, 'state' | 'role'>): boolean => m.role !== 'foreign' && (m.state === 'alive' || m.state === 'suspect');
 
+/**
+ * The members a key's owner is chosen among (keys/limiter.ts ownerOf), and whose count divides a cut-off node's share:
+ * this node and its viiwork peers, alive or suspect. A suspect member is still asked (it usually answers; when it
+ * does not, entries are cut off and keep to their shares): were it dropped at the first missed probe, the nodes that
+ * suspect it and those that do not would choose different owners for its keys, and each owner would let its entries
+ * spend the whole limit.
+ */
+export function limitOwners(self: string, peers: readonly Pick<MemberInfo, 'name' | 'state' | 'role'>[]): string[] {
+  return [self, ...peers.filter(isPeer).map((m) => m.name)];
+}
+
 export class MemberTable {
   readonly #members = new Map<string, MemberInfo>();
   // Made once per change of the table, not per read: every request reads the peers (routing, the forward check).
@@ -89,6 +100,11 @@ export class MemberTable {
   /** Alive or suspect viiwork members other than this node: the ones polled and listed in /v1/models. */
   peers(): readonly MemberInfo[] {
     return (this.#peers ??= this.list().filter((m) => !m.self && isPeer(m)));
+  }
+
+  /** Alive viiwork members, this node counted as one. */
+  aliveCount(): number {
+    return 1 + this.peers().filter((m) => m.state === 'alive').length;
   }
 
   /** The one peer whose advertise address is `ip` (its connections leave from it, SPEC section 1); undefined: none, or several. */

@@ -213,6 +213,11 @@ export class Metrics {
     });
   })();
 
+  /** This node's forwards that members refused, all told (history/ keeps it as a series). */
+  async forwardsRefused(): Promise<number> {
+    return (await this.forwards.get()).values.filter((v) => v.labels.outcome === 'refused').reduce((n, v) => n + v.value, 0);
+  }
+
   stop(): void {
     this.#loopDelay.disable();
   }

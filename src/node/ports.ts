@@ -1,17 +1,20 @@
 /**
  * The ports this node hands the rooms that ask the most of it: the
- * dispatcher's (dispatch/ports.ts) and the capacity report's source
- * (capacity/report.ts), built from the node's parts. Wiring only.
+ * dispatcher's (dispatch/ports.ts), the capacity report's source
+ * (capacity/report.ts), on-demand loads' (dispatch/entry/load.ts), the poll
+ * interest's (capacity/interest.ts) and the history's sources
+ * (history/node-history.ts), built from the node's parts. Wiring only.
  */
 import type { Keyring } from '../keys/access.ts';
 import type { AliasTable } from '../aliases/table.ts';
+import type { InterestPorts } from '../capacity/interest.ts';
 import type { ReportSource } from '../capacity/report.ts';
-import { membersToRefresh } from '../capacity/fresh.ts';
+import { refreshStale } from '../capacity/poll-targets.ts';
 import type { CapacityPoller } from '../capacity/poller.ts';
 import type { MemberTable } from '../mesh/members.ts';
 import type { Config } from '../config/schema.ts';
 import type { DecisionFeed } from '../dispatch/decisions.ts';
-import type { Loads } from '../dispatch/entry/load.ts';
+import type { LoadPorts, Loads } from '../dispatch/entry/load.ts';
 import type { DispatchPorts, ServedUsage } from '../dispatch/ports.ts';
 import type { Reservation, RoutedRequest } from '../dispatch/types.ts';
 import type { Backend } from '../engines/backend.ts';
@@ -24,13 +27,15 @@ import { tokenizerFor } from '../engines/tokenize.ts';
 import type { ModelFilePolicy } from '../files/model-files.ts';
 import type { ForwardBook } from '../forward/book.ts';
 import type { PeerLink } from '../forward/send.ts';
-import type { Lifecycle } from '../lifecycle/lifecycle.ts';
+import { localLoadAsk } from '../lifecycle/answers.ts';
+import type { LoadAnswer, LoadReason, Lifecycle } from '../lifecycle/lifecycle.ts';
+import { askMemberLoad } from '../forward/lifecycle-ask.ts';
 import type { Log } from '../log.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { PerfScores } from '../perf/scores.ts';
 import type { QueueSet } from '../queue/fifo.ts';
 import type { HostView } from '../route/types.ts';
-import type { NodeHistory } from '../history/node-history.ts';
+import type { HistorySources, NodeHistory } from '../history/node-history.ts';
 import type { TimelineBook } from '../dispatch/timeline.ts';
 import type { Tracing } from '../telemetry/tracing.ts';
 import type { ReserveBook } from '../queue/reserve.ts';
@@ -62,20 +67,8 @@ export interface DispatchParts {
   readonly timelines: TimelineBook;
   readonly tracing: Tracing | undefined;
   hostViews(): HostView[];
-  nextRoundRobin(): number;
   /** A local run ended with the engine's answer (dispatch/ports.ts). */
   served(rr: RoutedRequest, used: ServedUsage): void;
-}
-
-/** Poll the members a refusal would be decided on, when their reports are stale (capacity/fresh.ts). */
-async function refreshReports(n: DispatchParts, pin: string | undefined): Promise<boolean> {
-  const poller = n.poller;
-  if (!poller) return false;
-  const last = (name: string) => Math.max(poller.get(name)?.polledAt ?? -Infinity, poller.lastPolled(name) ?? -Infinity);
-  const names = membersToRefresh(n.members.peers(), (name) => (last(name) === -Infinity ? undefined : last(name)), n.now(), n.config.routing.stale_after, pin);
-  if (names.length === 0) return false;
-  await poller.pollNow(names);
-  return true;
 }
 
 /** What the dispatcher may use of this node; `peers` calls members, `waiting` hurries them (capacity/interest.ts). */
@@ -83,6 +76,7 @@ export function dispatchPorts(n: DispatchParts, peers: PeerLink, waiting: () => 
   // routing.* and api.* need a restart to change (reload applies models and aliases only): read once.
   const r = n.config.routing;
   const api = n.config.api;
+  let roundRobin = 0;
   return {
     name: n.name,
     rules: {
@@ -99,10 +93,10 @@ export function dispatchPorts(n: DispatchParts, peers: PeerLink, waiting: () => 
     },
     now: n.now,
     random: Math.random,
-    nextRoundRobin: () => n.nextRoundRobin(),
+    nextRoundRobin: () => roundRobin++,
     snapshot: () => n.hostViews(),
     warming: () => n.warming,
-    refresh: (pin) => refreshReports(n, pin),
+    refresh: (pin) => refreshStale(n.poller, n.members, n.now, r.stale_after, pin),
     waiting,
     slots: {
       tryLease: (model, workload, key, flow) => n.gate.tryLease(model, workload, key, flow),
@@ -150,17 +144,58 @@ export function reportSource(n: ReportParts, files: Pick<ModelFilePolicy, 'fileO
     get aliasVersion() {
       return n.aliases.version;
     },
-    // Only once the mesh has keys: a report without them is what it was before keys.
-    get keyVersion() {
-      return n.keys.table.empty ? undefined : n.keys.table.version;
-    },
-    get keyDigest() {
-      return n.keys.table.empty ? undefined : n.keys.table.digest;
-    },
+    keys: n.keys.table,
     cache: n.cacheBook,
     heldBack: (model, slots) => n.reserve.published(model, slots),
     fileOf: (model) => files.fileOf(model),
     fetchOf: (model) => files.fetchOf(model),
     hasFile: (model) => files.hasFile(model),
+  };
+}
+
+/** The node's parts on-demand loads, the poll interest and the history read (each reads the routing snapshot). */
+export interface SnapshotParts extends Pick<DispatchParts, 'name' | 'config' | 'now' | 'log' | 'slots' | 'forwards' | 'queues' | 'decisions' | 'members' | 'poller' | 'metrics' | 'hostViews'> {
+  loadModel(model: string, reason: LoadReason, detail: string): LoadAnswer;
+}
+
+/** What on-demand loads ask of this node (dispatch/entry/load.ts): this node's own lifecycle, or a member's over `peers`. */
+export function loadPorts(n: SnapshotParts, peers: PeerLink): LoadPorts {
+  return {
+    self: n.name,
+    loadWaitMs: n.config.routing.load_wait,
+    now: n.now,
+    snapshot: () => n.hostViews(),
+    askLocal: (model, reason, detail) => localLoadAsk(n.loadModel(model, reason, detail)),
+    askRemote: (host, model, reason, detail) => askMemberLoad(peers, host, model, reason, detail),
+    log: (msg) => n.log.info(msg),
+  };
+}
+
+/** What the poll interest reads (capacity/interest.ts). */
+export function interestPorts(n: SnapshotParts): InterestPorts {
+  return {
+    self: n.name,
+    windowMs: n.config.mesh.capacity_interest,
+    now: n.now,
+    localModels: () => n.slots.models(),
+    forwards: n.forwards,
+    decisions: n.decisions,
+    waiting: () => n.queues.entries(),
+    snapshot: () => n.hostViews(),
+    apiOf: (host) => n.members.get(host)?.api,
+    poller: () => n.poller,
+  };
+}
+
+/** What the history samples (history/node-history.ts). */
+export function historySources(n: SnapshotParts): HistorySources {
+  return {
+    self: n.name,
+    now: n.now,
+    hosts: () => n.hostViews(),
+    queuedHere: (model) => n.queues.depth(model),
+    membersAlive: () => n.members.aliveCount(),
+    refusedTotal: () => n.metrics.forwardsRefused(),
+    log: (msg) => n.log.warn(msg),
   };
 }

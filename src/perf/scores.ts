@@ -13,6 +13,7 @@ const MAX_SAMPLES = 512;
 export class PerfScores {
   readonly #samples = new Map<string, Sample[]>();
   #baselines: Record<string, Baseline> = {};
+  readonly #dir: string | undefined;
   readonly #file: string | undefined;
   #dirty = false;
   /** Published values per model, valid until a sample is added or the oldest one leaves the window. */
@@ -22,6 +23,7 @@ export class PerfScores {
     stateDir: string | undefined,
     private readonly now: () => number = Date.now,
   ) {
+    this.#dir = stateDir;
     this.#file = stateDir ? path.join(stateDir, 'perf-baseline.json') : undefined;
     if (this.#file) {
       try {
@@ -74,5 +76,14 @@ export class PerfScores {
     fs.writeFileSync(tmp, JSON.stringify({ v: 1, models }, null, 1));
     fs.renameSync(tmp, this.#file);
     this.#dirty = false;
+  }
+
+  /** save(), a failure handed to `warn` instead of thrown: the node goes on serving, and the next save tries again. */
+  trySave(warn: (msg: string) => void): void {
+    try {
+      this.save();
+    } catch (err) {
+      warn(`cannot save performance baseline in ${this.#dir}: ${(err as Error).message}`);
+    }
   }
 }

@@ -81,3 +81,8 @@ export function loadHosts(hosts: readonly HostView[], model: string, workload: s
   }
   return out;
 }
+
+/** The workload an operator's placement of `model` loads it for: its first on-demand target's first, else chat. */
+export function onDemandWorkload(hosts: readonly HostView[], model: string): string {
+  return hosts.flatMap((h) => h.models.get(model)?.targets ?? []).find((t) => t.onDemand)?.descriptor.workloads[0] ?? 'chat';
+}

@@ -338,9 +338,9 @@ describe('the sliding minute (keys/window.ts)', () => {
   });
 });
 
-describe('who owns a key (node/usage-side.ts limitOwners)', () => {
+describe('who owns a key (mesh/members.ts limitOwners)', () => {
   it('a member one node suspects still owns its keys there, so two nodes never choose different owners over a missed probe', async () => {
-    const { limitOwners } = await import('../../src/node/usage-side.ts');
+    const { limitOwners } = await import('../../src/mesh/members.ts');
     const peer = (name: string, state: 'alive' | 'suspect' | 'dead' | 'left', role: 'node' | 'foreign' = 'node') => ({ name, state, role });
     assert.deepEqual(limitOwners('a', [peer('b', 'alive'), peer('c', 'suspect'), peer('d', 'dead'), peer('e', 'left'), peer('f', 'alive', 'foreign')]), ['a', 'b', 'c']);
     // Node a sees c alive, node b suspects it: the same owner for every key.

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { chooseLoadHost, loadHosts, placementKey, rankLoadHosts, type LoadHost } from '../../src/route/placement.ts';
+import { chooseLoadHost, loadHosts, onDemandWorkload, placementKey, rankLoadHosts, type LoadHost } from '../../src/route/placement.ts';
 import { rendezvousRank } from '../../src/hashing/rendezvous.ts';
 import { planRoom } from '../../src/lifecycle/lifecycle.ts';
 import type { HostModelView, HostView, TargetView } from '../../src/route/types.ts';
@@ -90,4 +90,16 @@ describe('making room on a host: least recently used idle models first', () => {
     { name: 'everything idle is not enough: refused', budget: 10 * G, reserved: 10 * G, need: 9 * G, want: undefined },
   ];
   for (const t of table) it(t.name, () => assert.deepEqual(planRoom(t.budget, t.reserved, t.need, idle), t.want));
+});
+
+describe('the workload an operator’s placement loads a model for', () => {
+  const embed = { workloads: ['embeddings'], audio: false };
+  it('the first on-demand target’s first workload, on any host', () => {
+    const hosts = [view('a', { m: { targets: [target({})] } }), view('b', { m: { targets: [target({ onDemand: true, descriptor: embed })] } })];
+    assert.equal(onDemandWorkload(hosts, 'm'), 'embeddings');
+  });
+  it('chat when no host has the model on demand', () => {
+    assert.equal(onDemandWorkload([view('a', { m: { targets: [target({ descriptor: embed })] } })], 'm'), 'chat');
+    assert.equal(onDemandWorkload([], 'm'), 'chat');
+  });
 });

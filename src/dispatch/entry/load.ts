@@ -13,6 +13,12 @@ import type { LoadReason } from '../../lifecycle/lifecycle.ts';
 import { loadHosts, rankLoadHosts } from '../../route/placement.ts';
 import type { HostView } from '../../route/types.ts';
 
+/** This node's queues as `waitingIn` reads them (queue/fifo.ts QueueSet). */
+export interface WaitingQueues {
+  entries(): { model: string; workload: string; depth: number }[];
+  get(model: string, workload: string): { readonly queuedSince: number | undefined };
+}
+
 /** What one ask to a host came to. */
 /** What an ask to load came to, local or remote: the lifecycle's one definition. */
 export type AskResult = LoadAsk;
@@ -73,6 +79,15 @@ export class Loads {
       this.#scaledAt.set(model, now);
       void this.ensure(model, workload, 'scale', `${depth} request(s) queued at ${this.p.self} for ${Math.round(waited)} ms (routing.scale_after ${scaleAfterMs} ms)`);
     } else void this.ensure(model, workload, 'request', `${depth} request(s) waiting at ${this.p.self}`);
+  }
+
+  /** `waiting` for every queue here that holds requests (the node's tick calls it). */
+  waitingIn(queues: WaitingQueues, scaleAfterMs: number): void {
+    for (const q of queues.entries()) {
+      if (q.depth === 0) continue;
+      const since = queues.get(q.model, q.workload).queuedSince;
+      if (since !== undefined) this.waiting(q.model, q.workload, since, q.depth, scaleAfterMs);
+    }
   }
 
   /** Is a load of this model, asked by this node, under way? */

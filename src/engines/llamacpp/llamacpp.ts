@@ -109,6 +109,12 @@ export function hideFromEngines(name: string): void {
   if (name) hidden.add(name);
 }
 
+/** Every key variable a config names (api.keys_env, each model's api_key_env), kept from engines from now on. */
+export function hideConfiguredKeys(config: { api: { keys_env: string }; models: readonly { api_key_env?: string }[] }): void {
+  hideFromEngines(config.api.keys_env);
+  for (const m of config.models) if (m.api_key_env) hideFromEngines(m.api_key_env);
+}
+
 /** The environment an engine starts with: the node's, plus `extra`, minus the mesh secrets and every key variable. */
 export function engineEnv(extra: Record<string, string | undefined> = {}, base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...base, ...extra };

@@ -2,8 +2,8 @@
  * The routing snapshot of this moment: this node's targets as they are now,
  * and each peer's from its last report. Built fresh for every decision.
  */
-import { digestKey, type CapacityPoller, type PeerReport } from '../capacity/poller.ts';
-import type { FetchProgress, ModelFile } from '../capacity/report.ts';
+import { digestKey, type CapacityPoller, type PeerReport } from './poller.ts';
+import type { FetchProgress, ModelFile } from './report.ts';
 import type { CacheBook } from '../engines/cache-book.ts';
 import type { SlotTable } from '../engines/targets.ts';
 import type { Lifecycle } from '../lifecycle/lifecycle.ts';
@@ -139,23 +139,4 @@ export function peerViews(peers: readonly MemberInfo[], poller: CapacityPoller |
     });
   }
   return out;
-}
-
-/** Alive viiwork members (this node included, at `own`) whose reports show alias_version (or `field`) ≥ `version`, of how many. */
-export function aliasReach(
-  version: number,
-  own: number,
-  peers: readonly MemberInfo[],
-  poller: Pick<CapacityPoller, 'get'> | undefined,
-  field: 'alias_version' | 'key_version' = 'alias_version',
-): { reached: number; members: number } {
-  let reached = own >= version ? 1 : 0;
-  let members = 1;
-  for (const m of peers) {
-    if (m.state !== 'alive') continue;
-    members++;
-    const v = poller?.get(m.name)?.report[field];
-    if (v !== undefined && v >= version) reached++;
-  }
-  return { reached, members };
 }
