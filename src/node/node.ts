@@ -71,6 +71,7 @@ import { dispatchPorts, reportSource } from './ports.ts';
 import { OpenBodies } from '../http/open-bodies.ts';
 import { aliasReach, localView, peerViews } from './views.ts';
 import { bounded } from './bounded.ts';
+import { Drain, WorkCount } from '../survive/drain.ts';
 
 export type { NodePhase };
 
@@ -82,6 +83,8 @@ export interface NodeOptions {
   listRefreshMs?: number;
   /** Unrecoverable after start (another live node has our name). Default: log and stop. */
   onFatal?: (message: string) => void;
+  /** A drain (SPEC section 13) has stopped the node: `viiwork serve` exits then. */
+  onDrained?: () => void;
 }
 
 /** The longest a start waits for its first join attempt, and for its engines' first health check. */
@@ -160,6 +163,9 @@ export class ViiworkNode implements ApiNode {
   /** Pulls a member's key table when its key_digest is not ours (keys/sync.ts). */
   readonly #keySync: KeySync;
   readonly #onFatal: (message: string) => void;
+  /** Inference requests held here, counted until their answers close: what a drain waits for. */
+  readonly work = new WorkCount();
+  readonly #drain: Drain;
   /** api.* and routing.* need a restart to change (reload applies models and aliases only): read once. */
   readonly #limits: RequestLimits;
   /** Aborted when the node stops: fetches in flight end, keeping their partial files. */
@@ -313,6 +319,15 @@ export class ViiworkNode implements ApiNode {
     this.#keySync = keySyncOver(this.keys.table, this.#peers, this.now);
     this.limiter = limiterOver(this.name, this.members, this.#peers, this.now, config.node.state_dir, (msg) => this.log.warn(msg));
     this.usage = UsageBook.load(this.name, this.now, config.node.state_dir, (msg) => this.log.warn(msg));
+    this.#drain = new Drain({
+      now: this.now,
+      timeoutMs: config.node.drain_timeout,
+      noticeMs: config.mesh.capacity_poll + config.routing.stale_after,
+      members: () => this.members.peers().filter((m) => m.state === 'alive' && m.api).map((m) => m.name),
+      busy: () => this.work.count,
+      stop: () => this.stop().then(() => opts.onDrained?.()),
+      log: (line) => this.log.info(line),
+    });
     hideFromEngines(config.api.keys_env);
     for (const m of config.models) if (m.api_key_env) hideFromEngines(m.api_key_env);
   }
@@ -370,7 +385,18 @@ export class ViiworkNode implements ApiNode {
     return this.loads.place(model, workload, detail);
   }
 
+  /** True while draining (SPEC section 13): the report says so and no entry places work here. */
+  get draining(): boolean {
+    return this.#drain.draining;
+  }
+
+  /** Drain, then leave the mesh and stop (survive/drain.ts); a second ask joins the first. */
+  drain(why: string): Promise<void> {
+    return this.#drain.begin(why);
+  }
+
   capacityReport(held?: HeldDigests, member?: string): CapacityReport {
+    this.#drain.reported(member);
     return buildReport(reportSource(this, this.#modelFiles), held, member);
   }
 
@@ -390,8 +416,10 @@ export class ViiworkNode implements ApiNode {
   hostViews(): HostView[] {
     const now = this.now();
     const files = this.#modelFiles;
+    const self = localView(this.name, this.slots, this.perf, now, this.cacheBook, this.lifecycle, files, this.reserve);
+    if (this.#drain.draining) self.draining = true;
     return [
-      localView(this.name, this.slots, this.perf, now, this.cacheBook, this.lifecycle, files, this.reserve),
+      self,
       ...peerViews(this.members.peers(), this.poller, this.config.routing.stale_after, now),
     ];
   }

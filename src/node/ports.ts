@@ -132,6 +132,7 @@ export function dispatchPorts(n: DispatchParts, peers: PeerLink, waiting: () => 
 /** The node's parts its /v1/capacity report is made of. */
 export interface ReportParts extends Pick<DispatchParts, 'name' | 'now' | 'slots' | 'perf' | 'queues' | 'aliases' | 'cacheBook'> {
   readonly version: string;
+  readonly draining: boolean;
   readonly keys: Keyring;
   readonly lifecycle: Lifecycle;
   readonly reserve: ReserveBook;
@@ -149,6 +150,9 @@ export function reportSource(n: ReportParts, files: Pick<ModelFilePolicy, 'fileO
     queued: (model) => n.queues.depth(model),
     get aliasVersion() {
       return n.aliases.version;
+    },
+    get draining() {
+      return n.draining;
     },
     // Only once the mesh has keys: a report without them is what it was before keys.
     get keyVersion() {
