@@ -72,6 +72,7 @@ import { OpenBodies } from '../http/open-bodies.ts';
 import { aliasReach, localView, peerViews } from './views.ts';
 import { bounded } from './bounded.ts';
 import { Drain, WorkCount } from '../survive/drain.ts';
+import { SlotStore } from '../survive/slot-store.ts';
 
 export type { NodePhase };
 
@@ -255,6 +256,13 @@ export class ViiworkNode implements ApiNode {
       stateDir: config.node.state_dir,
       log: this.log,
       metrics: this.metrics,
+      keeper: new SlotStore({
+        stateDir: config.node.state_dir,
+        diskMiB: config.node.cache_disk,
+        book: this.cacheBook,
+        sha256Of: (p) => this.fileIndex.lookup(p)?.sha256,
+        log: (line) => this.log.info(line),
+      }),
     });
     this.#listed = new ListedModels({
       apply: (models, why) => this.#engines.apply(models, why),
