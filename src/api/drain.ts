@@ -8,10 +8,9 @@
 import type http from 'node:http';
 import { errors, sendJson } from '../http/errors.ts';
 import type { ApiNode } from './ports.ts';
+import { isLoopback } from './lifecycle.ts';
 
 export const DRAIN_PATH = '/v1/drain';
-
-const isLoopback = (ip: string | undefined) => !!ip && (ip === '::1' || ip.startsWith('127.') || ip.startsWith('::ffff:127.'));
 
 export function handleDrain(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse): void {
   req.resume();

@@ -92,3 +92,42 @@ describe('slots kept over a restart, against the real llama-server', { skip }, (
     assert.ok(cold.cached < 0.2 * cold.prompt, `nothing restored: the engine reused ${cold.cached} of ${cold.prompt}`);
   });
 });
+
+describe('slots kept over an idle unload, against the real llama-server', { skip }, () => {
+  const dir = tempDir('viiwork-kept-idle-');
+  const model = writeTinyGguf(path.join(dir, 'tiny.gguf'), { contextLength: 2048 });
+  let node: MeshNode | undefined;
+  after(() => stopAll([node]));
+
+  it('a model unloaded for idleness and loaded again finds its conversation warm', async () => {
+    node = await startMeshNode({
+      name: 'U',
+      ip: '127.0.202.2',
+      node: { memory_budget: '4GiB' },
+      models: [{ name: 'tiny', engine: 'llamacpp', path: model, parallel: 1, context: 2048, load: 'on_demand', idle_unload: '1s', memory: '256MiB', llamacpp: { binary: BINARY, args: ['--threads', '1'] } }],
+    });
+    const messages: { role: string; content: string }[] = [
+      { role: 'system', content: 'You keep a garden diary: what was sown, what was watered, what came up. '.repeat(6) },
+      { role: 'user', content: 'Today the beans came up.' },
+    ];
+    const ask = async () => {
+      const r = await request(`${node!.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'tiny', messages, max_tokens: 6, temperature: 0, grammar: 'root ::= [a-z ]+' }),
+      });
+      const text = await r.body.text();
+      assert.equal(r.statusCode, 200, text);
+      const doc = JSON.parse(text);
+      return { prompt: doc.usage.prompt_tokens as number, cached: (doc.usage.prompt_tokens_details?.cached_tokens ?? 0) as number, reply: doc.choices[0].message.content as string };
+    };
+    const first = await ask();
+    messages.push({ role: 'assistant', content: first.reply }, { role: 'user', content: 'Then it rained.' });
+    const state = async () => ((await (await request(`${node!.url}/v1/capacity`)).body.json()) as { models: { targets: { state: string }[] }[] }).models[0].targets[0].state;
+    await waitFor(async () => (await state()) === 'unloaded', { timeoutMs: 60_000, what: 'tiny unloaded for idleness' });
+    assert.match(node.logs(), /tiny\/0 saved 1 slot\(s\)/);
+    const next = await ask();
+    assert.match(node.logs(), /tiny\/0 restored 1 slot\(s\)/);
+    assert.ok(next.cached >= 0.8 * first.prompt, `after the unload and load the engine reused ${next.cached} of ${next.prompt} (the turn before had ${first.prompt})`);
+  });
+});
