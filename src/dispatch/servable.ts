@@ -10,6 +10,16 @@ export function candidatesFor(p: DispatchPorts, r: { model: string; workload: st
   return candidates({ hosts, forwards: p.forwards.tally, marks: p.forwards.marks }, r.model, r.workload, r.priority === 'batch');
 }
 
+/**
+ * A request that was waiting here before this node began draining, for a model no other member can run: this node
+ * is still a candidate for it (SPEC section 13: what a draining node queued finishes; only new work goes elsewhere).
+ */
+export function queuedBeforeDrain(p: DispatchPorts, r: { model: string; workload: string; priority?: string }, hosts: readonly HostView[], arrived: number): Candidate[] {
+  const since = p.drainingSince?.();
+  if (since === undefined || arrived >= since) return [];
+  return candidatesFor(p, r, hosts.map((h) => (h.local && h.draining ? { ...h, draining: false } : h)));
+}
+
 /** 404 / 400 / 503 before any waiting, from every host that reports the model (fresh or stale). */
 export function checkServable(r: { model: string; workload: string; pin: string | undefined }, hosts: readonly HostView[], cands: Candidate[]): void {
   const serving = hosts.filter((h) => h.models.has(r.model));

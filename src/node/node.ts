@@ -398,6 +398,10 @@ export class ViiworkNode implements ApiNode {
     return this.#drain.draining;
   }
 
+  get drainingSince(): number | undefined {
+    return this.#drain.since;
+  }
+
   /** Drain, then leave the mesh and stop (survive/drain.ts); a second ask joins the first. */
   drain(why: string): Promise<void> {
     return this.#drain.begin(why);

@@ -65,6 +65,8 @@ export interface DispatchParts {
   nextRoundRobin(): number;
   /** A local run ended with the engine's answer (dispatch/ports.ts). */
   served(rr: RoutedRequest, used: ServedUsage): void;
+  /** When this node began draining; undefined: it is not (survive/drain.ts). */
+  readonly drainingSince: number | undefined;
 }
 
 /** Poll the members a refusal would be decided on, when their reports are stale (capacity/fresh.ts). */
@@ -126,6 +128,7 @@ export function dispatchPorts(n: DispatchParts, peers: PeerLink, waiting: () => 
     history: n.history.store,
     timelines: n.timelines,
     ...(n.tracing ? { tracing: n.tracing } : {}),
+    drainingSince: () => n.drainingSince,
   };
 }
 

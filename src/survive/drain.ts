@@ -62,6 +62,11 @@ export class Drain {
     return this.#phase !== 'idle';
   }
 
+  /** When the drain began (clock ms); undefined when not draining. */
+  get since(): number | undefined {
+    return this.draining ? this.#startedAt : undefined;
+  }
+
   /** When the drain will stop waiting for requests (clock ms); undefined when not draining. */
   get deadline(): number | undefined {
     return this.draining ? this.#startedAt + this.#deps.timeoutMs : undefined;

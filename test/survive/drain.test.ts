@@ -108,17 +108,20 @@ describe('SIGTERM: the only host of a model drains', () => {
 
   before(async () => {
     eng = await startFakeEngine({ name: 'solo', outputTokens: 4 });
-    a = await startMeshNode({ name: 'S', ip: IP(11), models: [{ name: 'm', engine: 'openai', url: eng.url, parallel: 2 }], node: { drain_timeout: '2m' } });
+    a = await startMeshNode({ name: 'S', ip: IP(11), models: [{ name: 'm', engine: 'openai', url: eng.url, parallel: 1 }], node: { drain_timeout: '2m' }, routing: { queue_timeout: '2m' } });
   });
   after(async () => {
     await stopAll([a]);
     await eng?.close();
   });
 
-  it('answers new requests 503 `draining` with Retry-After, finishes the one it runs, and exits 0', async () => {
+  it('answers new requests 503 `draining` with Retry-After, finishes the one it runs and the one it queued, and exits 0', async () => {
     eng.hold();
     const running = openPost(`${a.url}/v1/chat/completions`, {}, chat('the long one'));
     await waitFor(() => eng.heldCount >= 1, { timeoutMs: 10_000, what: 'the engine holding the request' });
+    // Its one slot is taken: the next request waits in S's queue, from before the drain.
+    const queued = openPost(`${a.url}/v1/chat/completions`, {}, chat('the queued one'));
+    await waitFor(async () => (await getJson(`${a.url}/v1/capacity`)).models[0].queued >= 1, { timeoutMs: 10_000, what: 'a request queued at S' });
     a.proc.kill('SIGTERM');
     await waitFor(async () => (await getJson(`${a.url}/v1/capacity`)).draining === true, { timeoutMs: 10_000, what: 'S draining' });
     const refused = await postJson(`${a.url}/v1/chat/completions`, chat('too late'));
@@ -127,10 +130,12 @@ describe('SIGTERM: the only host of a model drains', () => {
     assert.ok(Number(refused.headers['retry-after']) > 0, 'Retry-After tells the client when to come back');
     eng.hold(false);
     eng.releaseAll();
-    const answer = await running;
-    assert.equal(answer.status, 200);
-    const body = JSON.parse(await answer.body.text());
-    assert.ok(body.choices[0].message.content.length > 0);
+    for (const r of [running, queued]) {
+      const answer = await r;
+      assert.equal(answer.status, 200);
+      const body = JSON.parse(await answer.body.text());
+      assert.ok(body.choices[0].message.content.length > 0);
+    }
     assert.equal(await a.exited, 0, a.logs());
   });
 });
