@@ -23,6 +23,7 @@ export interface FleetHost {
   node: string;
   fresh: boolean;
   report_age_ms: number;
+  draining?: boolean;
   slots: number;
   busy: number;
   free: number;
@@ -112,7 +113,7 @@ export function registerOpsCommands(program: Command): void {
         out('\n');
         const rows = fleet.models.flatMap((m) => {
           const files = fileColumn(m.hosts);
-          return m.hosts.map((h) => [m.name, h.node, `${h.busy}/${h.slots}`, String(h.free), h.fresh ? 'fresh' : 'stale', `${(h.report_age_ms / 1000).toFixed(1)}s`, h.state ?? '-', files.get(h.node) ?? '-']);
+          return m.hosts.map((h) => [m.name, h.node, `${h.busy}/${h.slots}`, String(h.free), h.fresh ? 'fresh' : 'stale', `${(h.report_age_ms / 1000).toFixed(1)}s`, h.draining ? 'draining' : (h.state ?? '-'), files.get(h.node) ?? '-']);
         });
         out(formatTable([['MODEL', 'HOST', 'BUSY/SLOTS', 'FREE', 'REPORT', 'AGE', 'STATE', 'FILE'], ...rows]));
         // The last 15 minutes (SPEC section 10), from the node's history; a node before 0.3 has none.

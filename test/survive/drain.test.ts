@@ -69,6 +69,8 @@ describe('viiwork drain: a node with a request running', () => {
     // B's view: A is draining, so B's own clients go to B.
     await waitFor(() => fleetDraining(b, 'A'), { timeoutMs: 10_000, what: 'B sees A draining' });
 
+    // The operator's view from B: `viiwork status` names A draining.
+    await waitFor(async () => (await cli(['status', '--url', b.url])).out.split('\n').some((l) => /^m\s+A\s.*draining/.test(l)), { timeoutMs: 10_000, what: 'viiwork status on B shows A draining' });
     // A client of A (still an entry) is answered by B.
     for (let i = 0; i < 4; i++) {
       const r = await postJson(`${a.url}/v1/chat/completions`, chat(`while A drains ${i}`));
