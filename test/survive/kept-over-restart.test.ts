@@ -131,3 +131,57 @@ describe('slots kept over an idle unload, against the real llama-server', { skip
     assert.ok(next.cached >= 0.8 * first.prompt, `after the unload and load the engine reused ${next.cached} of ${next.prompt} (the turn before had ${first.prompt})`);
   });
 });
+
+describe('a session whose home restarts, through a gateway, against the real llama-server', { skip }, () => {
+  const dir = tempDir('viiwork-kept-mesh-');
+  const model = writeTinyGguf(path.join(dir, 'tiny.gguf'), { contextLength: 2048 });
+  const spec = (name: string, n: number) => ({
+    name,
+    ip: `127.0.202.${n}`,
+    stateDir: path.join(dir, `state-${name}`),
+    models: [{ name: 'tiny', engine: 'llamacpp', path: model, parallel: 1, context: 2048, llamacpp: { binary: BINARY, args: ['--threads', '1'] } }],
+  });
+  const nodes: MeshNode[] = [];
+  after(() => stopAll(nodes));
+
+  it('the turn after its home drained and came back runs there again and finds its prompt cached', async () => {
+    const g = await startMeshNode({ name: 'G', ip: '127.0.202.10' });
+    nodes.push(g);
+    for (const [name, n] of [['A', 11], ['B', 12]] as const) nodes.push(await startMeshNode({ ...spec(name, n), seeds: [g.gossip] }));
+    const fleetHas = async (hosts: string[]) => {
+      const doc = (await (await request(`${g.url}/v1/fleet/capacity`)).body.json()) as { models: { name: string; hosts: { node: string; fresh: boolean; slots: number }[] }[] };
+      return hosts.every((h) => doc.models.find((m) => m.name === 'tiny')?.hosts.some((x) => x.node === h && x.fresh && x.slots > 0));
+    };
+    await waitFor(() => fleetHas(['A', 'B']), { timeoutMs: 60_000, what: 'G sees tiny on A and B' });
+
+    const messages: { role: string; content: string }[] = [
+      { role: 'system', content: 'You plan a walking tour: each stop, how far, and what to see there. '.repeat(6) },
+      { role: 'user', content: 'Start at the old bridge.' },
+    ];
+    const ask = async () => {
+      const r = await request(`${g.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-session-id': 'walking-tour' },
+        body: JSON.stringify({ model: 'tiny', messages, max_tokens: 6, temperature: 0, grammar: 'root ::= [a-z ]+' }),
+      });
+      const text = await r.body.text();
+      assert.equal(r.statusCode, 200, text);
+      const doc = JSON.parse(text);
+      return { host: String(r.headers['x-viiwork-node']), prompt: doc.usage.prompt_tokens as number, cached: (doc.usage.prompt_tokens_details?.cached_tokens ?? 0) as number, reply: doc.choices[0].message.content as string };
+    };
+    const first = await ask();
+    messages.push({ role: 'assistant', content: first.reply }, { role: 'user', content: 'Then the market square.' });
+
+    const i = nodes.findIndex((n) => n.name === first.host);
+    const home = nodes[i];
+    await home.stop();
+    assert.equal(await home.exited, 0, home.logs());
+    nodes[i] = await startMeshNode({ ...spec(home.name, home.name === 'A' ? 11 : 12), seeds: [g.gossip] });
+    await waitFor(() => fleetHas(['A', 'B']), { timeoutMs: 60_000, what: `G sees tiny on ${home.name} again` });
+    assert.match(nodes[i].logs(), /restored 1 slot\(s\)/);
+
+    const next = await ask();
+    assert.equal(next.host, first.host, 'the session went back to its home');
+    assert.ok(next.cached >= 0.8 * first.prompt, `its home reused ${next.cached} of ${next.prompt} prompt tokens after the restart (the turn before had ${first.prompt})`);
+  });
+});
