@@ -30,8 +30,11 @@ import type { LlamacppBackend, SlotKeeper } from '../engines/llamacpp/llamacpp.t
 /** The directory under state_dir. */
 export const SLOT_CACHE_DIR = 'slot-cache';
 
-/** One save or restore call's bound: the engine defers both while the slot is busy (a request the drain cut). */
-const CALL_TIMEOUT_MS = 15_000;
+/**
+ * All of one backend's saves, or restores, within this: the engine defers both while a slot is busy (a request a
+ * drain cut), and a stop or a load must not wait on that for long. What does not fit is left cold.
+ */
+const BACKEND_BOUND_MS = 20_000;
 
 /** What a slot file was saved by and holds: written beside it as `<name>.json`. */
 export interface SlotRecord {
@@ -169,9 +172,10 @@ export class SlotStore implements SlotKeeper {
     if (!fingerprint || contents.length === 0) return;
     let saved = 0;
     let bytes = 0;
+    const by = this.#now + BACKEND_BOUND_MS;
     for (const content of contents) {
       const name = fileName(b.info.index, content.slot);
-      const answer = await this.#call(b, url, content.slot, 'save', name);
+      const answer = await this.#call(b, url, content.slot, 'save', name, by);
       if (!answer.ok) {
         this.#d.log(`slot cache: ${b.id} slot ${content.slot} not saved: ${answer.why}`);
         this.#remove(dir, name);
@@ -193,6 +197,7 @@ export class SlotStore implements SlotKeeper {
     const now = this.#fingerprint(b);
     let restored = 0;
     let tokens = 0;
+    const by = this.#now + BACKEND_BOUND_MS;
     for (const { name, record } of this.#records(dir, b.info.index)) {
       const why = !record ? 'its record is missing or unreadable' : !now || !sameLayout(record.fingerprint, now) ? 'saved by another model file, context, --parallel, arguments or engine build' : record.slot >= b.parallel ? 'its slot is beyond --parallel' : undefined;
       if (why || !record) {
@@ -200,7 +205,7 @@ export class SlotStore implements SlotKeeper {
         this.#remove(dir, name);
         continue;
       }
-      const answer = await this.#call(b, url, record.slot, 'restore', name);
+      const answer = await this.#call(b, url, record.slot, 'restore', name, by);
       // Restored or not, the file has done its part: a failed restore is not tried again.
       this.#remove(dir, name);
       if (!answer.ok) {
@@ -214,14 +219,15 @@ export class SlotStore implements SlotKeeper {
     if (restored) this.#d.log(`slot cache: ${b.id} restored ${restored} slot(s), ${tokens} tokens, saved before its last stop`);
   }
 
-  async #call(b: LlamacppBackend, url: string, slot: number, action: 'save' | 'restore', filename: string): Promise<{ ok: true; body: Record<string, unknown> } | { ok: false; why: string }> {
+  async #call(b: LlamacppBackend, url: string, slot: number, action: 'save' | 'restore', filename: string, by: number): Promise<{ ok: true; body: Record<string, unknown> } | { ok: false; why: string }> {
+    const left = by - this.#now;
+    if (left <= 0) return { ok: false, why: `no time left (${BACKEND_BOUND_MS / 1000}s for all of a backend's slots)` };
     try {
       const r = await request(`${url}/slots/${slot}?action=${action}`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', ...b.authHeaders() },
         body: JSON.stringify({ filename }),
-        headersTimeout: CALL_TIMEOUT_MS,
-        bodyTimeout: CALL_TIMEOUT_MS,
+        signal: AbortSignal.timeout(left),
       });
       const text = await r.body.text();
       if (r.statusCode !== 200) return { ok: false, why: `the engine answered ${r.statusCode}: ${text.slice(0, 200)}` };
