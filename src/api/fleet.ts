@@ -118,6 +118,8 @@ export function fleetCapacity(node: ApiNode) {
         local: h.local,
         fresh: h.fresh,
         report_age_ms: Math.max(0, now - h.polledAt),
+        // SPEC section 13: the host finishes what it holds and takes nothing new.
+        ...(h.draining ? { draining: true } : {}),
         slots: m.slots,
         busy: m.busy,
         free: Math.max(0, m.slots - m.busy),

@@ -46,7 +46,8 @@ async function relay(node: ApiNode, res: http.ServerResponse, model: string, act
   sendJson(res, r.status, r.body);
 }
 
-const isLoopback = (ip: string | undefined) => !!ip && (ip === '::1' || ip.startsWith('127.') || ip.startsWith('::ffff:127.'));
+/** A caller on this machine: what may load, unload or drain without keys. */
+export const isLoopback = (ip: string | undefined) => !!ip && (ip === '::1' || ip.startsWith('127.') || ip.startsWith('::ffff:127.'));
 
 export async function handleLifecycle(node: ApiNode, req: http.IncomingMessage, res: http.ServerResponse, model: string, action: 'load' | 'unload', url: RequestUrl): Promise<void> {
   if (req.method !== 'POST') {

@@ -26,6 +26,7 @@ import type { FileServer } from '../files/serve.ts';
 import type { OpenBodies } from '../http/open-bodies.ts';
 import type { NodeHistory } from '../history/node-history.ts';
 import type { TimelineBook, TimelineDoc } from '../dispatch/timeline.ts';
+import type { WorkCount } from '../survive/drain.ts';
 
 export type NodePhase = 'starting' | 'running' | 'stopping' | 'stopped';
 
@@ -46,6 +47,12 @@ export interface ApiNode {
   readonly poller: CapacityPoller | undefined;
   readonly aliases: AliasTable;
   readonly decisions: DecisionFeed;
+  /** Inference requests held here (survive/drain.ts): each counted until its answer closes. */
+  readonly work: Pick<WorkCount, 'hold'>;
+  /** While draining (SPEC section 13). */
+  readonly draining: boolean;
+  /** Start a drain: no new work, what is here finishes, then the node leaves the mesh and stops. */
+  drain(why: string): Promise<void>;
   /** The last requests' timelines (GET /v1/timeline/{id}). */
   readonly timelines: Pick<TimelineBook, 'get'>;
   /** A member's part of a timeline, fetched signed like a forward. */

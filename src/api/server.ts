@@ -20,6 +20,7 @@ import { handleInference } from './inference.ts';
 import { clientAddress, readRequestBody } from './body.ts';
 import { createAliasRoutes, type AliasRoutes } from './aliases.ts';
 import { handleLifecycle, lifecyclePath } from './lifecycle.ts';
+import { DRAIN_PATH, handleDrain } from './drain.ts';
 import { isUiPath, serveUi } from '../ui/serve.ts'; // dashboards
 import { FILES_PREFIX } from '../files/serve.ts';
 import { listen } from '../http/listen.ts';
@@ -228,6 +229,8 @@ async function handle(
       req.resume();
       throw errors.methodNotAllowed(method, url.pathname, 'POST');
     }
+    // Counted until its answer closes: a drain waits for it (SPEC section 13).
+    node.work.hold(res);
     // While the node starts, a request waits for it (SPEC section 4) rather than being refused.
     if (node.phase === 'starting' && node.warming) await node.warming;
     // A client is told the node is stopping; a forward is refused in inference.ts, marked, so its entry node
@@ -237,6 +240,7 @@ async function handle(
   }
   if (url.pathname === '/v1/keys' || url.pathname.startsWith('/v1/keys/')) return handleKeys(node, req, res, url);
   if (url.pathname === LIMITS_PATH) return handleLimits(node, req, res);
+  if (url.pathname === DRAIN_PATH) return handleDrain(node, req, res);
   if (url.pathname === KEY_TABLE_PATH) return handleKeyTable(node, req, res);
   if (url.pathname === '/v1/usage' || url.pathname === '/v1/usage/local') return handleUsage(node, req, res, url, caller);
   if (url.pathname === '/v1/aliases' || url.pathname.startsWith('/v1/aliases/')) {
@@ -355,7 +359,8 @@ async function capacity(node: ApiNode, req: http.IncomingMessage, res: http.Serv
 }
 
 function health(node: ApiNode, _req: http.IncomingMessage, res: http.ServerResponse): void {
-  const ok = node.phase === 'running' && node.warming === undefined;
+  // A draining node answers 503 `draining`: a load balancer in front of the mesh takes it out of its rotation.
+  const ok = node.phase === 'running' && node.warming === undefined && !node.draining;
   const backends = node.backends.map((b) => ({ id: b.id, model: b.info.model, engine: b.info.engine, state: b.state, reason: b.reason }));
   const models: Record<string, { backends: number; healthy_backends: number }> = {};
   for (const b of node.backends) {
@@ -365,7 +370,7 @@ function health(node: ApiNode, _req: http.IncomingMessage, res: http.ServerRespo
   }
   const serving = backends.some((b) => b.state === 'healthy');
   sendJson(res, ok ? 200 : 503, {
-    status: ok ? 'ok' : node.phase === 'running' ? 'starting' : node.phase,
+    status: ok ? 'ok' : node.phase === 'running' ? (node.draining ? 'draining' : 'starting') : node.phase,
     node: node.name,
     version: node.version,
     role: node.config.models.length ? 'node' : 'gateway',

@@ -136,7 +136,7 @@ export function parseReport(doc: unknown, expectedNode: string): CapacityReport 
     mem && typeof mem === 'object' && num(mem.budget) !== undefined && num(mem.used) !== undefined && num(mem.free) !== undefined
       ? { budget: num(mem.budget)!, used: num(mem.used)!, free: num(mem.free)! }
       : undefined;
-  return { node: expectedNode, ver: typeof d.ver === 'string' ? d.ver : undefined, at: num(d.at), alias_version: num(d.alias_version), ...(num(d.key_version) !== undefined ? { key_version: num(d.key_version) } : {}), ...(typeof d.key_digest === 'string' && /^[0-9a-f]{16}$/.test(d.key_digest) ? { key_digest: d.key_digest } : {}), ...digests, models, ...(memory ? { memory } : {}) };
+  return { node: expectedNode, ver: typeof d.ver === 'string' ? d.ver : undefined, at: num(d.at), alias_version: num(d.alias_version), ...(num(d.key_version) !== undefined ? { key_version: num(d.key_version) } : {}), ...(typeof d.key_digest === 'string' && /^[0-9a-f]{16}$/.test(d.key_digest) ? { key_digest: d.key_digest } : {}), ...digests, models, ...(memory ? { memory } : {}), ...(d.draining === true ? { draining: true as const } : {}) };
 }
 
 const LIFE_STATES = new Set(['unloaded', 'fetching', 'loading', 'loaded', 'unloading']);

@@ -30,6 +30,8 @@ export interface ReportSource {
   hasFile?(model: string): boolean | undefined;
   /** The model's file fetch in progress here (SPEC section 11, state `fetching`). */
   fetchOf?(model: string): FetchProgress | undefined;
+  /** The node is draining (SPEC section 13). */
+  readonly draining?: boolean;
 }
 
 export interface TargetReport {
@@ -108,6 +110,8 @@ export interface CapacityReport {
   models: ModelReport[];
   /** Bytes: the budget, what backends loading, loaded or unloading use, and what is free (SPEC section 11). */
   memory?: MemoryFigures;
+  /** While the node drains (SPEC section 13): entries send it no new work. Absent: not draining. */
+  draining?: true;
 }
 
 /** A target's wire digest, encoded once per version (a report per poll must not re-encode an unchanged digest). */
@@ -181,7 +185,7 @@ export function buildReport(node: ReportSource, held?: HeldDigests, member?: str
     });
   }
   const digests = book ? { digest_epoch: book.epoch, digest_version: book.version } : {};
-  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliasVersion, ...keyFields(node.keys), ...digests, models, ...(node.lifecycle ? { memory: node.lifecycle.memory() } : {}) };
+  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliasVersion, ...keyFields(node.keys), ...digests, models, ...(node.lifecycle ? { memory: node.lifecycle.memory() } : {}), ...(node.draining ? { draining: true } : {}) };
 }
 
 /** Only once the mesh has keys: a report without them is what it was before keys, which an older member reads. */

@@ -136,6 +136,7 @@ export function peerViews(peers: readonly MemberInfo[], poller: CapacityPoller |
       polledAt: r.polledAt,
       models,
       ...(r.report.memory ? { memory: r.report.memory } : {}),
+      ...(r.report.draining ? { draining: true } : {}),
     });
   }
   return out;

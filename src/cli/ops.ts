@@ -7,7 +7,7 @@ import { CLI_SERIES, historyRows } from './sparkline.ts';
 import { stringify } from 'yaml';
 import { validateConfig } from '../config/load.ts';
 import { newSecret } from '../security/secret.ts';
-import { call, DEFAULT_NODE_URL, formatTable, out, run } from './node-client.ts';
+import { call, DEFAULT_NODE_URL, formatTable, NodeCallError, out, run } from './node-client.ts';
 
 export interface MeshDoc {
   node: string;
@@ -23,6 +23,7 @@ export interface FleetHost {
   node: string;
   fresh: boolean;
   report_age_ms: number;
+  draining?: boolean;
   slots: number;
   busy: number;
   free: number;
@@ -75,6 +76,14 @@ interface LifecycleDoc {
   results?: { node: string; status: number; state?: string; error?: { message?: string } }[];
 }
 
+/** What POST /v1/drain answers (docs/api.md). */
+interface DrainDoc {
+  node: string;
+  draining: boolean;
+  already: boolean;
+  timeout_ms: number;
+}
+
 /** Machine-readable output: one JSON document and a newline, for `jq` and scripts. */
 const outJson = (doc: unknown): void => void out(`${JSON.stringify(doc, null, 2)}\n`);
 
@@ -104,7 +113,7 @@ export function registerOpsCommands(program: Command): void {
         out('\n');
         const rows = fleet.models.flatMap((m) => {
           const files = fileColumn(m.hosts);
-          return m.hosts.map((h) => [m.name, h.node, `${h.busy}/${h.slots}`, String(h.free), h.fresh ? 'fresh' : 'stale', `${(h.report_age_ms / 1000).toFixed(1)}s`, h.state ?? '-', files.get(h.node) ?? '-']);
+          return m.hosts.map((h) => [m.name, h.node, `${h.busy}/${h.slots}`, String(h.free), h.fresh ? 'fresh' : 'stale', `${(h.report_age_ms / 1000).toFixed(1)}s`, h.draining ? 'draining' : (h.state ?? '-'), files.get(h.node) ?? '-']);
         });
         out(formatTable([['MODEL', 'HOST', 'BUSY/SLOTS', 'FREE', 'REPORT', 'AGE', 'STATE', 'FILE'], ...rows]));
         // The last 15 minutes (SPEC section 10), from the node's history; a node before 0.3 has none.
@@ -177,6 +186,32 @@ export function registerOpsCommands(program: Command): void {
         }),
       );
   }
+
+  program
+    .command('drain')
+    .description('drain this machine’s node: it takes no new work, lets what it runs finish (node.drain_timeout), leaves the mesh and exits')
+    .option('--url <url>', 'the node to drain (default: the one on this machine)', DEFAULT_NODE_URL)
+    .option('--no-wait', 'return once the drain has begun, not when the node has exited')
+    .option('--json', 'print the node’s answer as JSON')
+    .action(
+      run(async (opts: { url: string; wait: boolean; json?: boolean }) => {
+        const doc = await call<DrainDoc>(opts.url, 'POST', '/v1/drain');
+        if (opts.json) outJson(doc);
+        else out(`${doc.node}: ${doc.already ? 'already draining' : 'draining'}; up to ${Math.round(doc.timeout_ms / 1000)}s for its requests, then it leaves the mesh and exits\n`);
+        if (!opts.wait) return;
+        // The node has gone once its API stops answering (its process exits at the end of the drain).
+        const deadline = Date.now() + doc.timeout_ms + 60_000;
+        while (Date.now() < deadline) {
+          const health = await call<{ status?: string }>(opts.url, 'GET', '/health').catch((err: Error) => err);
+          if (health instanceof NodeCallError && health.message.startsWith('cannot reach')) {
+            if (!opts.json) out(`${doc.node}: drained and stopped\n`);
+            return;
+          }
+          await new Promise((r) => setTimeout(r, 250));
+        }
+        throw new Error(`${doc.node} still answers ${Math.round((doc.timeout_ms + 60_000) / 1000)}s after the drain began; look at its log`);
+      }),
+    );
 
   program
     .command('secret')

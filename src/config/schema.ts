@@ -312,6 +312,18 @@ export const configSchema = z.strictObject({
       models_dir: z.string().default('~/.local/share/viiwork/models').transform(expandHome),
       /** Bytes per second this node sends model files at; 0 = no limit. */
       transfer_rate: size(0, 2 ** 50, '1PiB').default(0),
+      /**
+       * MiB of saved slot caches kept under state_dir (SPEC section 13): prompts saved on stop and before an idle
+       * unload, restored when the model loads again; the oldest files go first. 0 = nothing is saved.
+       */
+      cache_disk: z
+        .number({ error: 'expected a whole number of MiB such as 4096, or 0 to keep no slot caches on disk' })
+        .int('expected a whole number of MiB such as 4096, or 0 to keep no slot caches on disk')
+        .min(0, 'expected 0 (off) or a positive number of MiB such as 4096')
+        .max(16 * 1024 * 1024, 'expected at most 16777216 MiB (16 TiB)')
+        .default(4096),
+      /** How long a drain (`viiwork drain`, SIGTERM) lets the requests running or queued here finish before the node leaves. */
+      drain_timeout: duration.default(60_000),
     })
     .prefault({}),
   api: z

@@ -112,4 +112,6 @@ export interface DispatchPorts {
   readonly timelines?: TimelineBook;
   /** The node's history over time (history/store.ts); absent: none kept. */
   readonly history?: Pick<History, 'request'>;
+  /** When this node began draining (SPEC section 13), on its clock; undefined: it is not draining. */
+  drainingSince?(): number | undefined;
 }

@@ -12,7 +12,7 @@
 import { randomBytes } from 'node:crypto';
 import type { CacheDigest, PrefixChain, SlotHold } from '../prompt/held.ts';
 import type { Backend } from './backend.ts';
-import { cacheModel, type CacheModel, type CacheModelKind, type CacheOutcome, type CacheTicket, type Evicted, type HeldLink, type SlotChooser } from './cache-model.ts';
+import { cacheModel, type CacheModel, type CacheModelKind, type CacheOutcome, type CacheTicket, type Evicted, type HeldLink, type SlotChooser, type SlotContent } from './cache-model.ts';
 import type { LocalTarget } from './targets.ts';
 
 /** A digest lists at most this many links per target (SPEC section 7). */
@@ -136,6 +136,18 @@ export class CacheBook {
   /** What a request with `chain` starting on `b` now would evict (the node-chosen kind), changing nothing. */
   peek(b: Backend, chain: PrefixChain): Evicted | undefined {
     return this.#models.get(b)?.model.peek?.(chain, this.#now());
+  }
+
+  /** What each idle slot of `b` holds now (slot kinds; empty otherwise): written beside its saved slot files. */
+  slotContents(b: Backend): SlotContent[] {
+    return this.#models.get(b)?.model.slotContents?.() ?? [];
+  }
+
+  /** `b`'s engine restored a saved slot file into slot `content.slot`: its model now holds what the file held. */
+  restored(b: Backend, content: SlotContent): void {
+    const e = this.#entry(b);
+    e.model.restored?.(content.slot, content, this.#now());
+    this.#touched(e);
   }
 
   #touched(e: Entry): void {

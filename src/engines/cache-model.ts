@@ -170,6 +170,22 @@ export interface CacheModel {
   liveHeld?(): ReadonlyMap<string, number>;
   /** With a RAM pool: the links of the prompts it holds, most recently saved first (sampled as a slot's are); undefined: no pool. */
   ramHeld?(): HeldLink[] | undefined;
+  /** Slot kinds: what each idle slot holding a prompt holds, to be kept with the slot's saved file (survive/slot-store.ts). */
+  slotContents?(): SlotContent[];
+  /** Slot kinds: the engine restored `content` into slot `slot` (a saved file read back); the model now believes it. */
+  restored?(slot: number, content: SlotContent, ms: number): void;
+}
+
+/** What one slot holds, as it is written beside a saved slot file and read back when the file is restored. */
+export interface SlotContent {
+  readonly slot: number;
+  /** Its prompt's links, then the reply's, in the engine's tokens. */
+  readonly links: PrefixChain;
+  /** How many of `links` are the prompt's. */
+  readonly promptLinks: number;
+  /** Index of the prompt's head link; -1: unknown. */
+  readonly head: number;
+  readonly replyFull?: number;
 }
 
 export function cacheModel(opts: CacheModelOptions): CacheModel {
@@ -555,6 +571,21 @@ class SlotCache implements CacheModel {
     slot.replyFull = undefined;
     slot.hashes = holding(links);
     this.changes++;
+  }
+
+  slotContents(): SlotContent[] {
+    return this.slots
+      .filter((s) => !s.busy && s.promptLinks > 0)
+      .map((s) => ({ slot: s.id, links: s.links, promptLinks: s.promptLinks, head: s.head, ...(s.replyFull !== undefined ? { replyFull: s.replyFull } : {}) }));
+  }
+
+  restored(slot: number, c: SlotContent, ms: number): void {
+    const s = this.slots[slot];
+    if (!s || s.busy) return;
+    this.#hold(s, c.links, Math.min(c.promptLinks, c.links.length), c.head >= 0 && c.head < c.promptLinks ? c.head : undefined);
+    if (c.replyFull !== undefined) s.replyFull = c.replyFull;
+    // Idle since it was restored: its conversation's next turn is counted as any other's.
+    s.freedMs = ms;
   }
 
   slotStates(): SlotHold[] {

@@ -1,4 +1,5 @@
 /** Backends from the config's model entries: `replicas` of each, indexed per model name. */
+import type { SlotKeeper } from './llamacpp/llamacpp.ts';
 import type { Config, ModelConfig } from '../config/schema.ts';
 import type { Descriptor } from '../workloads/workloads.ts';
 import type { Backend, BackendInfo, Logger } from './backend.ts';
@@ -28,10 +29,10 @@ export function entryInfos(m: ModelConfig, taken: Set<string>): BackendInfo[] {
 }
 
 /** Real backends of an entry with the given ids (an on-demand entry's load), not started. */
-export async function createBackendsFor(m: ModelConfig, infos: readonly BackendInfo[], log: Logger, stateDir?: string): Promise<Backend[]> {
+export async function createBackendsFor(m: ModelConfig, infos: readonly BackendInfo[], log: Logger, stateDir?: string, keeper?: SlotKeeper): Promise<Backend[]> {
   const out: Backend[] = [];
   for (const info of infos) {
-    const b = await createBackend(m, info, log, stateDir);
+    const b = await createBackend(m, info, log, stateDir, keeper);
     if (m.api_key_env) b.useApiKey(process.env[m.api_key_env]);
     out.push(b);
   }
@@ -42,20 +43,20 @@ export async function createBackendsFor(m: ModelConfig, infos: readonly BackendI
  * The backends of one model entry (`replicas` of them), indexed from the
  * lowest indices not yet taken for that model name.
  */
-export async function createEntryBackends(m: ModelConfig, taken: Set<string>, log: Logger, stateDir?: string): Promise<Backend[]> {
+export async function createEntryBackends(m: ModelConfig, taken: Set<string>, log: Logger, stateDir?: string, keeper?: SlotKeeper): Promise<Backend[]> {
   const out: Backend[] = [];
   for (let r = 0, index = 0; r < m.replicas; r++, index++) {
     while (taken.has(`${m.name}/${index}`)) index++;
     const info: BackendInfo = { id: `${m.name}/${index}`, model: m.name, index, parallel: m.parallel, context: m.context, engine: m.engine };
     taken.add(info.id);
-    const b = await createBackend(m, info, log, stateDir);
+    const b = await createBackend(m, info, log, stateDir, keeper);
     if (m.api_key_env) b.useApiKey(process.env[m.api_key_env]);
     out.push(b);
   }
   return out;
 }
 
-export async function createBackend(m: ModelConfig, info: BackendInfo, log: Logger, stateDir: string | undefined): Promise<Backend> {
+export async function createBackend(m: ModelConfig, info: BackendInfo, log: Logger, stateDir: string | undefined, keeper?: SlotKeeper): Promise<Backend> {
   let descriptor = configDescriptor(m);
   if (m.engine === 'llamacpp' && !m.workloads) descriptor = { ...descriptor, workloads: workloadsFromArgs(m.llamacpp.args) };
   // What the engine reports about itself can fill a list the config left out, or withdraw (never add) a listed workload.
@@ -79,7 +80,7 @@ export async function createBackend(m: ModelConfig, info: BackendInfo, log: Logg
         descriptor,
         { binary: m.llamacpp.binary, args: m.llamacpp.args, path: m.path, startupTimeoutMs: m.startup_timeout, cacheRamMib: m.cache_ram },
         log,
-        { onProps, stateDir },
+        { onProps, stateDir, keeper },
       );
     }
     case 'embedded': {

@@ -154,6 +154,11 @@ export const errors = {
   modelNameTooLong: (limit: number) => invalid(400, `"model" is longer than ${limit} bytes (api.max_model_name); name one of the models listed by GET /v1/models`, 'invalid_model'),
   tooDeep: (limit: number) => invalid(400, `the request body nests deeper than ${limit} levels (api.max_json_depth)`, 'invalid_json'),
   starting: () => new ApiError(503, 'the node is starting or stopping', 'server_error', 'unavailable', 1),
+  /** Every host that could run the request is draining (SPEC section 13): it will be back, or others will take its place. */
+  draining: (model: string, hosts: readonly string[]) =>
+    new ApiError(503, `every host of "${model}" that could run this request is draining (${hosts.slice(0, 8).join(', ')}); retry shortly`, 'server_error', 'draining', 5),
+  forbiddenDrain: () =>
+    new ApiError(403, 'a drain is for an admin key (api.keys_env, api.keys_file) or this machine; run viiwork drain on the node itself', 'permission_error', 'forbidden'),
 };
 
 /** Anthropic's error type for a status (the SDKs pick their error class by status; the type says the same in words). */

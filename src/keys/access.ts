@@ -66,7 +66,7 @@ export function needOf(method: string, pathname: string, protectOps: boolean): N
   if (pathname === '/v1/capacity') return 'open';
   if (pathname === '/health' || pathname === '/metrics' || pathname === '/' || pathname === '/node' || pathname.startsWith('/ui/')) return protectOps ? 'user' : 'open';
   const read = method === 'GET' || method === 'HEAD';
-  if (pathname === '/v1/keys' || pathname.startsWith('/v1/keys/')) return 'admin';
+  if (pathname === '/v1/keys' || pathname.startsWith('/v1/keys/') || pathname === '/v1/drain') return 'admin';
   // The fleet seen whole: the decision feed, each request's timeline in it, the history of capacity, members.
   if (pathname === '/v1/decisions' || pathname === '/v1/fleet/capacity' || pathname === '/v1/mesh' || pathname === '/v1/history' || pathname.startsWith('/v1/timeline/')) return 'admin';
   if (pathname === '/v1/aliases' || pathname.startsWith('/v1/aliases/')) return read ? 'user' : 'admin';

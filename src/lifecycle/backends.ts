@@ -8,6 +8,7 @@
  */
 import type { ModelConfig } from '../config/schema.ts';
 import type { Backend, BackendInfo } from '../engines/backend.ts';
+import type { SlotKeeper } from '../engines/llamacpp/llamacpp.ts';
 import { configDescriptor, createBackendsFor, createEntryBackends, entryInfos, entryKey } from '../engines/factory.ts';
 import { hideFromEngines } from '../engines/llamacpp/llamacpp.ts';
 import type { SlotTable } from '../engines/targets.ts';
@@ -34,6 +35,8 @@ export interface EntryBackendPorts {
   };
   /** node.state_dir: engines record themselves there (engines/llamacpp/leftovers.ts). */
   readonly stateDir: string;
+  /** Keeps llama-server slots' prompts over a stop or an unload (survive/slot-store.ts); absent: none kept. */
+  readonly keeper?: SlotKeeper;
   readonly log: Pick<Log, 'info' | 'warn' | 'debug'>;
   readonly metrics: Pick<Metrics, 'engineRestarts'>;
 }
@@ -103,7 +106,7 @@ export class EntryBackends {
 
   /** Real backends for an entry with these ids (the lifecycle's `create`: an on-demand load), wired, not started. */
   createFor(entry: ModelConfig, infos: readonly BackendInfo[]): Promise<Backend[]> {
-    return this.#wire(createBackendsFor(entry, infos, (msg, fields) => this.#engineLog(msg, fields), this.p.stateDir));
+    return this.#wire(createBackendsFor(entry, infos, (msg, fields) => this.#engineLog(msg, fields), this.p.stateDir, this.p.keeper));
   }
 
   /** The lifecycle replaced an entry's backends (loaded, unloaded): the lists and slot table follow. */
@@ -150,7 +153,7 @@ export class EntryBackends {
       const made =
         m.load === 'on_demand' || always.kind === 'fetch'
           ? Lifecycle.placeholders(entryInfos(m, taken), configDescriptor(m))
-          : await this.#wire(createEntryBackends(always.entry, taken, (msg, fields) => this.#engineLog(msg, fields), p.stateDir));
+          : await this.#wire(createEntryBackends(always.entry, taken, (msg, fields) => this.#engineLog(msg, fields), p.stateDir, p.keeper));
       p.lifecycle().add(m, made, memory, { fetchFirst: always.kind === 'fetch' });
       if (m.load === 'on_demand') p.log.info(`${m.name}: on demand, ${bytesText(memory * made.length)} when loaded`);
       if (always.kind === 'fetch') {

@@ -24,6 +24,8 @@ import type { Metrics } from '../metrics/metrics.ts';
 import type { QueueSet } from '../queue/fifo.ts';
 import type { MeshMode } from '../security/secret.ts';
 import { EMPTY_BODY_SHA256 } from '../security/signing.ts';
+import { SlotStore } from '../survive/slot-store.ts';
+import type { CacheBook } from '../engines/cache-book.ts';
 
 /** The node's parts its model entries use (ViiworkNode has them all; poller and peerAgent are read when used). */
 export interface ModelParts {
@@ -35,6 +37,7 @@ export interface ModelParts {
   readonly metrics: Metrics;
   readonly decisions: DecisionFeed;
   readonly slots: SlotTable;
+  readonly cacheBook: CacheBook;
   readonly queues: QueueSet<Reservation>;
   readonly members: MemberTable;
   readonly meshMode: MeshMode;
@@ -88,6 +91,13 @@ export function modelSide(n: ModelParts, o: { env?: NodeJS.ProcessEnv; listRefre
     stateDir: node.state_dir,
     log: n.log,
     metrics: n.metrics,
+    keeper: new SlotStore({
+      stateDir: node.state_dir,
+      diskMiB: node.cache_disk,
+      book: n.cacheBook,
+      sha256Of: (p) => fileIndex.lookup(p)?.sha256,
+      log: (line) => n.log.info(line),
+    }),
   });
   const listed = new ListedModels({
     apply: (models, why) => engines.apply(models, why),

@@ -73,6 +73,7 @@ import { OpenBodies } from '../http/open-bodies.ts';
 import { localView, peerViews } from '../capacity/views.ts';
 import { versionReach } from '../capacity/reach.ts';
 import { onDemandWorkload } from '../route/placement.ts';
+import { Drain, WorkCount } from '../survive/drain.ts';
 
 export type { NodePhase };
 
@@ -84,6 +85,8 @@ export interface NodeOptions {
   listRefreshMs?: number;
   /** Unrecoverable after start (another live node has our name). Default: log and stop. */
   onFatal?: (message: string) => void;
+  /** A drain (SPEC section 13) has stopped the node: `viiwork serve` exits then. */
+  onDrained?: () => void;
 }
 
 export class ViiworkNode implements ApiNode {
@@ -150,6 +153,9 @@ export class ViiworkNode implements ApiNode {
   /** Pulls a member's key table when its key_digest is not ours (keys/sync.ts). */
   readonly #keySync: KeySync;
   readonly #onFatal: (message: string) => void;
+  /** Inference requests held here, counted until their answers close: what a drain waits for. */
+  readonly work = new WorkCount();
+  readonly #drain: Drain;
   /** api.* and routing.* need a restart to change (reload applies models and aliases only): read once. */
   readonly #limits: RequestLimits;
   /** Aborted when the node stops: fetches in flight end, keeping their partial files. */
@@ -210,6 +216,15 @@ export class ViiworkNode implements ApiNode {
     this.limiter = keys.limiter;
     this.usage = keys.usage;
     hideConfiguredKeys(config);
+    this.#drain = new Drain({
+      now: this.now,
+      timeoutMs: config.node.drain_timeout,
+      noticeMs: config.mesh.capacity_poll + config.routing.stale_after,
+      members: () => this.members.peers().filter((m) => m.state === 'alive' && m.api).map((m) => m.name),
+      busy: () => this.work.count,
+      stop: () => this.stop().then(() => opts.onDrained?.()),
+      log: (line) => this.log.info(line),
+    });
   }
 
   /** Every backend of this node. */
@@ -261,7 +276,22 @@ export class ViiworkNode implements ApiNode {
     return this.loads.place(model, onDemandWorkload(this.hostViews(), model), detail);
   }
 
+  /** True while draining (SPEC section 13): the report says so and no entry places work here. */
+  get draining(): boolean {
+    return this.#drain.draining;
+  }
+
+  get drainingSince(): number | undefined {
+    return this.#drain.since;
+  }
+
+  /** Drain, then leave the mesh and stop (survive/drain.ts); a second ask joins the first. */
+  drain(why: string): Promise<void> {
+    return this.#drain.begin(why);
+  }
+
   capacityReport(held?: HeldDigests, member?: string): CapacityReport {
+    this.#drain.reported(member);
     return buildReport(reportSource(this, this.#models.modelFiles), held, member);
   }
 
@@ -281,8 +311,10 @@ export class ViiworkNode implements ApiNode {
   hostViews(): HostView[] {
     const now = this.now();
     const files = this.#models.modelFiles;
+    const self = localView(this.name, this.slots, this.perf, now, this.cacheBook, this.lifecycle, files, this.reserve);
+    if (this.#drain.draining) self.draining = true;
     return [
-      localView(this.name, this.slots, this.perf, now, this.cacheBook, this.lifecycle, files, this.reserve),
+      self,
       ...peerViews(this.members.peers(), this.poller, this.config.routing.stale_after, now),
     ];
   }

@@ -69,6 +69,8 @@ export interface DispatchParts {
   hostViews(): HostView[];
   /** A local run ended with the engine's answer (dispatch/ports.ts). */
   served(rr: RoutedRequest, used: ServedUsage): void;
+  /** When this node began draining; undefined: it is not (survive/drain.ts). */
+  readonly drainingSince: number | undefined;
 }
 
 /** What the dispatcher may use of this node; `peers` calls members, `waiting` hurries them (capacity/interest.ts). */
@@ -120,12 +122,14 @@ export function dispatchPorts(n: DispatchParts, peers: PeerLink, waiting: () => 
     history: n.history.store,
     timelines: n.timelines,
     ...(n.tracing ? { tracing: n.tracing } : {}),
+    drainingSince: () => n.drainingSince,
   };
 }
 
 /** The node's parts its /v1/capacity report is made of. */
 export interface ReportParts extends Pick<DispatchParts, 'name' | 'now' | 'slots' | 'perf' | 'queues' | 'aliases' | 'cacheBook'> {
   readonly version: string;
+  readonly draining: boolean;
   readonly keys: Keyring;
   readonly lifecycle: Lifecycle;
   readonly reserve: ReserveBook;
@@ -145,6 +149,9 @@ export function reportSource(n: ReportParts, files: Pick<ModelFilePolicy, 'fileO
       return n.aliases.version;
     },
     keys: n.keys.table,
+    get draining() {
+      return n.draining;
+    },
     cache: n.cacheBook,
     heldBack: (model, slots) => n.reserve.published(model, slots),
     fileOf: (model) => files.fileOf(model),

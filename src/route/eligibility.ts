@@ -39,6 +39,8 @@ export interface CandidateInputs {
 export function candidates(inputs: CandidateInputs, model: string, workload: string, batch = false): Candidate[] {
   const out: Candidate[] = [];
   for (const h of inputs.hosts) {
+    // A draining host finishes what it holds and takes nothing new (SPEC section 13), this node's own self included.
+    if (h.draining) continue;
     const m = h.models.get(model);
     if (!m) continue;
     const targets = eligibleTargets(m, workload);

@@ -60,7 +60,7 @@ export function chooseLoadHost(model: string, hosts: readonly LoadHost[], refuse
 export function loadHosts(hosts: readonly HostView[], model: string, workload: string): LoadHost[] {
   const out: LoadHost[] = [];
   for (const h of hosts) {
-    if (!h.fresh && !h.local) continue;
+    if ((!h.fresh && !h.local) || h.draining) continue;
     const m = h.models.get(model);
     if (!m) continue;
     const targets = eligibleTargets(m, workload);

@@ -70,6 +70,8 @@ export interface HostView {
   models: ReadonlyMap<string, HostModelView>;
   /** The host's memory budget and use in bytes (SPEC section 11); undefined: not reported. */
   memory?: { budget: number; used: number; free: number };
+  /** The host is draining (SPEC section 13): no new work is placed on it, nor a model loaded there. */
+  draining?: boolean;
 }
 
 /**

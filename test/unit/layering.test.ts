@@ -20,7 +20,8 @@ export const LAYERS: string[][] = [
   ['mesh', 'engines', 'preflight', 'history', 'telemetry'],
   ['lifecycle'],
   ['forward', 'capacity'],
-  ['dispatch', 'files'],
+  // survive/: a conversation outliving its host (drain, slot caches kept over a restart); read by api/ and node/.
+  ['dispatch', 'files', 'survive'],
   ['api'],
   ['node'],
   ['cli'],

@@ -29,7 +29,7 @@ import type { Executor } from '../execute/execute.ts';
 import type { Hygiene } from '../execute/tool-order.ts';
 import { forwardBody } from '../execute/upstream-body.ts';
 import type { DispatchPorts } from '../ports.ts';
-import { candidatesFor, checkServable, failureError } from '../servable.ts';
+import { candidatesFor, checkServable, failureError, queuedBeforeDrain } from '../servable.ts';
 import { meshHeaders, newTrace, recordRequest, type ResponseMeta, type Trace } from '../trace.ts';
 import type { DispatchRequest, Reservation, Routed, RoutedRequest, RunOutcome } from '../types.ts';
 import { aliasesOf, resolveModelName } from './alias.ts';
@@ -222,14 +222,14 @@ export class Entry {
         switch (action.kind) {
           case 'try': {
             const failed = state.failed;
-            reserved = this.#attempt(rr, failed, hold, line, undefined, first && { cands: first, hosts });
+            reserved = this.#attempt(rr, arrived, failed, hold, line, undefined, first && { cands: first, hosts });
             first = undefined;
             event = { kind: 'tried', placed: reserved !== undefined, routeLeft: reserved !== undefined || this.#routeLeft(rr, failed) };
             break;
           }
           case 'wait': {
             const failed = state.failed;
-            const out = queue.enqueue((wake) => this.#attempt(rr, failed, hold, line, wake) ?? this.#loadFailed(rr, arrived), { signal, deadline, front: action.front, flow });
+            const out = queue.enqueue((wake) => this.#attempt(rr, arrived, failed, hold, line, wake) ?? this.#loadFailed(rr, arrived), { signal, deadline, front: action.front, flow });
             p.waiting();
             const outcome = await out;
             if (outcome.ok) {
@@ -306,6 +306,7 @@ export class Entry {
    */
   #attempt(
     rr: RoutedRequest,
+    arrived: number,
     failed: readonly string[],
     hold: HoldCell,
     line: LineCell | undefined,
@@ -315,6 +316,7 @@ export class Entry {
     const p = this.p;
     const hosts = known?.hosts ?? p.snapshot();
     let cands = known?.cands ?? candidatesFor(p, rr, hosts);
+    if (cands.length === 0) cands = queuedBeforeDrain(p, rr, hosts, arrived);
     if (failed.length) cands = cands.filter((c) => !failed.includes(c.host));
     if (rr.chain || this.#holding.size > 0) {
       const own = hold.state.hold?.host;

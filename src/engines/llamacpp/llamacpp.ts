@@ -99,6 +99,22 @@ export interface LlamacppOptions {
   onProps?: (props: EngineProps, backend: LlamacppBackend) => Descriptor | undefined | void;
   /** node.state_dir: engines started are recorded here, and one left running by an earlier run is killed (engines/llamacpp/leftovers.ts). */
   stateDir?: string;
+  /** Keeps the slots' prompts over a stop (SPEC section 13, "Kept over a restart"); absent: nothing is kept. */
+  keeper?: SlotKeeper;
+}
+
+/**
+ * What the node keeps of a backend's slots over a stop (survive/slot-store.ts): where llama-server saves slot files
+ * (`--slot-save-path`), saving them before the engine stops, restoring them once it is up and before it serves.
+ * Neither call may throw; each is bounded by its maker.
+ */
+export interface SlotKeeper {
+  /** The directory for `--slot-save-path`, made; undefined: nothing is kept for this backend. */
+  dirFor(backend: LlamacppBackend): string | undefined;
+  /** The engine at `url` is up and serves nothing yet. */
+  restore(backend: LlamacppBackend, url: string): Promise<void>;
+  /** The engine at `url` is about to be stopped. */
+  save(backend: LlamacppBackend, url: string): Promise<void>;
 }
 
 /** Variables the node holds keys in (api.keys_env, every api_key_env): never passed to an engine's environment. */
@@ -205,7 +221,7 @@ interface Run {
 
 export class LlamacppBackend extends Backend {
   readonly #cfg: LlamacppConfig;
-  readonly #opts: Required<Omit<LlamacppOptions, 'onProps' | 'stateDir'>> & Pick<LlamacppOptions, 'onProps' | 'stateDir'>;
+  readonly #opts: Required<Omit<LlamacppOptions, 'onProps' | 'stateDir' | 'keeper'>> & Pick<LlamacppOptions, 'onProps' | 'stateDir' | 'keeper'>;
   #run: Run | undefined;
   #restartTimes: number[] = [];
   #restarts = 0;
@@ -235,7 +251,16 @@ export class LlamacppBackend extends Backend {
       env: opts.env ?? {},
       onProps: opts.onProps,
       stateDir: opts.stateDir,
+      keeper: opts.keeper,
     };
+  }
+
+  /** The GGUF this backend runs and the arguments the operator added: what a saved slot file is only valid for. */
+  get modelPath(): string {
+    return this.#cfg.path;
+  }
+  get extraArgs(): readonly string[] {
+    return this.#cfg.args;
   }
 
   /** http://127.0.0.1:<port> of the running process; undefined when none runs. */
@@ -316,6 +341,8 @@ export class LlamacppBackend extends Backend {
       this.#launchAbort?.abort(new Error('backend stopped'));
       const run = this.#run;
       if (run) {
+        // Before the engine goes, what its slots hold is saved (only an engine that came up and still runs has any).
+        if (run.phase === 'up' && !run.exited && this.state === 'healthy') await this.#opts.keeper?.save(this, run.url);
         this.#endRun(run);
         await this.#terminate(run);
       }
@@ -364,6 +391,8 @@ export class LlamacppBackend extends Backend {
     const args = llamaServerArgs(this.#cfg, host, port, this.info.parallel, this.info.context);
     // The RAM prompt cache: the node sets it (when the engine has one), so its cache model knows the pool.
     args.push(...(await this.#cacheRam()));
+    const slotDir = this.#opts.keeper?.dirFor(this);
+    if (slotDir) args.push('--slot-save-path', slotDir);
     // The key goes on the command line, where llama-server reads it; no log line prints the arguments.
     if (this.apiKey) args.push('--api-key', this.apiKey);
     let child: ChildProcess;
@@ -501,6 +530,9 @@ export class LlamacppBackend extends Backend {
       const d = this.#opts.onProps?.(props, this);
       if (d) this.setDescriptor(d);
     }
+    // Kept slots go back in before the first request can reach the engine (and while the load lock is held).
+    if (this.#opts.keeper) await this.#opts.keeper.restore(this, run.url);
+    if (run.ended) return;
     run.release?.();
     run.release = undefined;
     run.ticker.setInterval(this.#opts.healthIntervalMs);
