@@ -16,29 +16,23 @@
  *   taken, restores from there, and drops (prompt/ram-pool.ts).
  * - `lifo`: the embedded engine's context sequences: the one freed last is
  *   handed out first (engines/embedded-server.ts), exact.
- * - `blocks`: a shared block cache (vLLM-like `openai` engines): every link
+ * - `blocks`: a shared block cache (vLLM-like `openai` engines, block-cache.ts): every link
  *   costs its own tokens of a budget, least recently used out.
  *
  * Pure: no I/O, no clock (recency is a counter the caller passes in), so
  * table tests drive it. Hashes are what prompt/held.ts calls chain links.
  */
-import { GENERATION_PROMPT } from '../prompt/canonical.ts';
 import type { ChainLink, PrefixChain, SlotHold } from '../prompt/held.ts';
-import { CHARS_PER_TOKEN } from '../prompt/tokens.ts';
 import { RamPool, savesSlot, TODAY_SIMILARITY, type PromptMeasure } from '../prompt/ram-pool.ts';
+import { BlockCache } from './block-cache.ts';
+import { chainTokensHeld, heldOf, holding, isMiss, prefixUpTo, ReplyCredit, sampledIndices, scaleChain, withReply } from './cache-chain.ts';
+
+export { heldOf, isMiss, ReplyCredit, sampledIndices, scaleChain, withReply } from './cache-chain.ts';
 
 export type CacheModelKind = 'llama' | 'chosen' | 'lifo' | 'blocks';
 
 /** llama-server's `--slot-prompt-similarity` default. */
 export const DEFAULT_SIMILARITY = 0.5;
-
-/**
- * An engine's count below the prediction by more than this share of the
- * prompt (or MISS_MIN_TOKENS) is a miss: the model believed something the
- * engine did not hold.
- */
-const MISS_SHARE = 0.1;
-const MISS_MIN_TOKENS = 16;
 
 export interface CacheModelOptions {
   kind: CacheModelKind;
@@ -192,88 +186,6 @@ export function cacheModel(opts: CacheModelOptions): CacheModel {
   return opts.kind === 'blocks' ? new BlockCache(opts.budgetTokens ?? Infinity) : new SlotCache(opts.kind, Math.max(1, opts.slots), opts.similarity ?? DEFAULT_SIMILARITY, opts.choose, opts.onGap, opts.pool);
 }
 
-/**
- * The links of a slot's prompt a digest publishes, as indices into its n
- * links: the last ones, then ever further back (n-1, n-2, n-3, n-5, n-9, …),
- * and always the first. A conversation's next turn contains its whole
- * previous prompt, so it finds the last link; a request that leaves the
- * conversation part way (an edit, a shared system prompt) finds a link not
- * far before where it leaves it. About log2(n) + 2 links instead of n keeps
- * digests small (polls carry them every second).
- */
-export function sampledIndices(n: number): number[] {
-  const out: number[] = [];
-  for (let back = 1; back <= n; back = back === 1 ? 2 : 2 * back - 1) out.push(n - back);
-  if (n > 0 && out[out.length - 1] !== 0) out.push(0);
-  return out;
-}
-
-/** Is an engine's count a miss against the prediction? */
-export function isMiss(predicted: number, actual: number, promptTokens: number): boolean {
-  return predicted - actual > Math.max(MISS_MIN_TOKENS, MISS_SHARE * promptTokens);
-}
-
-/**
- * The chain in the engine's tokens: when the engine counted `promptTokens`
- * for the whole prompt, every link is scaled by that over the chain's own
- * estimate (bytes ÷ 4), so a digest speaks the engine's tokens.
- */
-export function scaleChain(chain: PrefixChain, promptTokens: number | undefined): PrefixChain {
-  const last = chain.length ? chain[chain.length - 1].tokens : 0;
-  if (promptTokens === undefined || !(promptTokens > 0) || last <= 0 || promptTokens === last) return chain;
-  const f = promptTokens / last;
-  return chain.map((l) => ({ hash: l.hash, tokens: Math.round(l.tokens * f) }));
-}
-
-/**
- * What an engine holds after answering: the prompt's chain in its tokens
- * (`scaled`), then the reply's link, its tokens the chain's estimate scaled
- * as the prompt's was. Not the engine's completion count: that counts what
- * it generated, where the cache is met by what the client echoes (the sim
- * engine counts words generated and characters cached), and the prompt's
- * own ratio turns the reply's characters into the engine's tokens as it did
- * the prompt's. `credit` (0–1): the share of a reply this engine has been
- * seen to reuse (ReplyCredit).
- */
-export function withReply(scaled: PrefixChain, chain: PrefixChain, o: CacheOutcome, credit = 1): PrefixChain {
-  const r = o.reply;
-  const last = scaled[scaled.length - 1];
-  const own = chain[chain.length - 1];
-  if (!r || !last || !own || r.tokens < own.tokens) return scaled;
-  // The reply's segment opens with the assistant's turn, which the prompt already ended with (and the engine counted).
-  const added = Math.max(0, r.tokens - own.tokens - GENERATION_PROMPT.length / CHARS_PER_TOKEN);
-  return [...scaled, { hash: r.hash, tokens: last.tokens + Math.round((credit * added * last.tokens) / Math.max(1, own.tokens)) }];
-}
-
-/**
- * How much of an echoed reply an engine really reuses, learned from its
- * counts: an engine whose generated tokens are not what the echo tokenizes
- * to (a tokenizer that does not round-trip, a template that rewrites earlier
- * turns) parts from the next prompt inside the reply. Each turn that reached
- * through a recorded reply moves the share a quarter of the way to what the
- * engine reused of it; it starts at all of it (an engine holds what it
- * generated).
- */
-export class ReplyCredit {
-  share = 1;
-  /** A turn predicted through a reply from `from` to `to` tokens; the engine reused `cached`. */
-  observe(from: number, to: number, cached: number): void {
-    if (!(to > from)) return;
-    const seen = Math.min(1, Math.max(0, (cached - from) / (to - from)));
-    this.share += (seen - this.share) / 4;
-  }
-}
-
-/** The links of a chain up to `tokens` (what a slot keeps of a prompt abandoned during prefill). */
-function prefixUpTo(chain: PrefixChain, tokens: number): ChainLink[] {
-  const out: ChainLink[] = [];
-  for (const l of chain) {
-    if (l.tokens > tokens) break;
-    out.push(l);
-  }
-  return out;
-}
-
 interface Slot {
   readonly id: number;
   busy: boolean;
@@ -294,21 +206,6 @@ interface Slot {
   freedMs?: number;
 }
 
-/** The tokens `held` (hash → tokens, in the engine's count) has of the prompt whose chain is `chain`: those of its deepest held link. */
-export function heldOf(chain: PrefixChain, held: ReadonlyMap<string, number>): number {
-  for (let i = chain.length - 1; i >= 0; i--) {
-    const t = held.get(chain[i].hash);
-    if (t !== undefined) return t;
-  }
-  return 0;
-}
-
-/** The same in the chain's own tokens (bytes ÷ 4): the similarity share compares like with like. */
-function chainTokensHeld(chain: PrefixChain, held: ReadonlyMap<string, number>): number {
-  for (let i = chain.length - 1; i >= 0; i--) if (held.has(chain[i].hash)) return chain[i].tokens;
-  return 0;
-}
-
 /** A chain that reaches through the reply slot `s` holds: from its prompt's end to the reply's, in the engine's tokens. */
 function replyMet(s: Slot, chain: PrefixChain): { from: number; to: number } | undefined {
   const end = promptEnd(s);
@@ -321,10 +218,6 @@ function replyMet(s: Slot, chain: PrefixChain): { from: number; to: number } | u
 /** The last link of the prompt a slot holds (before any reply); undefined when it is empty. */
 function promptEnd(s: Slot): ChainLink | undefined {
   return s.promptLinks > 0 ? s.links[s.promptLinks - 1] : undefined;
-}
-
-function holding(links: PrefixChain): Map<string, number> {
-  return new Map(links.map((l) => [l.hash, l.tokens]));
 }
 
 /** What a slot holds, as the RAM pool keeps it: moved out of a slot and back into one unchanged. */
@@ -636,86 +529,5 @@ class SlotCache implements CacheModel {
       }
     }
     return out;
-  }
-}
-
-interface Block {
-  tokens: number;
-  /** Its own tokens: those past the link before it. */
-  cost: number;
-  used: number;
-  /** Tie-break inside one use: deeper links go first (they are useless without their parents). */
-  depth: number;
-}
-
-class BlockCache implements CacheModel {
-  readonly kind = 'blocks';
-  changes = 0;
-  readonly #blocks = new Map<string, Block>();
-  /** hash → tokens of every block in #blocks (liveHeld). */
-  readonly #held = new Map<string, number>();
-  #total = 0;
-
-  constructor(private budget: number) {}
-
-  begin(chain: PrefixChain, now: number): CacheTicket {
-    let predicted = 0;
-    for (let i = chain.length - 1; i >= 0 && predicted === 0; i--) predicted = this.#blocks.get(chain[i].hash)?.tokens ?? 0;
-    this.#store(chain, now);
-    return { predicted, chain };
-  }
-
-  finish(t: CacheTicket, o: CacheOutcome, now: number): void {
-    const chain = scaleChain(t.chain, o.promptTokens);
-    if (o.cachedTokens !== undefined && isMiss(t.predicted, o.cachedTokens, o.promptTokens ?? 0)) {
-      // The engine evicted sooner than the budget said: it holds at most what we held, less what it dropped.
-      this.budget = Math.max(chain.length ? chain[chain.length - 1].tokens : 0, this.#total - (t.predicted - o.cachedTokens));
-    }
-    if (o.processed) this.#store(withReply(chain, t.chain, o), now);
-    else this.#store(prefixUpTo(chain, o.cachedTokens ?? t.predicted), now);
-  }
-
-  /**
-   * The blocks Map is kept in least-recently-used order, oldest first: a
-   * chain is (re)inserted deepest link first, so within one use the deeper
-   * links sit older (they go first, being useless without their parents).
-   * Eviction pops from the front and the digest reads from the back, with
-   * no sort: a node with thousands of blocks rebuilt its digest in
-   * milliseconds per request when both sorted.
-   */
-  #store(chain: PrefixChain, now: number): void {
-    for (let depth = chain.length - 1; depth >= 0; depth--) {
-      const l = chain[depth];
-      const old = this.#blocks.get(l.hash);
-      if (old) {
-        this.#total -= old.cost;
-        this.#blocks.delete(l.hash);
-      }
-      const cost = Math.max(0, l.tokens - (depth > 0 ? chain[depth - 1].tokens : 0));
-      this.#blocks.set(l.hash, { tokens: l.tokens, cost, used: now, depth });
-      this.#held.set(l.hash, l.tokens);
-      this.#total += cost;
-    }
-    if (chain.length) this.changes++;
-    this.#evict();
-  }
-
-  #evict(): void {
-    for (const [hash, b] of this.#blocks) {
-      if (this.#total <= this.budget) break;
-      this.#blocks.delete(hash);
-      this.#held.delete(hash);
-      this.#total -= b.cost;
-    }
-  }
-
-  liveHeld(): ReadonlyMap<string, number> {
-    return this.#held;
-  }
-
-  held(): HeldLink[] {
-    const out: HeldLink[] = [];
-    for (const [hash, b] of this.#blocks) out.push({ hash, tokens: b.tokens, used: b.used });
-    return out.reverse();
   }
 }
