@@ -18,7 +18,9 @@
  * llama-server's does. A chat whose last message is the assistant's is
  * continued from that text, as llama-server's `--prefill-assistant` does:
  * when the text is the start of the sim's own answer, the rest of that
- * answer follows (so a stream cut and continued elsewhere reads as one).
+ * answer follows (so a stream cut and continued elsewhere reads as one),
+ * and, as today's llama-server does, the answer repeats that text first
+ * (the first streamed delta, or the whole answer's content, starts with it).
  */
 import crypto from 'node:crypto';
 import http from 'node:http';
@@ -282,7 +284,7 @@ export class SimBackend extends Backend {
       // The answer's own words, given back as its start, are the tokens they were generated as (one a word).
       const start = prefill === undefined ? 0 : answerStart(prefill, this.sim.output_tokens);
       const tokensIn = rendered === undefined ? bodyTokens : prefill === undefined || base === undefined ? lease.promptTokens : tokenCount(base) + (start || tokenCount(prefill));
-      await this.#answer(chat, body, tokensIn, lease, res, signal, start, (text) => {
+      await this.#answer(chat, body, tokensIn, lease, res, signal, start, prefill ?? '', (text) => {
         processed = true;
         generated = text;
       });
@@ -299,6 +301,7 @@ export class SimBackend extends Backend {
     res: http.ServerResponse,
     signal: AbortSignal,
     start: number,
+    echo: string,
     generatedSoFar: (text: string) => void,
   ) {
     const cached = Math.min(lease.cachedTokens, tokensIn - 1);
@@ -332,7 +335,7 @@ export class SimBackend extends Backend {
       const text = words.join('');
       generatedSoFar(text);
       const choice = chat
-        ? { index: 0, message: { role: 'assistant', content: text }, finish_reason: finish }
+        ? { index: 0, message: { role: 'assistant', content: echo + text }, finish_reason: finish }
         : { index: 0, text, finish_reason: finish };
       // llama-server reports its prompt time this way; the node scores whole answers from it.
       return sendJson(res, 200, { id, object, created, model, system_fingerprint: SIM_FINGERPRINT, choices: [choice], usage, timings, id_slot }, slotHeader);
@@ -345,7 +348,7 @@ export class SimBackend extends Backend {
       if (signal.aborted) return;
       const last = i === n - 1;
       const choice = chat
-        ? { index: 0, delta: i === 0 ? { role: 'assistant', content: words[i] } : { content: words[i] }, finish_reason: last ? finish : null }
+        ? { index: 0, delta: i === 0 ? { role: 'assistant', content: echo + words[i] } : { content: words[i] }, finish_reason: last ? finish : null }
         : { index: 0, text: words[i], finish_reason: last ? finish : null };
       res.write(`data: ${JSON.stringify({ id, object: chunkObject, created, model, system_fingerprint: SIM_FINGERPRINT, choices: [choice] })}\n\n`);
       generatedSoFar((sent += words[i]));

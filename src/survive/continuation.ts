@@ -93,6 +93,47 @@ function movedUsage(u: unknown, k: number, input: string, output: string): unkno
   return out;
 }
 
+/**
+ * Today's llama-server streams the continued assistant text back before what it adds (its first delta holds the whole
+ * prefill); other servers, and Anthropic's API, send only what follows. The continuation's text is held while it could
+ * still be that echo: once it holds the whole answer so far it was one, and that part is dropped; once it differs, it
+ * was not, and what was held goes on.
+ */
+export class EchoFilter {
+  #held = '';
+  #settled: boolean;
+  /** The host echoed the answer's start (its whole texts then carry it too). */
+  echoed = false;
+
+  constructor(private readonly before: string) {
+    this.#settled = before === '';
+  }
+
+  /** The part of a continuation's text delta the client gets ('' while it may still be the echo). */
+  take(delta: string): string {
+    if (this.#settled) return delta;
+    const seen = this.#held + delta;
+    if (seen.startsWith(this.before)) {
+      this.#settled = true;
+      this.echoed = true;
+      this.#held = '';
+      return seen.slice(this.before.length);
+    }
+    if (this.before.startsWith(seen)) {
+      this.#held = seen;
+      return '';
+    }
+    this.#settled = true;
+    this.#held = '';
+    return seen;
+  }
+
+  /** A whole text of the continuation (a done event's) as the client's: the answer's start once, then the rest. */
+  whole(text: string): string {
+    return this.echoed && text.startsWith(this.before) ? text : this.before + text;
+  }
+}
+
 /** The events that end a cut stream that is not continued: the client's API's error, as its executor would have sent it. */
 export function cutEnding(t: Transcript, message: string): string {
   switch (t.dialect) {
@@ -126,6 +167,7 @@ export class Splice {
   #itemOffset?: number;
   #finished = false;
   #failed = false;
+  readonly #echo: EchoFilter;
 
   /** `wantsUsage`: the client asked for usage in its chat stream (otherwise the usage the splice asked for is dropped). */
   constructor(
@@ -133,6 +175,7 @@ export class Splice {
     private readonly wantsUsage: boolean,
   ) {
     this.#k = t.tokens;
+    this.#echo = new EchoFilter(t.text);
   }
 
   /** True once the continuation's end (or its error) went to the client. */
@@ -203,6 +246,7 @@ export class Splice {
       if (isObj(d)) {
         // The role was said at the stream's start.
         delete d.role;
+        if (typeof d.content === 'string') d.content = this.#echo.take(d.content);
         for (const k in d) if (d[k] !== null && d[k] !== '') carries = true;
       }
       if (choice.finish_reason !== null && choice.finish_reason !== undefined) carries = true;
@@ -245,7 +289,14 @@ export class Splice {
         }
         return out + this.#moved('content_block_start', e);
       }
-      case 'content_block_delta':
+      case 'content_block_delta': {
+        const d = e.delta;
+        if (isObj(d) && d.type === 'text_delta' && typeof d.text === 'string') {
+          d.text = this.#echo.take(d.text);
+          if (d.text === '') return '';
+        }
+        return this.#moved(name, e);
+      }
       case 'content_block_stop':
         return this.#moved(name, e);
       case 'message_delta':
@@ -270,7 +321,6 @@ export class Splice {
     const name = type ?? (typeof e.type === 'string' ? e.type : undefined);
     if (name === undefined || name === 'response.created' || name === 'response.in_progress') return '';
     const open = this.t.item;
-    const prefix = this.t.text;
     if (name === 'response.output_item.added' && this.#itemOffset === undefined) {
       const item = e.item;
       if (open && isObj(item) && item.type === 'message' && typeof item.id === 'string' && typeof e.output_index === 'number') {
@@ -286,8 +336,12 @@ export class Splice {
       e.item_id = open!.id;
       if (name === 'response.content_part.added' && open!.contentIndex !== undefined && e.content_index === 0) return '';
       if (e.content_index === 0 && open!.contentIndex !== undefined) e.content_index = open!.contentIndex;
-      if (name === 'response.output_text.done' && typeof e.text === 'string') e.text = prefix + e.text;
-      if (name === 'response.content_part.done' && isObj(e.part) && typeof e.part.text === 'string') e.part = { ...e.part, text: prefix + e.part.text };
+      if (name === 'response.output_text.delta' && typeof e.delta === 'string') {
+        e.delta = this.#echo.take(e.delta);
+        if (e.delta === '') return '';
+      }
+      if (name === 'response.output_text.done' && typeof e.text === 'string') e.text = this.#echo.whole(e.text);
+      if (name === 'response.content_part.done' && isObj(e.part) && typeof e.part.text === 'string') e.part = { ...e.part, text: this.#echo.whole(e.part.text) };
     }
     if (typeof e.output_index === 'number') e.output_index += this.#itemOffset ?? 0;
     if (name === 'response.output_item.done' && isObj(e.item)) e.item = this.#item(e.item);
@@ -307,7 +361,7 @@ export class Splice {
   /** An output item of the continuation as the client knows it (its message: the client's id, the whole text). */
   #item(item: Obj): Obj {
     if (!this.#contItem || item.id !== this.#contItem.id) return item;
-    const content = Array.isArray(item.content) ? item.content.map((p, i) => (i === 0 && isObj(p) && typeof p.text === 'string' ? { ...p, text: this.t.text + p.text } : p)) : item.content;
+    const content = Array.isArray(item.content) ? item.content.map((p, i) => (i === 0 && isObj(p) && typeof p.text === 'string' ? { ...p, text: this.#echo.whole(p.text) } : p)) : item.content;
     return { ...item, id: this.t.item!.id, content };
   }
 
