@@ -515,12 +515,14 @@ export class Entry {
       // Not on the host it was cut from; with no other, it fails at once with the cut's own words.
       await this.#place(cont, res, signal, trace, p.snapshot(), { ...INITIAL, failed: [cut.host], engineError: cut.detail });
     } catch (err) {
-      if (!res.destroyed && !res.writableEnded) res.end(splice.error(`the cut stream could not be continued: ${err instanceof Error ? err.message : String(err)}`));
+      // The client is told why its stream broke first, then why it did not go on.
+      const why = err instanceof ApiError && err.status === 502 ? 'no other host could continue it' : `not continued: ${err instanceof Error ? err.message : String(err)}`;
+      if (!res.destroyed && !res.writableEnded) res.end(splice.error(`${cut.detail} (${why})`));
     } finally {
       // The client's first token came before the cut.
       if (ttft !== undefined) trace.firstContentAt = ttft;
     }
-    if (!res.destroyed && !res.writableEnded) res.end(splice.error(`the cut stream could not be continued: ${cut.detail}`));
+    if (!res.destroyed && !res.writableEnded) res.end(splice.error(`${cut.detail} (its continuation ended early)`));
     const ok = splice.completed;
     p.metrics.streamContinuations.inc({ model: rr.model, outcome: ok ? 'continued' : 'failed' });
     if (!ok) trace.outcome = 'broken';
