@@ -494,6 +494,8 @@ export class Entry {
     const body = plan.body;
     const req: DispatchRequest = Object.assign({}, rr, {
       model: rr.alias ?? rr.model,
+      // The pinned host is the one that failed: the stream goes on elsewhere.
+      pin: undefined,
       body,
       scan: scanned.object,
       promptTokens: estimateTokens(body.length),
@@ -515,6 +517,8 @@ export class Entry {
       // Not on the host it was cut from; with no other, it fails at once with the cut's own words.
       await this.#place(cont, res, signal, trace, p.snapshot(), { ...INITIAL, failed: [cut.host], engineError: cut.detail });
     } catch (err) {
+      // It ran nowhere: the cut run is what the key is charged.
+      cut.settle?.();
       // The client is told why its stream broke first, then why it did not go on.
       const why = err instanceof ApiError && err.status === 502 ? 'no other host could continue it' : `not continued: ${err instanceof Error ? err.message : String(err)}`;
       if (!res.destroyed && !res.writableEnded) res.end(splice.error(`${cut.detail} (${why})`));
