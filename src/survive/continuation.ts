@@ -217,6 +217,8 @@ export class Splice {
   #event(type: string | undefined, data: string): string {
     if (this.#finished) return '';
     if (type === 'error') return this.#fail(errorText(data));
+    // Cut before the client had an event: it holds nothing to splice into, and gets the continuation as it is.
+    if (!this.t.opened) return this.#whole(type, data);
     switch (this.t.dialect) {
       case 'chat':
         return this.#chat(data);
@@ -225,6 +227,20 @@ export class Splice {
       case 'responses':
         return this.#responses(type, data);
     }
+  }
+
+  #whole(type: string | undefined, data: string): string {
+    const name = type ?? jsonOf(data)?.type;
+    if (data.trim() === '[DONE]' || name === 'message_stop' || name === 'response.completed' || name === 'response.incomplete') this.#finished = true;
+    if (name === 'response.failed') this.#failed = this.#finished = true;
+    const c = this.t.dialect === 'chat' ? jsonOf(data) : undefined;
+    // The usage the splice asked for, which the client did not.
+    if (c && isObj(c.usage) && !this.wantsUsage) {
+      if (!Array.isArray(c.choices) || c.choices.length === 0) return '';
+      delete c.usage;
+      return `data: ${JSON.stringify(c)}\n\n`;
+    }
+    return `${type !== undefined ? `event: ${type}\n` : ''}data: ${data}\n\n`;
   }
 
   #chat(data: string): string {

@@ -77,6 +77,8 @@ export class Transcript {
   tokens = 0;
   /** Why the stream cannot be continued; undefined while it can. */
   stopped?: string;
+  /** The client has had an event (its stream's opening): the continuation's is not sent again. */
+  opened = false;
 
   // chat: the chunks' common fields, which the continuation's chunks take over.
   chat?: { id?: unknown; created?: unknown; model?: unknown; system_fingerprint?: unknown };
@@ -96,6 +98,7 @@ export class Transcript {
   push(out: Buffer | string): void {
     for (const ev of this.#split.push(out)) {
       if (this.stopped !== undefined) return;
+      this.opened = true;
       if (ev.type === 'error') this.#stop('the stream had already carried an error');
       else if (this.dialect === 'chat') this.#chat(ev);
       else if (this.dialect === 'messages') this.#messages(ev);

@@ -185,6 +185,18 @@ describe('the splice of the continuation into the client stream', () => {
     }
   });
 
+  it('cut before the client had an event: the continuation goes to it as it is, its opening included', () => {
+    const t = new Transcript('messages');
+    const cont = new MessagesStreamTranslator({ id: 'msg_2', model: 'm' } as never);
+    const s = new Splice(t, false);
+    const out = s.push(cont.push({ choices: [{ index: 0, delta: { content: 'hi' } }] })) + s.push(cont.push({ choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })) + s.push(cont.end());
+    assert.deepEqual(
+      [...out.matchAll(/event: (\w+)/g)].map((m) => m[1]).filter((x) => x !== 'ping'),
+      ['message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop'],
+    );
+    assert.equal(s.completed, true);
+  });
+
   it('a stream that is not continued ends with its API’s error, after the events the client holds', () => {
     const t = new Transcript('responses');
     t.push(new ResponsesStreamTranslator({ id: 'resp_a', model: 'm', createdAt: 1 } as never).push({ choices: [{ index: 0, delta: { content: 'x' } }] }));
