@@ -104,7 +104,7 @@ export class Executor {
       const o = await this.run(rr, lease, res, signal, { origin: from, route: 'local', queuedMs: waitedMs, extra: {} }, trace);
       if (o.kind === 'cut') {
         // Its entry continues the stream elsewhere and accounts it there: the connection's end is what tells it.
-        trace.outcome = 'cut';
+        trace.outcome = 'broken';
         res.destroy();
       } else if (o.kind === 'engine-failed') {
         // Marked, so the entry node tries another host or answers 502 with this text.
