@@ -79,6 +79,10 @@ describe('a stream whose executor is killed mid-answer goes on from another host
     await kill(executor);
     await s.ended;
     assert.equal(s.error, undefined, 'the client read the stream to its end without an error');
+    const failed = s.events.find((e) => e.type === 'error' || e.type === 'response.failed');
+    // On failure, what the client got and what the entry said of the cut.
+    const said = () => entry.logs().split('\n').filter((l) => l.includes('cut stream')).slice(-2).join('\n');
+    assert.equal(failed, undefined, `the stream went on without an error: ${failed?.data}\n${said()}`);
     return { events: s.events, cutFrom: executor, headers: s.headers };
   }
 
