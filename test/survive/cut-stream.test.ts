@@ -16,10 +16,11 @@ import { chatContentEvents, chatText, jsonEvents, openStream, type ClientEvent }
 
 const IP = (n: number) => `127.0.190.${n}`;
 const WORDS = ['simulated', 'tokens', 'from', 'the', 'viiwork', 'sim', 'engine', 'no', 'model', 'ran'];
-const OUTPUT = 30;
+const OUTPUT = 60;
 /** The sim's whole answer of OUTPUT words: what the client must read, once, however many hosts wrote it. */
 const FULL = Array.from({ length: OUTPUT }, (_, i) => (i === 0 ? '[simulated] ' : '') + WORDS[i % WORDS.length] + (i < OUTPUT - 1 ? ' ' : '')).join('');
-// 20 tokens a second: the answer takes 1.5 s, so a kill after its fifth word lands mid-answer on a loaded machine too.
+// 20 tokens a second: the answer takes 3 s, so a kill sent after its fifth word lands mid-answer even when the test
+// process is kept waiting for seconds on a loaded machine (a kill after the answer's last text event finds nothing to continue).
 const sim = { ttft_ms: 5, prefill_ms_per_1k: 1, tokens_per_s: 20, output_tokens: OUTPUT };
 const EXECUTORS = ['x2', 'x3', 'x4'];
 const specOf = (name: string) => ({ name, ip: IP(EXECUTORS.indexOf(name) + 2), models: [{ name: 'm', engine: 'sim', parallel: 2, sim }] });
