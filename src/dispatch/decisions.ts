@@ -28,6 +28,13 @@ export interface DecisionRecord {
    * tell the two apart; this does.
    */
   restored_tokens?: number;
+  /**
+   * A stream cut after its first byte and continued on another host (SPEC 13): the host it was cut from, and the tokens
+   * of the answer it had streamed (carried to the continuation as the assistant's start). The executor is the host that
+   * finished it.
+   */
+  continued_from?: string;
+  continued_tokens?: number;
   /** The id of the request's timeline (GET /v1/timeline/{id}): the entry's name and its number for the request. */
   timeline?: string;
   /** A model load or unload on this node (SPEC section 11): route is `load` or `unload`, outcome what happened. */

@@ -34,6 +34,8 @@ export interface Trace {
   restored?: number;
   /** The engine's completion tokens (this node's own executions). */
   completionTokens?: number;
+  /** A stream continued after a cut (SPEC 13): the host it was cut from and the answer's tokens carried over. */
+  continued?: { from: string; tokens: number };
   /** This node's number for the request: with the entry's name, its timeline's id (dispatch/timeline.ts). */
   readonly id: number;
   /** A forward's: its timeline's id at the entry (the `req` claim), which this executor's part is kept under. */
@@ -105,6 +107,7 @@ export function recordRequest(p: DispatchPorts, r: Routed, clientModel: string, 
     ...(trace.slot !== undefined ? { slot: trace.slot } : {}),
     ...(trace.evicted ? { evicted_tokens: trace.evicted.tokens, evicted_idle_ms: Math.round(trace.evicted.idleMs) } : {}),
     ...(trace.restored !== undefined ? { restored_tokens: trace.restored } : {}),
+    ...(trace.continued ? { continued_from: trace.continued.from, continued_tokens: trace.continued.tokens } : {}),
     timeline: trace.origin ?? `${p.name}:${trace.id}`,
   });
   p.timelines?.add(p.decisions.newest!, trace, r.pricedTokens);

@@ -6,6 +6,7 @@ import type { Candidate, RouteReason } from '../route/types.ts';
 import type { Endpoint, Workload } from '../workloads/workloads.ts';
 import type { Priority } from '../config/key-spec.ts';
 import type { Caller } from '../keys/access.ts';
+import type { Splice, Transcript } from '../survive/index.ts';
 
 /**
  * One inference request as the API parsed it (SPEC section 9, step 1).
@@ -64,6 +65,20 @@ export interface Routed {
   readonly pricedTokens?: number;
   /** Prefix affinity's implicit key (without a session header). */
   readonly prefixKey?: string;
+  /** How its stream survives its executor (SPEC 13); absent: a cut ends it with an error event. */
+  readonly survive?: StreamSurvival;
+}
+
+/** A stream's part in continuing a cut (SPEC 13, survive/). */
+export interface StreamSurvival {
+  /** What the client has received, read as it is written (the entry's, on the first run). */
+  readonly transcript?: Transcript;
+  /** A cut is handed back open (http/relay.ts `handBack`): the entry continues it; a forward's executor cuts its connection so its entry does. */
+  readonly handBack: boolean;
+  /** This run continues a cut stream: its stream is spliced into the one the client holds. */
+  readonly splice?: Splice;
+  /** Tokens of the answer this continuation carries in its prompt: accounted as output, as the client's usage shows them. */
+  readonly carried?: number;
 }
 
 /** A request as routing resolved it: the parsed request with its routed record over it (read-only both). */

@@ -15,7 +15,12 @@
  * llama-server's does (its RAM pool stays), `POST /cache/clear` (the sim's
  * own) empties every slot and the pool as a restart would, and a body's
  * `id_slot` runs the request in that slot (waiting for it if busy), as
- * llama-server's does.
+ * llama-server's does. A chat whose last message is the assistant's is
+ * continued from that text, as llama-server's `--prefill-assistant` does:
+ * when the text is the start of the sim's own answer, the rest of that
+ * answer follows (so a stream cut and continued elsewhere reads as one),
+ * and, as today's llama-server does, the answer repeats that text first
+ * (the first streamed delta, or the whole answer's content, starts with it).
  */
 import crypto from 'node:crypto';
 import http from 'node:http';
@@ -28,6 +33,34 @@ import { renderPrompt, SlotPool, tokenCount, type SlotLease } from './prompt-cac
 
 const SIM_FINGERPRINT = 'viiwork-sim';
 const WORDS = ['simulated', 'tokens', 'from', 'the', 'viiwork', 'sim', 'engine', 'no', 'model', 'ran'];
+
+/** The sim's answer's `i`th word (without the space after it). */
+function simWord(i: number): string {
+  return (i === 0 ? '[simulated] ' : '') + WORDS[i % WORDS.length];
+}
+
+/** The text of a chat body's final assistant message (the answer's start to continue), or undefined. */
+function prefilled(body: Record<string, unknown>): string | undefined {
+  const messages = body.messages;
+  if (!Array.isArray(messages) || messages.length === 0) return undefined;
+  const last = messages[messages.length - 1] as { role?: unknown; content?: unknown; tool_calls?: unknown } | null;
+  if (!last || last.role !== 'assistant' || last.tool_calls) return undefined;
+  if (typeof last.content === 'string') return last.content;
+  if (Array.isArray(last.content)) return last.content.map((p: { text?: unknown }) => (typeof p?.text === 'string' ? p.text : '')).join('');
+  return undefined;
+}
+
+/** How many of the sim's `total` answer words `text` is (each with the space that followed it); 0 when it is not such a start. */
+function answerStart(text: string, total: number): number {
+  let at = 0;
+  for (let i = 0; i < total && at < text.length; i++) {
+    const w = simWord(i) + ' ';
+    if (!text.startsWith(w, at)) return 0;
+    at += w.length;
+    if (at === text.length) return i + 1;
+  }
+  return 0;
+}
 
 /** Deterministic unit vector from text (FNV-seeded xorshift), so equal inputs embed equally. */
 export function simEmbedding(text: string, dims = 16): number[] {
@@ -234,8 +267,13 @@ export class SimBackend extends Backend {
   }
 
   async #generate(chat: boolean, body: Record<string, unknown>, bodyTokens: number, res: http.ServerResponse, signal: AbortSignal) {
+    // A final assistant message is the answer's start, continued (llama-server's --prefill-assistant): the template
+    // renders the conversation before it, then that text in the assistant's open turn.
+    const prefill = chat ? prefilled(body) : undefined;
+    const before = prefill === undefined ? body : { ...body, messages: (body.messages as unknown[]).slice(0, -1) };
+    const base = renderPrompt(chat, before);
     // The prompt as a template renders it; a body without messages or prompt is counted by its bytes and reuses nothing.
-    const rendered = renderPrompt(chat, body);
+    const rendered = base === undefined || prefill === undefined ? base : base + prefill;
     // `id_slot` (as llama-server takes it): the node chose the slot (SPEC 9.6, "Slot choice").
     const idSlot = typeof body.id_slot === 'number' && body.id_slot >= 0 ? body.id_slot : undefined;
     const lease = await this.slots.acquire(rendered ?? '', signal, rendered !== undefined && body.cache_prompt !== false, idSlot);
@@ -243,8 +281,10 @@ export class SimBackend extends Backend {
     let processed = false;
     let generated = '';
     try {
-      const tokensIn = rendered === undefined ? bodyTokens : lease.promptTokens;
-      await this.#answer(chat, body, tokensIn, lease, res, signal, (text) => {
+      // The answer's own words, given back as its start, are the tokens they were generated as (one a word).
+      const start = prefill === undefined ? 0 : answerStart(prefill, this.sim.output_tokens);
+      const tokensIn = rendered === undefined ? bodyTokens : prefill === undefined || base === undefined ? lease.promptTokens : tokenCount(base) + (start || tokenCount(prefill));
+      await this.#answer(chat, body, tokensIn, lease, res, signal, start, prefill ?? '', (text) => {
         processed = true;
         generated = text;
       });
@@ -260,18 +300,22 @@ export class SimBackend extends Backend {
     lease: SlotLease,
     res: http.ServerResponse,
     signal: AbortSignal,
+    start: number,
+    echo: string,
     generatedSoFar: (text: string) => void,
   ) {
     const cached = Math.min(lease.cachedTokens, tokensIn - 1);
     const prefill = this.sim.ttft_ms + (this.sim.prefill_ms_per_1k * (tokensIn - cached)) / 1000;
     const id = `sim-${this.info.id}-${++this.#nextId}`;
     const created = Math.floor(Date.now() / 1000);
-    const maxTokens = Number(body.max_tokens ?? body.max_completion_tokens) || this.sim.output_tokens;
-    const n = Math.max(1, Math.min(this.sim.output_tokens, maxTokens));
+    // A continued answer (`start` of its words already given) has the rest of the same answer to say.
+    const left = Math.max(1, this.sim.output_tokens - start);
+    const maxTokens = Number(body.max_tokens ?? body.max_completion_tokens) || left;
+    const n = Math.max(1, Math.min(left, maxTokens));
     // Like a real engine: the answer ends on its own ('stop') unless the client's own limit cut it.
-    const finish = maxTokens < this.sim.output_tokens ? 'length' : 'stop';
+    const finish = maxTokens < left ? 'length' : 'stop';
     const tokenMs = 1000 / this.sim.tokens_per_s;
-    const words = Array.from({ length: n }, (_, i) => (i === 0 ? '[simulated] ' : '') + WORDS[i % WORDS.length] + (i < n - 1 ? ' ' : ''));
+    const words = Array.from({ length: n }, (_, i) => simWord(start + i) + (i < n - 1 ? ' ' : ''));
     // report_cache: false answers as engines that do not report their cache: no cached count in any form.
     const reports = this.sim.report_cache !== false;
     const usage = { prompt_tokens: tokensIn, completion_tokens: n, total_tokens: tokensIn + n, ...(reports ? { prompt_tokens_details: { cached_tokens: cached } } : {}) };
@@ -291,7 +335,7 @@ export class SimBackend extends Backend {
       const text = words.join('');
       generatedSoFar(text);
       const choice = chat
-        ? { index: 0, message: { role: 'assistant', content: text }, finish_reason: finish }
+        ? { index: 0, message: { role: 'assistant', content: echo + text }, finish_reason: finish }
         : { index: 0, text, finish_reason: finish };
       // llama-server reports its prompt time this way; the node scores whole answers from it.
       return sendJson(res, 200, { id, object, created, model, system_fingerprint: SIM_FINGERPRINT, choices: [choice], usage, timings, id_slot }, slotHeader);
@@ -304,7 +348,7 @@ export class SimBackend extends Backend {
       if (signal.aborted) return;
       const last = i === n - 1;
       const choice = chat
-        ? { index: 0, delta: i === 0 ? { role: 'assistant', content: words[i] } : { content: words[i] }, finish_reason: last ? finish : null }
+        ? { index: 0, delta: i === 0 ? { role: 'assistant', content: echo + words[i] } : { content: words[i] }, finish_reason: last ? finish : null }
         : { index: 0, text: words[i], finish_reason: last ? finish : null };
       res.write(`data: ${JSON.stringify({ id, object: chunkObject, created, model, system_fingerprint: SIM_FINGERPRINT, choices: [choice] })}\n\n`);
       generatedSoFar((sent += words[i]));

@@ -14,4 +14,9 @@ export type RunOutcome =
   /** A forward refused before its first byte, by the receiver's mark or no connection: retried. */
   | { kind: 'refused'; by: RefusedBy; detail: string }
   /** The engine failed before its first byte (here, or on the executor, marked `engine`). */
-  | { kind: 'engine-failed'; host: string; text: string };
+  | { kind: 'engine-failed'; host: string; text: string }
+  /**
+   * A stream cut after the client's headers, its response left open for a continuation (SPEC 13): `host` ran it.
+   * `settle`: what the run would have recorded of itself (a local run's usage), for when it is not continued.
+   */
+  | { kind: 'cut'; host: string; detail: string; settle?: () => void };

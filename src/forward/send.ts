@@ -37,6 +37,12 @@ export interface ForwardCall {
   responseHeaders: Record<string, string>;
   streamStallMs?: number;
   writeStallMs?: number;
+  /** Sees what the client is sent of a stream (http/relay.ts `tap`). */
+  tap?: (out: Buffer | string) => void;
+  /** A stream cut after its first byte comes back open as `cut` (http/relay.ts `handBack`). */
+  handBack?: boolean;
+  /** A continuation (SPEC 13): the client holds the stream already; the member's stream is rewritten into it by `splice`. */
+  splice?: RelayOptions['translate'];
 }
 
 /** How often a member is checked while a forward waits on it. */
@@ -69,6 +75,9 @@ export async function sendForward(link: PeerLink, call: ForwardCall, res: http.S
     writeStallMs: call.writeStallMs,
     // The executor's count reaches the client too, as it came (header or trailer).
     cachedOut: true,
+    ...(call.tap ? { tap: call.tap } : {}),
+    ...(call.handBack ? { handBack: true } : {}),
+    ...(call.splice ? { translate: call.splice, continuing: true } : {}),
   };
   try {
     const r = await relay({ origin: to.origin, path: call.path, method: 'POST', headers, body: call.body, signal: call.signal, dispatcher: link.dispatcher }, res, opts);
@@ -79,10 +88,13 @@ export async function sendForward(link: PeerLink, call: ForwardCall, res: http.S
         return { kind: 'answered', status: 0 };
       case 'aborted':
         return { kind: 'aborted' };
+      case 'cut':
+        return { kind: 'cut', host: call.host, detail: r.detail };
       case 'refused': {
         if (r.status === undefined) return { kind: 'refused', by: quiet.flag.aborted ? 'quiet' : 'connection', detail: r.detail };
         const marker = refusalMarker(r.headers?.[RES_REFUSED]);
-        if (marker === 'engine') return { kind: 'engine-failed', host: call.host, text: engineFailureDetail(upstreamErrorText(r.body) ?? r.detail) };
+        // A continuation answered with anything but a stream (its engine refused the continued prompt): not that host again.
+        if (marker === 'engine' || (call.splice && marker === undefined)) return { kind: 'engine-failed', host: call.host, text: engineFailureDetail(upstreamErrorText(r.body) ?? r.detail) };
         return { kind: 'refused', by: (marker ?? 'full') as RefusedBy, detail: `${r.detail}${marker ? ` (${marker})` : ''}` };
       }
     }

@@ -79,6 +79,20 @@ export interface RelayOptions {
    * for usage, from a stream's content strings. The executor records it with the prompt its engine cached.
    */
   reply?: boolean;
+  /** Sees every write of a stream to the client (whole events), so a caller knows what the client holds (survive/transcript.ts). */
+  tap?: (out: Buffer | string) => void;
+  /**
+   * A stream whose upstream fails after the client's headers (the connection reset, the engine or member gone, quiet
+   * or stalled) is handed back open as `cut` instead of ended with an error event: the caller continues it (SPEC 13)
+   * or ends it itself.
+   */
+  handBack?: boolean;
+  /**
+   * The client already holds this stream's headers and first events (a continuation, SPEC 13): only a 2xx stream is
+   * an answer (anything else is refused, for the caller to try elsewhere or end the stream), and it is written through
+   * `translate` without headers of its own.
+   */
+  continuing?: boolean;
 }
 
 /**
@@ -111,6 +125,8 @@ export type RelayResult =
   | { kind: 'done'; status: number; firstContentAt?: number; promptTokens?: number; cachedTokens?: number; completionTokens?: number; body?: Buffer; usage?: EngineUsage; reply?: ChatReply }
   /** `streamed`: for a stream cut short, the events relayed from its first content on (about one token each). */
   | { kind: 'broken'; detail: string; streamed?: number }
+  /** A stream broken after its headers and handed back open (`handBack`): the client's response is not ended. */
+  | { kind: 'cut'; detail: string; streamed?: number }
   | { kind: 'aborted'; streamed?: number };
 
 function describe(err: unknown): string {
@@ -206,11 +222,11 @@ class Upstream implements Dispatcher.DispatchHandler {
     // An informational answer (1xx) is not the answer.
     if (this.#settled || status < 200) return;
     const { opts, res } = this;
-    if ((opts.verdict ?? defaultVerdict)(status, headers) === 'refused') {
+    const isSse = String(headers['content-type'] ?? '').startsWith('text/event-stream');
+    if ((opts.verdict ?? defaultVerdict)(status, headers) === 'refused' || (opts.continuing && !(status < 300 && isSse && opts.translate))) {
       this.#collect(REFUSAL_BODY_MAX, (body) => ({ kind: 'refused', status, detail: `HTTP ${status}`, headers, body }));
       return;
     }
-    const isSse = String(headers['content-type'] ?? '').startsWith('text/event-stream');
     const tr = opts.translate;
     if (tr && status < 300) {
       if (!isSse) {
@@ -227,8 +243,12 @@ class Upstream implements Dispatcher.DispatchHandler {
         });
         return;
       }
-      res.writeHead(status, Object.assign({}, opts.responseHeaders, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' }));
-      res.write(tr.stream.start());
+      if (!opts.continuing) res.writeHead(status, Object.assign({}, opts.responseHeaders, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' }));
+      const opening = tr.stream.start();
+      if (opening) {
+        opts.tap?.(opening);
+        res.write(opening);
+      }
       this.#mode = { kind: 'translate', status, tr, scanner: new SseScanner(false, undefined, opts.reply) };
       this.#stall = stallWatch(opts.streamStallMs, (why) => this.stop(why));
       // While the engine is silent (a long prefill), the client's protocol may want a sign of life.
@@ -288,6 +308,7 @@ class Upstream implements Dispatcher.DispatchHandler {
       this.#stall?.arm();
       const out = seen ? m.tr.stream.push(seen) : '';
       if (out) {
+        this.opts.tap?.(out);
         this.#wrote = performance.now();
         this.#write(out);
       }
@@ -318,8 +339,10 @@ class Upstream implements Dispatcher.DispatchHandler {
         m.held = buf;
       }
     }
-    if (out && out.length) this.#write(out);
-    else if (this.res.destroyed) this.#cutOff();
+    if (out && out.length) {
+      if (m.isSse) opts.tap?.(out);
+      this.#write(out);
+    } else if (this.res.destroyed) this.#cutOff();
   }
 
   onResponseEnd(_controller: Dispatcher.DispatchController, trailers: http.IncomingHttpHeaders): void {
@@ -365,6 +388,8 @@ class Upstream implements Dispatcher.DispatchHandler {
     if (m.kind === 'head') return this.#settle({ kind: 'refused', detail: this.#stalled ?? describe(err) });
     if (this.res.destroyed) return this.#settle({ kind: 'aborted' });
     const detail = this.#stalled ?? describe(err);
+    // What the client holds is whole events only (a partial one stays with the scanner): the caller continues from there.
+    if (this.opts.handBack && (m.kind === 'translate' || (m.kind === 'pass' && m.scanner))) return this.#settle({ kind: 'cut', detail: midStream(this.#stalled, detail) });
     if (m.kind === 'translate') {
       this.res.end(m.tr.stream.error(midStream(this.#stalled, detail)));
     } else if (m.scanner) {
@@ -439,7 +464,7 @@ class Upstream implements Dispatcher.DispatchHandler {
   #settle(r: RelayResult): void {
     if (this.#settled) return;
     this.#settled = true;
-    if (r.kind === 'aborted' || r.kind === 'broken') {
+    if (r.kind === 'aborted' || r.kind === 'broken' || r.kind === 'cut') {
       const m = this.#mode;
       const streamed = m.kind === 'pass' || m.kind === 'translate' ? m.scanner?.seen.streamed : undefined;
       if (streamed !== undefined) r.streamed = streamed;

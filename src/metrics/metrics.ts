@@ -140,6 +140,12 @@ export class Metrics {
     labelNames: ['model', 'host', 'source'] as const,
     registers: [this.registry],
   });
+  readonly streamContinuations = new HotCounter({
+    name: 'viiwork_stream_continuations_total',
+    help: 'Streams this entry node saw cut after their first byte (their executor or its engine gone), by model and outcome: continued (another host finished the answer), failed (the continuation broke or found no host) or not_continued (the answer had streamed more than text, or its API cannot be continued)',
+    labelNames: ['model', 'outcome'] as const,
+    registers: [this.registry],
+  });
   readonly restoredPrompts = new HotCounter({
     name: 'viiwork_restored_prompts_total',
     help: 'Requests this node ran whose cached prompt its engine restores from its host-RAM prompt cache (today’s llama-server --cache-ram) rather than finds in the slot, as the executor’s cache model predicts, by model and host; restored_tokens_total counts their tokens',

@@ -16,7 +16,7 @@ export const LAYERS: string[][] = [
   // The prompt's vocabulary (prefix chain, canonical segments, token estimates, what a target holds): read by
   // route/, engines/, capacity/ and dispatch/ alike, so none of them reaches into another for it.
   ['prompt'],
-  ['route', 'queue', 'security', 'metrics', 'aliases', 'responses', 'messages', 'keys'],
+  ['route', 'queue', 'security', 'metrics', 'aliases', 'responses', 'messages', 'keys', 'survive'],
   ['mesh', 'engines', 'preflight', 'history', 'telemetry'],
   ['lifecycle'],
   ['forward', 'capacity'],

@@ -24,7 +24,11 @@ import { expectedLoss, returnChance, type ReturnChance } from '../../route/slots
 import { evictClaim } from '../evict-claim.ts';
 import { sha256HexAsync } from '../../security/signing.ts';
 import { allowsModel } from '../../keys/access.ts';
-import { isScoredWorkload, promptDialectOf } from '../../workloads/workloads.ts';
+import { GENERATION_WORKLOADS, isScoredWorkload, promptDialectOf } from '../../workloads/workloads.ts';
+import { scanJsonObject } from '../../http/json-scan.ts';
+import { estimateTokens } from '../../prompt/tokens.ts';
+import { continuationBody, cutEnding, isContinuedDialect, Splice, spliceTranslator, Transcript } from '../../survive/index.ts';
+import { survivalClaims } from '../survival-claims.ts';
 import type { Executor } from '../execute/execute.ts';
 import type { Hygiene } from '../execute/tool-order.ts';
 import { forwardBody } from '../execute/upstream-body.ts';
@@ -37,6 +41,13 @@ import { flowOf } from './flow.ts';
 import { prefixKeyOf } from './prefix.ts';
 import { RecentRoutes } from './recent-routes.ts';
 import { INITIAL, step, type EntryAction, type EntryEvent, type EntryState } from './steps.ts';
+
+/** A streamed generation in an API whose cut can be continued (SPEC 13): what the client holds is read as it goes. */
+function survivalOf(rr: RoutedRequest): RoutedRequest {
+  const d = rr.endpoint.dialect;
+  if (!rr.stream || !rr.scan || rr.endpoint.action !== 'infer' || !isContinuedDialect(d) || !GENERATION_WORKLOADS.includes(rr.workload)) return rr;
+  return Object.assign(rr, { survive: { transcript: new Transcript(d), handBack: true } });
+}
 
 /**
  * The parsed request with its routed record over it. Object.assign, not `{ ...req, ...routed }`: V8 (Node 20) copies a
@@ -121,14 +132,14 @@ export class Entry {
       }
       try {
         routed = this.#route(req, hosts);
-        await this.#serve(routedRequest(req, routed), res, signal, trace, hosts);
+        await this.#serve(survivalOf(routedRequest(req, routed)), res, signal, trace, hosts);
       } catch (err) {
         // Refused before any waiting (404, 400, 503) on reports that may be old: poll those members once, then
         // decide again on what they say now (SPEC section 7's first-request poll).
         if (trace.known || !(err instanceof ApiError) || !(await this.p.refresh?.(req.pin))) throw err;
         hosts = this.p.snapshot();
         routed = this.#route(req, hosts);
-        await this.#serve(routedRequest(req, routed), res, signal, trace, hosts);
+        await this.#serve(survivalOf(routedRequest(req, routed)), res, signal, trace, hosts);
       }
     } catch (err) {
       trace.outcome = err instanceof ApiError ? String(err.status) : 'error';
@@ -188,7 +199,8 @@ export class Entry {
     await this.executor.countHere(rr, res, signal, extra);
   }
 
-  async #place(rr: RoutedRequest, res: http.ServerResponse, signal: Gone, trace: Trace, hosts: readonly HostView[]): Promise<void> {
+  /** `from`: where a continuation starts (SPEC 13): the host it was cut from is not tried again. */
+  async #place(rr: RoutedRequest, res: http.ServerResponse, signal: Gone, trace: Trace, hosts: readonly HostView[], from: EntryState = INITIAL): Promise<void> {
     const p = this.p;
     // The candidates of the up-front checks also serve the first routing attempt.
     let first: Candidate[] | undefined = candidatesFor(p, rr, hosts);
@@ -211,7 +223,7 @@ export class Entry {
     const rules = { queueMax: p.rules.queueMax, forwardRetry: p.rules.forwardRetry };
     const extra = aliasHeaders(rr);
     const fwd: ForwardCell = { trace };
-    let state: EntryState = INITIAL;
+    let state: EntryState = from;
     let reserved: Reservation | undefined;
     let event: EntryEvent = { kind: 'arrived', queueDepth: queue.depth };
     const hold: HoldCell = { state: NO_HOLD };
@@ -427,7 +439,7 @@ export class Entry {
     // With them, the timeline id (the executor keeps its part of the request under it) and the trace context.
     const t = fwd.trace;
     if (fwd.claims === undefined)
-      fwd.claims = encodeClaims(Object.assign(chainClaims(rr), { key: rr.caller?.name, out: rr.caller && (rr.heldOutput ?? rr.maxTokens) !== undefined ? String(rr.heldOutput ?? rr.maxTokens) : undefined, band: bandClaim(rr.priority), req: t && `${p.name}:${t.id}`, traceparent: t?.span?.traceparent })) ?? null;
+      fwd.claims = encodeClaims(Object.assign(chainClaims(rr), { key: rr.caller?.name, out: rr.caller && (rr.heldOutput ?? rr.maxTokens) !== undefined ? String(rr.heldOutput ?? rr.maxTokens) : undefined, band: bandClaim(rr.priority), req: t && `${p.name}:${t.id}`, traceparent: t?.span?.traceparent }, survivalClaims(rr.survive))) ?? null;
     // A wait at the member is this attempt's alone: the claim says how long is left of it now.
     const wait = waitUntil === undefined ? undefined : waitClaim(Math.min(p.rules.forwardWaitMs ?? 0, waitUntil - p.now()));
     // So is the eviction priced at this host (dispatch/evict-claim.ts).
@@ -449,9 +461,79 @@ export class Entry {
         responseHeaders,
         streamStallMs: p.rules.streamStallMs,
         writeStallMs: p.rules.writeStallMs,
+        ...survivalCall(rr),
       },
       res,
     );
+  }
+
+  /**
+   * A stream cut after its first byte (SPEC 13): the client's request, with the answer it holds as the assistant's
+   * start, placed once more on another host, and that host's stream spliced into the client's. At most once a request
+   * (a continuation is never handed back); a stream that cannot be continued, or whose continuation finds no host,
+   * ends with its API's error event as before.
+   */
+  async #goOn(rr: RoutedRequest, cut: Extract<RunOutcome, { kind: 'cut' }>, res: http.ServerResponse, signal: Gone, trace: Trace): Promise<RunOutcome> {
+    const p = this.p;
+    const t = rr.survive?.transcript;
+    const broken: RunOutcome = { kind: 'answered', status: 0 };
+    trace.outcome = 'broken';
+    const end = (why: string, outcome: 'failed' | 'not_continued'): RunOutcome => {
+      cut.settle?.();
+      p.metrics.streamContinuations.inc({ model: rr.model, outcome });
+      p.log.info('cut stream not continued', { model: rr.model, host: cut.host, why });
+      if (!res.destroyed) res.end(t ? cutEnding(t, cut.detail) : '');
+      return broken;
+    };
+    if (!t || rr.survive?.splice) return end('a continuation is not continued again', 'not_continued');
+    if (signal.aborted || res.destroyed) {
+      cut.settle?.();
+      return { kind: 'aborted' };
+    }
+    const plan = continuationBody(rr.body, t);
+    const scanned = plan.ok ? scanJsonObject(plan.body) : undefined;
+    if (!plan.ok || !scanned?.ok) return end(plan.ok ? 'the continued request does not scan' : plan.why, 'not_continued');
+    const body = plan.body;
+    const req: DispatchRequest = Object.assign({}, rr, {
+      model: rr.alias ?? rr.model,
+      // The pinned host is the one that failed: the stream goes on elsewhere.
+      pin: undefined,
+      body,
+      scan: scanned.object,
+      promptTokens: estimateTokens(body.length),
+      // The continuation asks for usage itself (chat); the splice passes it on only when the client asked.
+      clientWantsUsage: true,
+      ...(rr.maxTokens !== undefined ? { maxTokens: Math.max(1, rr.maxTokens - t.tokens) } : {}),
+    });
+    let cont: RoutedRequest;
+    const splice = new Splice(t, rr.clientWantsUsage);
+    try {
+      cont = Object.assign(routedRequest(req, this.#route(req, p.snapshot())), { survive: { handBack: false, splice, carried: t.tokens } });
+    } catch (err) {
+      return end(err instanceof Error ? err.message : String(err), 'failed');
+    }
+    trace.continued = { from: cut.host, tokens: t.tokens };
+    p.log.info('continuing a cut stream', { model: rr.model, host: cut.host, tokens: t.tokens, why: cut.detail });
+    const ttft = trace.firstContentAt;
+    try {
+      // Not on the host it was cut from; with no other, it fails at once with the cut's own words.
+      await this.#place(cont, res, signal, trace, p.snapshot(), { ...INITIAL, failed: [cut.host], engineError: cut.detail });
+    } catch (err) {
+      // It ran nowhere: the cut run is what the key is charged.
+      cut.settle?.();
+      // The client is told why its stream broke first, then why it did not go on.
+      const why = err instanceof ApiError && err.status === 502 ? 'no other host could continue it' : `not continued: ${err instanceof Error ? err.message : String(err)}`;
+      if (!res.destroyed && !res.writableEnded) res.end(splice.error(`${cut.detail} (${why})`));
+    } finally {
+      // The client's first token came before the cut.
+      if (ttft !== undefined) trace.firstContentAt = ttft;
+    }
+    if (!res.destroyed && !res.writableEnded) res.end(splice.error(`${cut.detail} (its continuation ended early)`));
+    const ok = splice.completed;
+    p.metrics.streamContinuations.inc({ model: rr.model, outcome: ok ? 'continued' : 'failed' });
+    if (!ok) trace.outcome = 'broken';
+    else if (signal.aborted) trace.outcome = 'aborted';
+    return ok ? { kind: 'answered', status: 200 } : broken;
   }
 
   #noteLineFull(model: string, host: string): void {
@@ -484,7 +566,8 @@ export class Entry {
     trace.cachedTokens = undefined;
     if (where.kind === 'local') {
       trace.executor = this.p.name;
-      return this.executor.run(rr, where.lease, res, signal, h, trace);
+      const o = await this.executor.run(rr, where.lease, res, signal, h, trace);
+      return o.kind === 'cut' ? this.#goOn(rr, o, res, signal, trace) : o;
     }
     const p = this.p;
     let outcome: RunOutcome = { kind: 'aborted' };
@@ -495,6 +578,12 @@ export class Entry {
     } finally {
       // Ended either way; the end of a served forward frees its slot in this node's view at once and wakes the queues.
       where.end(outcome.kind === 'refused' || outcome.kind === 'engine-failed' ? 'refused' : 'served');
+    }
+    if (outcome.kind === 'cut') {
+      trace.executor = where.host;
+      p.metrics.forwards.inc({ outcome: 'broken' });
+      p.queues.pumpAll();
+      return this.#goOn(rr, outcome, res, signal, trace);
     }
     if (outcome.kind === 'refused' || outcome.kind === 'engine-failed') {
       // A forward that waited there as long as it could was not refused: the member stays open to the next wait. One that
@@ -517,6 +606,14 @@ export class Entry {
     p.queues.pumpAll();
     return outcome;
   }
+}
+
+/** What a forward's call carries of its stream's survival (SPEC 13). */
+function survivalCall(rr: RoutedRequest): { tap?: (out: Buffer | string) => void; handBack?: boolean; splice?: ReturnType<typeof spliceTranslator> } {
+  const s = rr.stream ? rr.survive : undefined;
+  if (!s) return {};
+  const t = s.transcript;
+  return { ...(t ? { tap: (out: Buffer | string) => t.push(out) } : {}), ...(s.handBack ? { handBack: true } : {}), ...(s.splice ? { splice: spliceTranslator(s.splice) } : {}) };
 }
 
 /** An alias answers with the name it was asked by and the model it ran as (SPEC section 4). */

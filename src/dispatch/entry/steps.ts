@@ -85,6 +85,8 @@ function ran(s: EntryState, o: RunOutcome, rules: EntryRules): [EntryState, Entr
   switch (o.kind) {
     case 'answered':
     case 'aborted':
+    // A cut reaches the steps only once the entry has continued or ended it (dispatch/entry/entry.ts #goOn).
+    case 'cut':
       return [s, { kind: 'end' }];
     case 'refused': {
       // A forward that waited at a full executor as long as it could (queue/gate.ts) was not refused, nor one sent back to

@@ -36,6 +36,8 @@ import { planResponses } from './responses.ts';
 import type { Hygiene } from './tool-order.ts';
 import type { TranslatedPlan } from './translated-plan.ts';
 import { engineBody } from './upstream-body.ts';
+import { spliceTranslator } from '../../survive/index.ts';
+import { survivalOfClaims } from '../survival-claims.ts';
 
 /**
  * Whether the reply is worth reading for the cache record: a chat-kind
@@ -71,7 +73,9 @@ export class Executor {
     // A forward names the model it runs as (the entry resolved any alias), and carries the chain the entry walked.
     const chain = chainOfClaim(sender.claims.get('chain'));
     const head = chain && headOfClaim(sender.claims.get('head'), chain.length);
-    const rr: RoutedRequest = Object.assign({}, req, { workload: req.endpoint.workload }, chain ? { chain } : undefined, chain && head !== undefined ? { chainHead: head } : undefined);
+    // An entry that continues cut streams (SPEC 13) is told of a cut by the connection's end, not by an error event.
+    const survive = req.stream ? survivalOfClaims(sender.claims) : undefined;
+    const rr: RoutedRequest = Object.assign({}, req, { workload: req.endpoint.workload }, chain ? { chain } : undefined, chain && head !== undefined ? { chainHead: head } : undefined, survive ? { survive } : undefined);
     try {
       if (!this.p.slots.does(rr.model, rr.workload)) throw errors.forwardLacksModel(rr.model, rr.workload);
       trace.known = true;
@@ -98,7 +102,11 @@ export class Executor {
         throw errors.forwardEvicts(unpriced, priced!);
       }
       const o = await this.run(rr, lease, res, signal, { origin: from, route: 'local', queuedMs: waitedMs, extra: {} }, trace);
-      if (o.kind === 'engine-failed') {
+      if (o.kind === 'cut') {
+        // Its entry continues the stream elsewhere and accounts it there: the connection's end is what tells it.
+        trace.outcome = 'broken';
+        res.destroy();
+      } else if (o.kind === 'engine-failed') {
         // Marked, so the entry node tries another host or answers 502 with this text.
         sendError(res, errors.engineFailed(o.text, true), meshHeaders(this.p.name, from, 'local', 0), errorShapeOf(req.endpoint.dialect));
         trace.outcome = '502';
@@ -214,6 +222,10 @@ export class Executor {
         ({ path, body, translate } = plan);
         if (plan.omittedTools.length) responseHeaders[RES_OMITTED_TOOLS] = plan.omittedTools.join(', ').slice(0, 1024);
       }
+      const survive = rr.stream ? rr.survive : undefined;
+      // A continuation (SPEC 13): its stream, in the client's API, is spliced into the one the client holds.
+      if (survive?.splice) translate = spliceTranslator(survive.splice, translate);
+      const transcript = survive?.transcript;
       const headers: Record<string, string> = Object.assign(
         { 'content-type': rr.scan ? 'application/json' : rr.contentType, accept: rr.stream ? 'text/event-stream' : 'application/json' },
         lease.backend.authHeaders(),
@@ -228,6 +240,9 @@ export class Executor {
         translate,
         cachedOut: generation,
         reply: recordsReply(rr, chain),
+        ...(transcript ? { tap: (out: Buffer | string) => transcript.push(out) } : {}),
+        ...(survive?.handBack ? { handBack: true } : {}),
+        ...(survive?.splice ? { continuing: true } : {}),
       });
       if (p.log.debugging !== false) p.log.debug('request', { model: rr.model, workload: rr.workload, backend: lease.backend.id, route: h.route, result: result.kind });
       switch (result.kind) {
@@ -237,18 +252,24 @@ export class Executor {
           return { kind: 'engine-failed', host: p.name, text: `${lease.backend.id}: ${result.detail}${text ? `: ${text}` : ''}` };
         }
         case 'aborted':
-        case 'broken': {
-          trace.outcome = result.kind;
+        case 'broken':
+        case 'cut': {
+          trace.outcome = result.kind === 'cut' ? 'broken' : result.kind;
           // No usage will come: the key is settled at what the node saw run (SPEC 12, "settled from the engine's usage");
           // the served side holds the cached count to the prompt, as it does the engine's.
-          p.served?.(rr, {
-            status: res.headersSent ? res.statusCode : 502,
-            cutShort: result.kind === 'aborted' ? 'client' : 'engine',
-            promptTokens: rr.promptTokens,
-            cachedTokens: trace.predictedCached,
-            completionTokens: result.streamed ?? 0,
-            startedAt: startedAtOf(p.now(), lease),
-          });
+          const startedAt = startedAtOf(p.now(), lease);
+          const settle = () =>
+            p.served?.(rr, {
+              status: res.headersSent ? res.statusCode : 502,
+              cutShort: result.kind === 'aborted' ? 'client' : 'engine',
+              promptTokens: rr.promptTokens,
+              cachedTokens: trace.predictedCached,
+              completionTokens: result.streamed ?? 0,
+              startedAt,
+            });
+          // A cut handed back is settled by whoever ends it: a continuation accounts the whole answer where it runs.
+          if (result.kind === 'cut') return { kind: 'cut', host: p.name, detail: result.detail, settle };
+          settle();
           return result.kind === 'aborted' ? { kind: 'aborted' } : { kind: 'answered', status: 0 };
         }
         case 'done': {
@@ -260,6 +281,10 @@ export class Executor {
           const usage = whole ? (result.usage ?? (result.body ? usageOfBody(result.body) : undefined)) : undefined;
           trace.promptTokens = result.promptTokens ?? usage?.promptTokens;
           trace.completionTokens = result.completionTokens ?? usage?.completionTokens;
+          // A continuation's prompt carried the answer streamed before the cut: the key is charged those tokens as output,
+          // as the client's usage shows them, and once.
+          const carried = (rr.stream ? rr.survive?.carried : undefined) ?? 0;
+          const charged = carried && trace.promptTokens !== undefined ? { promptTokens: Math.max(0, trace.promptTokens - carried), completionTokens: (trace.completionTokens ?? 0) + carried } : trace;
           if (result.firstContentAt === undefined && trace.engineAt !== undefined && usage?.promptMs !== undefined) {
             trace.prefilledAt = Math.min(trace.engineAt + usage.promptMs, performance.now());
           }
@@ -267,7 +292,7 @@ export class Executor {
           const dialect = promptDialectOf(rr.endpoint);
           const reply = result.reply && chain && dialect && result.status < 300 ? replyLink(chain, result.reply, dialect) : undefined;
           run?.finish({ processed: true, promptTokens: trace.promptTokens, cachedTokens: result.cachedTokens, ...(reply ? { reply } : {}) });
-          p.served?.(rr, { status: result.status, promptTokens: trace.promptTokens, cachedTokens: result.cachedTokens, completionTokens: trace.completionTokens, startedAt: startedAtOf(p.now(), lease) });
+          p.served?.(rr, { status: result.status, promptTokens: charged.promptTokens, cachedTokens: result.cachedTokens, completionTokens: charged.completionTokens, startedAt: startedAtOf(p.now(), lease) });
           if (generation && trace.promptTokens !== undefined) {
             const cached = Math.min(trace.promptTokens, result.cachedTokens ?? trace.predictedCached ?? 0);
             p.metrics.promptTokens.inc({ model: rr.model, host: p.name, cache: 'cached' }, cached);
