@@ -16,12 +16,13 @@ export const LAYERS: string[][] = [
   // The prompt's vocabulary (prefix chain, canonical segments, token estimates, what a target holds): read by
   // route/, engines/, capacity/ and dispatch/ alike, so none of them reaches into another for it.
   ['prompt'],
-  ['route', 'queue', 'security', 'metrics', 'aliases', 'responses', 'messages', 'keys', 'survive'],
+  ['route', 'queue', 'security', 'metrics', 'aliases', 'responses', 'messages', 'keys'],
   ['mesh', 'engines', 'preflight', 'history', 'telemetry'],
-  ['lifecycle'],
+  // survive/: a conversation outliving its host (drain, slot caches kept over a restart, a cut stream continued): it
+  // drives engines' slot files, and dispatch/ splices its continuations.
+  ['lifecycle', 'survive'],
   ['forward', 'capacity'],
-  // survive/: a conversation outliving its host (drain, slot caches kept over a restart); read by api/ and node/.
-  ['dispatch', 'files', 'survive'],
+  ['dispatch', 'files'],
   ['api'],
   ['node'],
   ['cli'],

@@ -24,10 +24,8 @@ import { expectedLoss, returnChance, type ReturnChance } from '../../route/slots
 import { evictClaim } from '../evict-claim.ts';
 import { sha256HexAsync } from '../../security/signing.ts';
 import { allowsModel } from '../../keys/access.ts';
-import { GENERATION_WORKLOADS, isScoredWorkload, promptDialectOf } from '../../workloads/workloads.ts';
-import { scanJsonObject } from '../../http/json-scan.ts';
-import { estimateTokens } from '../../prompt/tokens.ts';
-import { continuationBody, cutEnding, isContinuedDialect, Splice, spliceTranslator, Transcript } from '../../survive/index.ts';
+import { isScoredWorkload, promptDialectOf } from '../../workloads/workloads.ts';
+import { cutEnding, Splice } from '../../survive/index.ts';
 import { survivalClaims } from '../survival-claims.ts';
 import type { Executor } from '../execute/execute.ts';
 import type { Hygiene } from '../execute/tool-order.ts';
@@ -38,16 +36,10 @@ import { meshHeaders, newTrace, recordRequest, type ResponseMeta, type Trace } f
 import type { DispatchRequest, Reservation, Routed, RoutedRequest, RunOutcome } from '../types.ts';
 import { aliasesOf, resolveModelName } from './alias.ts';
 import { flowOf } from './flow.ts';
+import { continuationRequest, survivalCall, survivalOf } from './go-on.ts';
 import { prefixKeyOf } from './prefix.ts';
 import { RecentRoutes } from './recent-routes.ts';
 import { INITIAL, step, type EntryAction, type EntryEvent, type EntryState } from './steps.ts';
-
-/** A streamed generation in an API whose cut can be continued (SPEC 13): what the client holds is read as it goes. */
-function survivalOf(rr: RoutedRequest): RoutedRequest {
-  const d = rr.endpoint.dialect;
-  if (!rr.stream || !rr.scan || rr.endpoint.action !== 'infer' || !isContinuedDialect(d) || !GENERATION_WORKLOADS.includes(rr.workload)) return rr;
-  return Object.assign(rr, { survive: { transcript: new Transcript(d), handBack: true } });
-}
 
 /**
  * The parsed request with its routed record over it. Object.assign, not `{ ...req, ...routed }`: V8 (Node 20) copies a
@@ -490,21 +482,9 @@ export class Entry {
       cut.settle?.();
       return { kind: 'aborted' };
     }
-    const plan = continuationBody(rr.body, t);
-    const scanned = plan.ok ? scanJsonObject(plan.body) : undefined;
-    if (!plan.ok || !scanned?.ok) return end(plan.ok ? 'the continued request does not scan' : plan.why, 'not_continued');
-    const body = plan.body;
-    const req: DispatchRequest = Object.assign({}, rr, {
-      model: rr.alias ?? rr.model,
-      // The pinned host is the one that failed: the stream goes on elsewhere.
-      pin: undefined,
-      body,
-      scan: scanned.object,
-      promptTokens: estimateTokens(body.length),
-      // The continuation asks for usage itself (chat); the splice passes it on only when the client asked.
-      clientWantsUsage: true,
-      ...(rr.maxTokens !== undefined ? { maxTokens: Math.max(1, rr.maxTokens - t.tokens) } : {}),
-    });
+    const plan = continuationRequest(rr, t);
+    if (!plan.ok) return end(plan.why, 'not_continued');
+    const req = plan.req;
     let cont: RoutedRequest;
     const splice = new Splice(t, rr.clientWantsUsage);
     try {
@@ -606,14 +586,6 @@ export class Entry {
     p.queues.pumpAll();
     return outcome;
   }
-}
-
-/** What a forward's call carries of its stream's survival (SPEC 13). */
-function survivalCall(rr: RoutedRequest): { tap?: (out: Buffer | string) => void; handBack?: boolean; splice?: ReturnType<typeof spliceTranslator> } {
-  const s = rr.stream ? rr.survive : undefined;
-  if (!s) return {};
-  const t = s.transcript;
-  return { ...(t ? { tap: (out: Buffer | string) => t.push(out) } : {}), ...(s.handBack ? { handBack: true } : {}), ...(s.splice ? { splice: spliceTranslator(s.splice) } : {}) };
 }
 
 /** An alias answers with the name it was asked by and the model it ran as (SPEC section 4). */
