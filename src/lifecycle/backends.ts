@@ -10,7 +10,7 @@ import type { ModelConfig } from '../config/schema.ts';
 import type { Backend, BackendInfo } from '../engines/backend.ts';
 import type { SlotKeeper } from '../engines/llamacpp/llamacpp.ts';
 import { configDescriptor, createBackendsFor, createEntryBackends, entryInfos, entryKey } from '../engines/factory.ts';
-import { hideFromEngines } from '../engines/llamacpp/llamacpp.ts';
+import { hideFromEngines } from '../engines/llamacpp/engine-env.ts';
 import type { SlotTable } from '../engines/targets.ts';
 import type { Log } from '../log.ts';
 import type { Metrics } from '../metrics/metrics.ts';

@@ -34,7 +34,7 @@ import type { ServedUsage } from '../dispatch/ports.ts';
 import type { Backend } from '../engines/backend.ts';
 import type { TurnGaps } from '../route/slots.ts';
 import type { CacheBook } from '../engines/cache-book.ts';
-import { hideConfiguredKeys } from '../engines/llamacpp/llamacpp.ts';
+import { hideConfiguredKeys } from '../engines/llamacpp/engine-env.ts';
 import { SlotTable, type Lease } from '../engines/targets.ts';
 import type { Workload } from '../workloads/workloads.ts';
 import type { FileIndex } from '../files/hash-index.ts';

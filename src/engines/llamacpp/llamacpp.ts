@@ -31,11 +31,10 @@
  *    without stopping its backends, an exit hook SIGKILLs every engine it
  *    started, so none is left behind.
  */
-import { API_KEY_ENV, SECRET_ENV_VARS } from '../../security/secret.ts';
+import { engineEnv, engineHost, freePort } from './engine-env.ts';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { findExecutable } from '../../config/executable.ts';
 import { forgetEngine, parentDeathPrefix, reapLeftover, recordEngine } from './leftovers.ts';
-import net from 'node:net';
 import readline from 'node:readline';
 import type { Descriptor } from '../../workloads/workloads.ts';
 import { Backend, type BackendInfo, type Logger } from '../backend.ts';
@@ -44,6 +43,8 @@ import { engineLoadLock, type LoadLock } from '../load-lock.ts';
 import { tokenizeCount } from '../tokenize.ts';
 import { parseKvLine, type KvReport } from './kv-log.ts';
 import { cacheRamPlan, poolSettings, supportsCacheRam } from './cache-ram.ts';
+
+export { engineEnv, engineHost, freePort, hideConfiguredKeys, hideFromEngines } from './engine-env.ts';
 import { gguf } from '@huggingface/gguf';
 import { kvBytesPerToken as kvPerToken, shapeFromMetadata } from '../gguf-shape.ts';
 
@@ -117,59 +118,9 @@ export interface SlotKeeper {
   save(backend: LlamacppBackend, url: string): Promise<void>;
 }
 
-/** Variables the node holds keys in (api.keys_env, every api_key_env): never passed to an engine's environment. */
-const hidden = new Set<string>([...SECRET_ENV_VARS, API_KEY_ENV]);
-
-/** Keep a variable out of every engine's environment from now on. */
-export function hideFromEngines(name: string): void {
-  if (name) hidden.add(name);
-}
-
-/** Every key variable a config names (api.keys_env, each model's api_key_env), kept from engines from now on. */
-export function hideConfiguredKeys(config: { api: { keys_env: string }; models: readonly { api_key_env?: string }[] }): void {
-  hideFromEngines(config.api.keys_env);
-  for (const m of config.models) if (m.api_key_env) hideFromEngines(m.api_key_env);
-}
-
-/** The environment an engine starts with: the node's, plus `extra`, minus the mesh secrets and every key variable. */
-export function engineEnv(extra: Record<string, string | undefined> = {}, base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...base, ...extra };
-  for (const k of hidden) delete env[k];
-  return env;
-}
-
 /** llama-server's command line for one backend. */
 export function llamaServerArgs(cfg: Pick<LlamacppConfig, 'path' | 'args'>, host: string, port: number, parallel: number, context: number): string[] {
   return ['--model', cfg.path, '--host', host, '--port', String(port), '--parallel', String(parallel), '--ctx-size', String(context * parallel), ...cfg.args];
-}
-
-/**
- * The loopback address an engine listens on. llama-server binds with
- * SO_REUSEPORT, so two of them given one port both start, and the kernel
- * spreads connections between them: a node would talk to another engine
- * (another model, another node's) without any error. A port that bind(0)
- * chose is soon handed out again (about 7,000 candidates), so on Linux,
- * where all of 127/8 is loopback, each engine also gets an address of its
- * own, drawn from 127.64.0.0/10 (clear of the 127.0.x.x that configs and
- * tests use); elsewhere only 127.0.0.1 exists.
- */
-export function engineHost(platform: NodeJS.Platform = process.platform, random: () => number = Math.random): string {
-  if (platform !== 'linux') return '127.0.0.1';
-  const octet = (lo: number, hi: number) => lo + Math.floor(random() * (hi - lo + 1));
-  return `127.${octet(64, 127)}.${octet(0, 255)}.${octet(1, 254)}`;
-}
-
-/** A port that was free on `host` a moment ago (the engine binds it; a lost race is a failed start, retried). */
-export function freePort(host = '127.0.0.1'): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.once('error', reject);
-    srv.listen(0, host, () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 // Every engine process this node started and that has not exited yet: killed
