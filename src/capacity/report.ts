@@ -3,6 +3,7 @@ import type { CacheBook } from '../engines/cache-book.ts';
 import type { SlotTable } from '../engines/targets.ts';
 import type { LifeState, Lifecycle, MemoryFigures } from '../lifecycle/lifecycle.ts';
 import type { PerfScores } from '../perf/scores.ts';
+import type { GapCurve } from '../route/slots.ts';
 import { DIGEST_MAX_BYTES, encodeDigest, encodeSlots, RAM_WIRE_BYTES, SLOT_WIRE_BYTES, type DigestWire, type HeldDigests } from './digest.ts';
 
 /** What the report is made of. */
@@ -21,6 +22,8 @@ export interface ReportSource {
   readonly keyDigest?: string;
   /** The executor's record of its engines' caches (absent: no digests). */
   readonly cache?: CacheBook;
+  /** The gaps between turns its slots saw, as its slot choice reads them (route/slots.ts TurnGaps). */
+  turnGaps?(): GapCurve;
   /** Slots of a target of `model` with `slots` healthy slots held back from batch now (queue/reserve.ts); absent: none. */
   heldBack?(model: string, slots: number): number;
   /** Model lifecycle (SPEC section 11): target states and memory, the node's budget. */
@@ -106,6 +109,11 @@ export interface CapacityReport {
   /** The executor's digest epoch and node-wide version: a poll says `?digests=<epoch>.<version>` to be sent only what changed. */
   digest_epoch?: string;
   digest_version?: number;
+  /**
+   * The gaps between conversations' turns this node's slots saw (route/slots.ts GapCurve): whether it takes an idle
+   * slot's conversation for live, so an entry prices its slots as it will choose them (SPEC 9.6). Absent: an older node.
+   */
+  turn_gaps?: GapCurve;
   models: ModelReport[];
   /** Bytes: the budget, what backends loading, loaded or unloading use, and what is free (SPEC section 11). */
   memory?: MemoryFigures;
@@ -182,6 +190,7 @@ export function buildReport(node: ReportSource, held?: HeldDigests, member?: str
     });
   }
   const digests = book ? { digest_epoch: book.epoch, digest_version: book.version } : {};
-  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliasVersion, ...(node.keyVersion !== undefined ? { key_version: node.keyVersion, key_digest: node.keyDigest } : {}), ...digests, models, ...(node.lifecycle ? { memory: node.lifecycle.memory() } : {}) };
+  const gaps = node.turnGaps ? { turn_gaps: node.turnGaps() } : {};
+  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliasVersion, ...(node.keyVersion !== undefined ? { key_version: node.keyVersion, key_digest: node.keyDigest } : {}), ...digests, ...gaps, models, ...(node.lifecycle ? { memory: node.lifecycle.memory() } : {}) };
 }
 

@@ -5,7 +5,7 @@
  */
 import type { Descriptor } from '../workloads/workloads.ts';
 import type { CacheDigest } from '../prompt/held.ts';
-import type { Eviction } from './slots.ts';
+import type { Eviction, ReturnChance } from './slots.ts';
 
 export type RouteReason = 'local' | 'scored' | 'session' | 'prefix' | 'pinned' | 'preferred' | 'explore' | 'most-free' | 'queued';
 
@@ -70,6 +70,11 @@ export interface HostView {
   models: ReadonlyMap<string, HostModelView>;
   /** The host's memory budget and use in bytes (SPEC section 11); undefined: not reported. */
   memory?: { budget: number; used: number; free: number };
+  /**
+   * The chance an idle conversation returns as this host's own slot choice reads it (its report's `turn_gaps`,
+   * route/slots.ts curveChance); undefined: this node, or a host that does not say (priced with this node's own).
+   */
+  returnChance?: ReturnChance;
 }
 
 /**

@@ -81,7 +81,10 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
     let pick: SlotPick | undefined;
     let fromPick = 0;
     let slotKind = false;
-    const chance = h && w.crowded?.(c.host, h.polledAt) ? ALWAYS_LIVE : w.chance!;
+    // The host's own reading of its idle slots, where it publishes one: an entry's own gaps (none at all, when it
+    // runs no engine) would take for live a slot the executor takes for dead, or the reverse, and price a slot the
+    // executor will not choose (issue 42: predicted 4,013 cached, the engine reused 3), each entry differently.
+    const chance = h && w.crowded?.(c.host, h.polledAt) ? ALWAYS_LIVE : (h?.returnChance ?? w.chance!);
     if (m) {
       for (const t of eligibleTargets(m, w.workload)) {
         slots += t.slots;

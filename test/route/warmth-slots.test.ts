@@ -14,7 +14,7 @@ import { scanJsonObject } from '../../src/http/json-scan.ts';
 import { walkPrompt } from '../../src/prompt/chain.ts';
 import type { CacheDigest, PrefixChain } from '../../src/prompt/held.ts';
 import { replyLink } from '../../src/prompt/reply.ts';
-import { chooseSlot, TurnGaps } from '../../src/route/slots.ts';
+import { chooseSlot, curveChance, TurnGaps } from '../../src/route/slots.ts';
 import type { Candidate, HostView } from '../../src/route/types.ts';
 import { warmCandidates } from '../../src/route/warmth.ts';
 
@@ -126,5 +126,30 @@ describe('an entry prices a free slot-state host by the slot the executor will t
     const other = chainOf([SYSTEM, { role: 'user', content: 'a new conversation' }]);
     const [c] = warmCandidates([cand({ free: 0 })], inputs(other, digest, gaps));
     assert.equal(c.cached, first[0].tokens);
+  });
+
+  it("an entry that runs no engine prices a host's slots by the host's own gaps between turns, so it predicts the slot the host takes (issue 42, item 4)", () => {
+    const gaps = new TurnGaps();
+    const m = cacheModel({ kind: 'chosen', slots: 2, choose: (v) => chooseSlot(v, gaps.chance) });
+    const old = chainOf([{ role: 'system', content: 'Another agent altogether. '.repeat(300) }, { role: 'user', content: 'long ago' }]);
+    let t = m.begin(old, 1, 0, 0);
+    m.finish(t, { processed: true, cachedTokens: 0 }, 2, 50);
+    t = m.begin(first, 3, 1000, 0);
+    m.finish(t, { processed: true, cachedTokens: 0 }, 4, 1050);
+    // Since then the executor has seen turns come back within 100 ms: a conversation idle past 200 ms is dead to it.
+    for (let i = 0; i < 10; i++) gaps.observe(100);
+    const digest: CacheDigest = { version: 1, held: new Map(m.held().map((l) => [l.hash, l.tokens])), slots: m.slotStates!() };
+    const other = chainOf([SYSTEM, { role: 'user', content: 'a new conversation' }]);
+    // The entry has seen no gaps at all (no engine of its own): to it every conversation idle under a minute is live.
+    const entryGaps = new TurnGaps();
+    const curve = gaps.curve();
+    const host: HostView = { ...hostWith(digest), returnChance: (idle) => curveChance(idle, curve) };
+    const [c] = warmCandidates([cand()], { hosts: [host], model: 'm', workload: 'chat', chain: other, memory, now: 1100, chance: entryGaps.chance });
+    const [own] = warmCandidates([cand()], { hosts: [hostWith(digest)], model: 'm', workload: 'chat', chain: other, memory, now: 1100, chance: entryGaps.chance });
+    const ran = m.begin(other, 5, 1100, 0);
+    // The host takes the dead conversation's slot and keeps the live one's, which holds the shared system prompt.
+    assert.equal(ran.predicted, 0);
+    assert.equal(c.cached, ran.predicted);
+    assert.notEqual(own.cached, ran.predicted, "by the entry's own (empty) gaps it would price the live conversation's slot");
   });
 });
