@@ -104,13 +104,18 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
           // A slot busy at the poll with a prompt this one continues ran this conversation's previous turn, which has
           // ended (a next turn is sent after its answer): it is idle now, as the digest's busy links already say.
           const seen = slotViews(t.digest.slots, hashes, w.now ?? 0).map((v) => (v.busy && v.tokens > 0 && v.shared >= v.tokens ? idleNow(v) : v));
-          const views = t.digest.ram ? withPool(seen, heldTokens(w.chain, t.digest.ram)) : seen;
+          // More slots free than the digest shows idle: this node's forwards there that ended since the poll freed
+          // some it shows busy (the free count has them back at once, SPEC 9, step 9). The executor may take one of
+          // those, just idle; which is unknown, so each busy slot is priced as just freed, and one chosen among them
+          // is not named. Priced as busy, the entry priced another slot while the executor took the one just freed,
+          // which held the system prompt this request shares (issue 42, item 4: predicted 0, the engine reused 4011).
+          const idle = seen.reduce((n, x) => n + (x.busy ? 0 : 1), 0);
+          const freed = c.free > idle ? seen.map((x) => (x.busy ? idleNow(x) : x)) : seen;
+          const views = t.digest.ram ? withPool(freed, heldTokens(w.chain, t.digest.ram)) : freed;
           fleetLive += liveSlots(views, chance);
           fleetSlots += views.length;
-          const p = chooseSlot(views, chance);
-          // Every slot busy in the digest, yet one is free (this node's forward there ended since the poll): it is
-          // one of them, just idle; which is unknown, so what it reuses is priced by the same rule, and no slot named.
-          const q = p ?? chooseSlot(views.map((v) => (v.busy ? idleNow(v) : v)), chance);
+          const q = chooseSlot(views, chance);
+          const p = q && !seen[q.index].busy ? q : undefined;
           const v = q && views[q.index];
           // A continuation reuses the deepest link held (the reply after its prompt, too); another slot its head.
           const reuse = !q || !v ? 0 : v.tokens > 0 && v.shared >= v.tokens ? Math.max(q.reused, heldTokens(w.chain, t.digest.held, p ? t.digest.busy : undefined)) : q.reused;

@@ -152,4 +152,23 @@ describe('an entry prices a free slot-state host by the slot the executor will t
     assert.equal(c.cached, ran.predicted);
     assert.notEqual(own.cached, ran.predicted, "by the entry's own (empty) gaps it would price the live conversation's slot");
   });
+
+  it("a slot the digest shows busy with this node's forward, ended since the poll, is priced as just freed: the executor may take it", () => {
+    const gaps = new TurnGaps();
+    for (let i = 0; i < 10; i++) gaps.observe(1000);
+    const m = cacheModel({ kind: 'chosen', slots: 2, choose: (v) => chooseSlot(v, gaps.chance) });
+    const live = chainOf([{ role: 'system', content: 'Another agent altogether. '.repeat(300) }, { role: 'user', content: 'still going' }]);
+    let t = m.begin(live, 1, 0, 0);
+    m.finish(t, { processed: true, cachedTokens: 0 }, 2, 50);
+    // The poll saw the first conversation running in the other slot; this node's forward of it has ended since.
+    t = m.begin(first, 3, 100, 0);
+    const digest: CacheDigest = { version: 1, held: new Map(m.held().map((l) => [l.hash, l.tokens])), slots: m.slotStates!() };
+    m.finish(t, { processed: true, cachedTokens: 0 }, 4, 150);
+    const other = chainOf([SYSTEM, { role: 'user', content: 'a new conversation' }]);
+    const [c] = warmCandidates([cand({ free: 2 })], { hosts: [hostWith(digest)], model: 'm', workload: 'chat', chain: other, memory, now: 200, chance: gaps.chance });
+    const ran = m.begin(other, 5, 200, 0);
+    assert.equal(ran.predicted, first[0].tokens, 'the executor takes the just-ended conversation\'s slot, sharing the system prompt');
+    assert.equal(c.cached, ran.predicted);
+    assert.equal(c.slot, undefined, 'no slot named: which busy one freed is unknown');
+  });
 });
