@@ -4,7 +4,7 @@
  * needs beyond the candidates' slots. Pure: the node's own record of its
  * recent routes comes in through `RouteMemory`.
  */
-import { heldTokens, type PrefixChain } from '../prompt/held.ts';
+import { heldTokens, type ChainLink, type PrefixChain, type SlotHold } from '../prompt/held.ts';
 import { eligibleTargets } from './eligibility.ts';
 import { SAVE_BELOW_KEEP } from '../prompt/ram-pool.ts';
 import { chainHashes, chooseSlot, expectedLoss, fleetBounded, liveSlots, slotViews, type ReturnChance, type SlotPick, type SlotView } from './slots.ts';
@@ -39,6 +39,21 @@ export interface WarmthInputs {
    * live conversation (dispatch/evict-claim.ts): its digest's idle slots are stale, and are priced as live.
    */
   crowded?: (host: string, polledAt: number) => boolean;
+  /**
+   * The slots this node's own forwards to `host` took since `since` (its report's poll), oldest first, as this node
+   * predicted them (dispatch/entry/placed-slots.ts): the digest cannot show them yet.
+   */
+  placed?: (host: string, model: string, since: number) => readonly PlacedSlot[];
+}
+
+/** A slot one of this node's forwards took on a host (the slot its price named), and the prompt it left there. */
+export interface PlacedSlot {
+  readonly slot: number;
+  /** The forward's prompt: its last link, and its head link (tools and system) when short of the last. */
+  readonly last: ChainLink;
+  readonly head?: ChainLink;
+  /** When the forward ended there (this node's clock); undefined: still running. */
+  readonly endedAt?: number;
 }
 
 /** A crowded host's idle conversations: every one comes back. */
@@ -86,7 +101,10 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
     // executor will not choose (issue 42: predicted 4,013 cached, the engine reused 3), each entry differently.
     const chance = h && w.crowded?.(c.host, h.polledAt) ? ALWAYS_LIVE : (h?.returnChance ?? w.chance!);
     if (m) {
-      for (const t of eligibleTargets(m, w.workload)) {
+      const targets = eligibleTargets(m, w.workload);
+      // What this node sent there since the poll, in the slots it named (one target's slots: their indices are its).
+      const placed = hashes && h && !c.local && w.placed && targets.filter((t) => t.digest?.slots?.length).length === 1 ? w.placed(c.host, w.model, h.polledAt) : undefined;
+      for (const t of targets) {
         slots += t.slots;
         if (!t.digest) continue;
         digested = true;
@@ -103,7 +121,8 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
           slotKind = true;
           // A slot busy at the poll with a prompt this one continues ran this conversation's previous turn, which has
           // ended (a next turn is sent after its answer): it is idle now, as the digest's busy links already say.
-          const seen = slotViews(t.digest.slots, hashes, w.now ?? 0).map((v) => (v.busy && v.tokens > 0 && v.shared >= v.tokens ? idleNow(v) : v));
+          const held = placed?.length ? withPlaced(t.digest.slots, placed) : t.digest.slots;
+          const seen = slotViews(held, hashes, w.now ?? 0).map((v) => (v.busy && v.tokens > 0 && v.shared >= v.tokens ? idleNow(v) : v));
           // More slots free than the digest shows idle: this node's forwards there that ended since the poll freed
           // some it shows busy (the free count has them back at once, SPEC 9, step 9). The executor may take one of
           // those, just idle; which is unknown, so each busy slot is priced as just freed, and one chosen among them
@@ -156,6 +175,27 @@ export function withPool(views: readonly SlotView[], inRam: number): SlotView[] 
     const pooled = v.tokens > 0 && v.shared < SAVE_BELOW_KEEP * v.tokens;
     return Object.assign({}, v, { pooled, restore: pooled && inRam > v.shared ? inRam : 0 });
   });
+}
+
+/**
+ * A digest's slots with the prompts this node's forwards left since its poll
+ * put in the slots they took: what the executor's own slot state holds now,
+ * as far as this node's forwards changed it (issue 42, item 4: polled before
+ * this node sent a conversation there, the digest showed its slot holding
+ * something else, and a second conversation sharing its system prompt was
+ * priced cold where the executor took that slot). Of the prompt, what
+ * another slot holds too (its head) is not unique to it.
+ */
+export function withPlaced(slots: readonly SlotHold[], placed: readonly PlacedSlot[]): SlotHold[] {
+  const out = [...slots];
+  for (const p of placed) {
+    if (p.slot < 0 || p.slot >= out.length) continue;
+    const head = p.head && p.head.tokens < p.last.tokens ? p.head : undefined;
+    const shared = head && out.some((o, i) => i !== p.slot && (o.head?.hash === head.hash || o.last?.hash === head.hash)) ? head.tokens : 0;
+    const hold: SlotHold = { last: p.last, unique: Math.max(0, p.last.tokens - shared), busy: p.endedAt === undefined };
+    out[p.slot] = Object.assign(hold, head ? { head } : {}, p.endedAt !== undefined ? { idleSince: p.endedAt } : {});
+  }
+  return out;
 }
 
 /** A slot the digest shows busy, taken as idle since just now. */
