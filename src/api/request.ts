@@ -56,7 +56,8 @@ export const SESSION_KEY_MAX = 512;
  * The session key after the session headers (SPEC section 9, step 6, and
  * section 4): the body's `prompt_cache_key` (OpenAI's Chat Completions and
  * Responses), then an agent client's own session header: Claude Code's
- * `x-claude-code-session-id`, Codex's `session-id`.
+ * `x-claude-code-session-id`, Codex's `session-id` (`session_id` in its
+ * earlier releases, which carry no prompt_cache_key on every path).
  */
 export function agentSessionKey(req: http.IncomingMessage, body: Buffer, scan: ScannedObject | undefined): string | undefined {
   const span = scan ? lastSpan(scan, 'prompt_cache_key') : undefined;
@@ -64,7 +65,7 @@ export function agentSessionKey(req: http.IncomingMessage, body: Buffer, scan: S
     const v = valueOf(body, span);
     if (typeof v === 'string' && v !== '') return v;
   }
-  for (const name of ['x-claude-code-session-id', 'session-id']) {
+  for (const name of ['x-claude-code-session-id', 'session-id', 'session_id']) {
     const v = header(req, name);
     if (v && v.length <= SESSION_KEY_MAX) return v;
   }

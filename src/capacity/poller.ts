@@ -10,6 +10,7 @@
  */
 import { Agent, request } from 'undici';
 import type { CacheDigest } from '../prompt/held.ts';
+import { readGapCurve } from '../route/slots.ts';
 import { descriptorKey } from '../workloads/workloads.ts';
 import { decodeLinks, decodeSlots, heldParam, readWire, type HeldDigests } from './digest.ts';
 import type { CapacityReport, ModelReport, TargetReport } from './report.ts';
@@ -131,12 +132,13 @@ export function parseReport(doc: unknown, expectedNode: string): CapacityReport 
   const epoch = typeof d.digest_epoch === 'string' && /^[0-9a-f]{1,32}$/.test(d.digest_epoch) ? d.digest_epoch : undefined;
   const digestVersion = num(d.digest_version);
   const digests = epoch !== undefined && digestVersion !== undefined ? { digest_epoch: epoch, digest_version: digestVersion } : {};
+  const gaps = readGapCurve(d.turn_gaps);
   const mem = d.memory as Record<string, unknown> | undefined;
   const memory =
     mem && typeof mem === 'object' && num(mem.budget) !== undefined && num(mem.used) !== undefined && num(mem.free) !== undefined
       ? { budget: num(mem.budget)!, used: num(mem.used)!, free: num(mem.free)! }
       : undefined;
-  return { node: expectedNode, ver: typeof d.ver === 'string' ? d.ver : undefined, at: num(d.at), alias_version: num(d.alias_version), ...(num(d.key_version) !== undefined ? { key_version: num(d.key_version) } : {}), ...(typeof d.key_digest === 'string' && /^[0-9a-f]{16}$/.test(d.key_digest) ? { key_digest: d.key_digest } : {}), ...digests, models, ...(memory ? { memory } : {}), ...(d.draining === true ? { draining: true as const } : {}) };
+  return { node: expectedNode, ver: typeof d.ver === 'string' ? d.ver : undefined, at: num(d.at), alias_version: num(d.alias_version), ...(num(d.key_version) !== undefined ? { key_version: num(d.key_version) } : {}), ...(typeof d.key_digest === 'string' && /^[0-9a-f]{16}$/.test(d.key_digest) ? { key_digest: d.key_digest } : {}), ...digests, ...(gaps ? { turn_gaps: gaps } : {}), models, ...(memory ? { memory } : {}), ...(d.draining === true ? { draining: true as const } : {}) };
 }
 
 const LIFE_STATES = new Set(['unloaded', 'fetching', 'loading', 'loaded', 'unloading']);

@@ -4,6 +4,7 @@ import type { SlotTable } from '../engines/targets.ts';
 import type { LifeState, Lifecycle, MemoryFigures } from '../lifecycle/lifecycle.ts';
 import type { KeyTable } from '../keys/table.ts';
 import type { PerfScores } from '../perf/scores.ts';
+import type { GapCurve } from '../route/slots.ts';
 import { DIGEST_MAX_BYTES, encodeDigest, encodeSlots, RAM_WIRE_BYTES, SLOT_WIRE_BYTES, type DigestWire, type HeldDigests } from './digest.ts';
 
 /** What the report is made of. */
@@ -20,6 +21,8 @@ export interface ReportSource {
   readonly keys?: Pick<KeyTable, 'empty' | 'version' | 'digest'>;
   /** The executor's record of its engines' caches (absent: no digests). */
   readonly cache?: CacheBook;
+  /** The gaps between turns its slots saw, as its slot choice reads them (route/slots.ts TurnGaps). */
+  turnGaps?(): GapCurve;
   /** Slots of a target of `model` with `slots` healthy slots held back from batch now (queue/reserve.ts); absent: none. */
   heldBack?(model: string, slots: number): number;
   /** Model lifecycle (SPEC section 11): target states and memory, the node's budget. */
@@ -107,6 +110,11 @@ export interface CapacityReport {
   /** The executor's digest epoch and node-wide version: a poll says `?digests=<epoch>.<version>` to be sent only what changed. */
   digest_epoch?: string;
   digest_version?: number;
+  /**
+   * The gaps between conversations' turns this node's slots saw (route/slots.ts GapCurve): whether it takes an idle
+   * slot's conversation for live, so an entry prices its slots as it will choose them (SPEC 9.6). Absent: an older node.
+   */
+  turn_gaps?: GapCurve;
   models: ModelReport[];
   /** Bytes: the budget, what backends loading, loaded or unloading use, and what is free (SPEC section 11). */
   memory?: MemoryFigures;
@@ -185,7 +193,8 @@ export function buildReport(node: ReportSource, held?: HeldDigests, member?: str
     });
   }
   const digests = book ? { digest_epoch: book.epoch, digest_version: book.version } : {};
-  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliasVersion, ...keyFields(node.keys), ...digests, models, ...(node.lifecycle ? { memory: node.lifecycle.memory() } : {}), ...(node.draining ? { draining: true } : {}) };
+  const gaps = node.turnGaps ? { turn_gaps: node.turnGaps() } : {};
+  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliasVersion, ...keyFields(node.keys), ...digests, ...gaps, models, ...(node.lifecycle ? { memory: node.lifecycle.memory() } : {}), ...(node.draining ? { draining: true } : {}) };
 }
 
 /** Only once the mesh has keys: a report without them is what it was before keys, which an older member reads. */

@@ -11,6 +11,7 @@ import type { MemberInfo } from '../mesh/members.ts';
 import type { PerfScores } from '../perf/scores.ts';
 import type { HostModelView, HostView, TargetView } from '../route/types.ts';
 import type { ReserveBook } from '../queue/reserve.ts';
+import { curveChance, type ReturnChance } from '../route/slots.ts';
 
 /** Routing may use this node's own scores up to this old (recomputing them on every request costs more than it is worth). */
 export const ROUTING_SCORE_MAX_AGE_MS = 250;
@@ -83,6 +84,17 @@ function filesOf(model: string, files?: LocalFiles): Partial<HostModelView> {
   return { ...(has !== undefined ? { hasFile: has } : {}), ...(file ? { file } : {}), ...(progress ? { fetchProgress: progress } : {}) };
 }
 
+/** A report's gap curve as a chance function, built once per report. */
+const chanceCache = new WeakMap<PeerReport, ReturnChance>();
+
+function chanceOf(r: PeerReport): ReturnChance | undefined {
+  const curve = r.report.turn_gaps;
+  if (!curve) return undefined;
+  let f = chanceCache.get(r);
+  if (!f) chanceCache.set(r, (f = (idleMs) => curveChance(idleMs, curve)));
+  return f;
+}
+
 /** A report's models as routing reads them, built once per report (not once per request). */
 const viewCache = new WeakMap<PeerReport, ReadonlyMap<string, HostModelView>>();
 
@@ -128,6 +140,7 @@ export function peerViews(peers: readonly MemberInfo[], poller: CapacityPoller |
     const r = poller.get(m.name);
     if (!r) continue;
     const models = modelsOf(r);
+    const returnChance = chanceOf(r);
     out.push({
       name: m.name,
       local: false,
@@ -137,6 +150,7 @@ export function peerViews(peers: readonly MemberInfo[], poller: CapacityPoller |
       models,
       ...(r.report.memory ? { memory: r.report.memory } : {}),
       ...(r.report.draining ? { draining: true } : {}),
+      ...(returnChance ? { returnChance } : {}),
     });
   }
   return out;

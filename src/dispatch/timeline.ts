@@ -33,6 +33,8 @@ export interface CandidateLine {
   /** The price routing put on the host: expected wait, service (overhead + uncached prefill + RTT) and their ranking score, ms; null when nothing was priced. */
   wait_ms: number | null;
   service_ms: number | null;
+  /** Of service_ms, the expected re-prefill of what its slot would destroy there (SPEC 9.6, "Eviction"); null when nothing was priced. */
+  evict_ms: number | null;
   score: number | null;
   chosen: boolean;
 }
@@ -152,6 +154,7 @@ function candidateLines(cands: NonNullable<Trace['cands']>, chosen: string | nul
       rtt_ms: ms(c.rttMs),
       wait_ms: p ? ms(p.wait) : null,
       service_ms: p ? ms(p.service) : null,
+      evict_ms: p ? ms(p.evictMs) : null,
       score: p ? ms(p.score) : null,
       chosen: c.host === chosen,
     };

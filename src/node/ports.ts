@@ -127,7 +127,7 @@ export function dispatchPorts(n: DispatchParts, peers: PeerLink, waiting: () => 
 }
 
 /** The node's parts its /v1/capacity report is made of. */
-export interface ReportParts extends Pick<DispatchParts, 'name' | 'now' | 'slots' | 'perf' | 'queues' | 'aliases' | 'cacheBook'> {
+export interface ReportParts extends Pick<DispatchParts, 'name' | 'now' | 'slots' | 'perf' | 'queues' | 'aliases' | 'cacheBook' | 'turnGaps'> {
   readonly version: string;
   readonly draining: boolean;
   readonly keys: Keyring;
@@ -153,6 +153,7 @@ export function reportSource(n: ReportParts, files: Pick<ModelFilePolicy, 'fileO
       return n.draining;
     },
     cache: n.cacheBook,
+    turnGaps: () => n.turnGaps.curve(),
     heldBack: (model, slots) => n.reserve.published(model, slots),
     fileOf: (model) => files.fileOf(model),
     fetchOf: (model) => files.fetchOf(model),

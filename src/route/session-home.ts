@@ -39,7 +39,6 @@ export type HomeChoice =
 export function placeSession(priced: readonly Priced[], ranking: readonly string[], noWait: ReadonlySet<string>): HomeChoice | undefined {
   const byHost = new Map(priced.map((p) => [p.c.host, p]));
   const free = priced.filter((p) => p.c.free > 0);
-  const bestFree = free.length ? Math.min(...free.map((p) => p.score)) : Infinity;
   // The band compares prices without the hop from this entry node: with fast engines the hop alone is more than the
   // band, and each entry would keep the turn on its own host (issue 42: `rb, rb, rc, rb, …`). Every entry sees the
   // same scores less their hops, so every entry decides alike.
@@ -48,9 +47,11 @@ export function placeSession(priced: readonly Priced[], ranking: readonly string
   const home = ranking.map((h) => byHost.get(h)).find((p) => p !== undefined);
   if (!home) return undefined;
   if (inBand(home)) return { kind: 'run', p: home };
-  if (home.c.free === 0 && (home.c.cached ?? 0) > 0 && !noWait.has(home.c.host) && home.score * BAND < bestFree) {
-    if (bestFree === Infinity) return { kind: 'wait', host: home.c.host };
-    return { kind: 'wait', host: home.c.host, holdMs: Math.max(0, (bestFree - home.service) / WAIT_WEIGHT) };
+  // Whether a full warm home is worth waiting for is judged without the hop too: with it, the entry beside the home
+  // waited while the others moved the turn (issue 42).
+  if (home.c.free === 0 && (home.c.cached ?? 0) > 0 && !noWait.has(home.c.host) && hopless(home) * BAND < bestFreeHere) {
+    if (bestFreeHere === Infinity) return { kind: 'wait', host: home.c.host };
+    return { kind: 'wait', host: home.c.host, holdMs: Math.max(0, (bestFreeHere - (home.service - hopOf(home))) / WAIT_WEIGHT) };
   }
   for (const h of ranking) {
     const p = byHost.get(h);
@@ -59,7 +60,12 @@ export function placeSession(priced: readonly Priced[], ranking: readonly string
   return undefined;
 }
 
-/** A host's score less the hop to it from this node (the RTT its service price holds; none for a host priced at the median). */
+/** The hop to a host from this node that its service price holds (none for a host priced at the median). */
+function hopOf(p: Priced): number {
+  return isScored(p.c) ? p.c.rttMs : 0;
+}
+
+/** A host's score less the hop to it from this node. */
 function hopless(p: Priced): number {
-  return p.score - (isScored(p.c) ? p.c.rttMs : 0);
+  return p.score - hopOf(p);
 }

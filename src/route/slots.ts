@@ -281,22 +281,83 @@ export const MAX_GAPS = 256;
 export class TurnGaps {
   readonly #ring: number[] = [];
   #next = 0;
-  #sorted: number[] | undefined;
+  #curve: GapCurve | undefined;
 
   observe(gapMs: number): void {
     if (!(gapMs >= 0) || !Number.isFinite(gapMs)) return;
     if (this.#ring.length < MAX_GAPS) this.#ring.push(gapMs);
     else this.#ring[this.#next] = gapMs;
     this.#next = (this.#next + 1) % MAX_GAPS;
-    this.#sorted = undefined;
+    this.#curve = undefined;
   }
 
   get size(): number {
     return this.#ring.length;
   }
 
-  /** The chance a conversation idle for `idleMs` comes back. */
-  readonly chance: ReturnChance = (idleMs) => returnChance(idleMs, (this.#sorted ??= [...this.#ring].sort((a, b) => a - b)));
+  /** What this node publishes of its gaps (its report's `turn_gaps`), and what its own slot choice reads. */
+  curve(): GapCurve {
+    return (this.#curve ??= gapCurve([...this.#ring].sort((a, b) => a - b)));
+  }
+
+  /**
+   * The chance a conversation idle for `idleMs` comes back, read from the published curve, not the gaps themselves:
+   * an entry that prices this node's slots with the curve it polled then predicts the slot this node chooses.
+   */
+  readonly chance: ReturnChance = (idleMs) => curveChance(idleMs, this.curve());
+}
+
+/** Points of a published gap curve at most (about 200 bytes of JSON in a report). */
+export const GAP_CURVE_POINTS = 32;
+
+/**
+ * A node's gaps between turns as it publishes them (SPEC 9.6, "Eviction";
+ * docs/api.md `turn_gaps`): how many it has seen (`n`), and their order
+ * statistics in ms, ascending, whole: every gap while there are at most
+ * GAP_CURVE_POINTS, else that many evenly spaced ones, the longest last.
+ */
+export interface GapCurve {
+  readonly n: number;
+  readonly q: readonly number[];
+}
+
+/** The curve of gaps sorted ascending. */
+export function gapCurve(sorted: readonly number[]): GapCurve {
+  const n = sorted.length;
+  if (n <= GAP_CURVE_POINTS) return { n, q: sorted.map((g) => Math.round(g)) };
+  const q: number[] = [];
+  for (let k = 1; k <= GAP_CURVE_POINTS; k++) q.push(Math.round(sorted[Math.ceil((k * n) / GAP_CURVE_POINTS) - 1]));
+  return { n, q };
+}
+
+/**
+ * returnChance read from a curve: the share of its points longer than
+ * `idleMs` stands for the share of the gaps (the same as returnChance's
+ * while every gap is a point), smoothed by the count seen.
+ */
+export function curveChance(idleMs: number, { n, q }: GapCurve): number {
+  if (n < MIN_GAPS || q.length === 0) return returnChance(idleMs, []);
+  if (idleMs > 2 * q[q.length - 1]) return 0;
+  let lo = 0;
+  let hi = q.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (q[mid] > idleMs) hi = mid;
+    else lo = mid + 1;
+  }
+  return (((q.length - lo) / q.length) * n + 0.5) / (n + 0.5);
+}
+
+/** A curve as a report carries it (`turn_gaps`), or undefined when it is not one. */
+export function readGapCurve(x: unknown): GapCurve | undefined {
+  if (!x || typeof x !== 'object') return undefined;
+  const { n, q } = x as Record<string, unknown>;
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0 || !Array.isArray(q) || q.length > GAP_CURVE_POINTS || q.length > n) return undefined;
+  for (let i = 0; i < q.length; i++) {
+    const g = q[i];
+    if (typeof g !== 'number' || !Number.isFinite(g) || g < 0 || (i > 0 && g < (q[i - 1] as number))) return undefined;
+  }
+  return { n, q: q as number[] };
 }
 
 /** returnChance over gaps sorted ascending (see TurnGaps). */

@@ -5,7 +5,7 @@
  */
 import type { Descriptor } from '../workloads/workloads.ts';
 import type { CacheDigest } from '../prompt/held.ts';
-import type { Eviction } from './slots.ts';
+import type { Eviction, ReturnChance } from './slots.ts';
 
 export type RouteReason = 'local' | 'scored' | 'session' | 'prefix' | 'pinned' | 'preferred' | 'explore' | 'most-free' | 'queued';
 
@@ -72,6 +72,11 @@ export interface HostView {
   memory?: { budget: number; used: number; free: number };
   /** The host is draining (SPEC section 13): no new work is placed on it, nor a model loaded there. */
   draining?: boolean;
+  /**
+   * The chance an idle conversation returns as this host's own slot choice reads it (its report's `turn_gaps`,
+   * route/slots.ts curveChance); undefined: this node, or a host that does not say (priced with this node's own).
+   */
+  returnChance?: ReturnChance;
 }
 
 /**

@@ -4,7 +4,7 @@
  * needs beyond the candidates' slots. Pure: the node's own record of its
  * recent routes comes in through `RouteMemory`.
  */
-import { heldTokens, type PrefixChain } from '../prompt/held.ts';
+import { heldTokens, type ChainLink, type PrefixChain, type SlotHold } from '../prompt/held.ts';
 import { eligibleTargets } from './eligibility.ts';
 import { SAVE_BELOW_KEEP } from '../prompt/ram-pool.ts';
 import { chainHashes, chooseSlot, expectedLoss, fleetBounded, liveSlots, slotViews, type ReturnChance, type SlotPick, type SlotView } from './slots.ts';
@@ -39,6 +39,21 @@ export interface WarmthInputs {
    * live conversation (dispatch/evict-claim.ts): its digest's idle slots are stale, and are priced as live.
    */
   crowded?: (host: string, polledAt: number) => boolean;
+  /**
+   * The slots this node's own forwards to `host` took since `since` (its report's poll), oldest first, as this node
+   * predicted them (dispatch/entry/placed-slots.ts): the digest cannot show them yet.
+   */
+  placed?: (host: string, model: string, since: number) => readonly PlacedSlot[];
+}
+
+/** A slot one of this node's forwards took on a host (the slot its price named), and the prompt it left there. */
+export interface PlacedSlot {
+  readonly slot: number;
+  /** The forward's prompt: its last link, and its head link (tools and system) when short of the last. */
+  readonly last: ChainLink;
+  readonly head?: ChainLink;
+  /** When the forward ended there (this node's clock); undefined: still running. */
+  readonly endedAt?: number;
 }
 
 /** A crowded host's idle conversations: every one comes back. */
@@ -81,9 +96,15 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
     let pick: SlotPick | undefined;
     let fromPick = 0;
     let slotKind = false;
-    const chance = h && w.crowded?.(c.host, h.polledAt) ? ALWAYS_LIVE : w.chance!;
+    // The host's own reading of its idle slots, where it publishes one: an entry's own gaps (none at all, when it
+    // runs no engine) would take for live a slot the executor takes for dead, or the reverse, and price a slot the
+    // executor will not choose (issue 42: predicted 4,013 cached, the engine reused 3), each entry differently.
+    const chance = h && w.crowded?.(c.host, h.polledAt) ? ALWAYS_LIVE : (h?.returnChance ?? w.chance!);
     if (m) {
-      for (const t of eligibleTargets(m, w.workload)) {
+      const targets = eligibleTargets(m, w.workload);
+      // What this node sent there since the poll, in the slots it named (one target's slots: their indices are its).
+      const placed = hashes && h && !c.local && w.placed && targets.filter((t) => t.digest?.slots?.length).length === 1 ? w.placed(c.host, w.model, h.polledAt) : undefined;
+      for (const t of targets) {
         slots += t.slots;
         if (!t.digest) continue;
         digested = true;
@@ -100,14 +121,20 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
           slotKind = true;
           // A slot busy at the poll with a prompt this one continues ran this conversation's previous turn, which has
           // ended (a next turn is sent after its answer): it is idle now, as the digest's busy links already say.
-          const seen = slotViews(t.digest.slots, hashes, w.now ?? 0).map((v) => (v.busy && v.tokens > 0 && v.shared >= v.tokens ? idleNow(v) : v));
-          const views = t.digest.ram ? withPool(seen, heldTokens(w.chain, t.digest.ram)) : seen;
+          const held = placed?.length ? withPlaced(t.digest.slots, placed) : t.digest.slots;
+          const seen = slotViews(held, hashes, w.now ?? 0).map((v) => (v.busy && v.tokens > 0 && v.shared >= v.tokens ? idleNow(v) : v));
+          // More slots free than the digest shows idle: this node's forwards there that ended since the poll freed
+          // some it shows busy (the free count has them back at once, SPEC 9, step 9). The executor may take one of
+          // those, just idle; which is unknown, so each busy slot is priced as just freed, and one chosen among them
+          // is not named. Priced as busy, the entry priced another slot while the executor took the one just freed,
+          // which held the system prompt this request shares (issue 42, item 4: predicted 0, the engine reused 4011).
+          const idle = seen.reduce((n, x) => n + (x.busy ? 0 : 1), 0);
+          const freed = c.free > idle ? seen.map((x) => (x.busy ? idleNow(x) : x)) : seen;
+          const views = t.digest.ram ? withPool(freed, heldTokens(w.chain, t.digest.ram)) : freed;
           fleetLive += liveSlots(views, chance);
           fleetSlots += views.length;
-          const p = chooseSlot(views, chance);
-          // Every slot busy in the digest, yet one is free (this node's forward there ended since the poll): it is
-          // one of them, just idle; which is unknown, so what it reuses is priced by the same rule, and no slot named.
-          const q = p ?? chooseSlot(views.map((v) => (v.busy ? idleNow(v) : v)), chance);
+          const q = chooseSlot(views, chance);
+          const p = q && !seen[q.index].busy ? q : undefined;
           const v = q && views[q.index];
           // A continuation reuses the deepest link held (the reply after its prompt, too); another slot its head.
           const reuse = !q || !v ? 0 : v.tokens > 0 && v.shared >= v.tokens ? Math.max(q.reused, heldTokens(w.chain, t.digest.held, p ? t.digest.busy : undefined)) : q.reused;
@@ -148,6 +175,27 @@ export function withPool(views: readonly SlotView[], inRam: number): SlotView[] 
     const pooled = v.tokens > 0 && v.shared < SAVE_BELOW_KEEP * v.tokens;
     return Object.assign({}, v, { pooled, restore: pooled && inRam > v.shared ? inRam : 0 });
   });
+}
+
+/**
+ * A digest's slots with the prompts this node's forwards left since its poll
+ * put in the slots they took: what the executor's own slot state holds now,
+ * as far as this node's forwards changed it (issue 42, item 4: polled before
+ * this node sent a conversation there, the digest showed its slot holding
+ * something else, and a second conversation sharing its system prompt was
+ * priced cold where the executor took that slot). Of the prompt, what
+ * another slot holds too (its head) is not unique to it.
+ */
+export function withPlaced(slots: readonly SlotHold[], placed: readonly PlacedSlot[]): SlotHold[] {
+  const out = [...slots];
+  for (const p of placed) {
+    if (p.slot < 0 || p.slot >= out.length) continue;
+    const head = p.head && p.head.tokens < p.last.tokens ? p.head : undefined;
+    const shared = head && out.some((o, i) => i !== p.slot && (o.head?.hash === head.hash || o.last?.hash === head.hash)) ? head.tokens : 0;
+    const hold: SlotHold = { last: p.last, unique: Math.max(0, p.last.tokens - shared), busy: p.endedAt === undefined };
+    out[p.slot] = Object.assign(hold, head ? { head } : {}, p.endedAt !== undefined ? { idleSince: p.endedAt } : {});
+  }
+  return out;
 }
 
 /** A slot the digest shows busy, taken as idle since just now. */

@@ -35,3 +35,23 @@ describe('timeline phases of a request run here', () => {
     assert.deepEqual(phases(ran({})), ['slot 0-10', 'prefill 12-200']);
   });
 });
+
+describe('the decision in a timeline', () => {
+  it('shows what each candidate would evict, so a home passed over with a free slot says why', () => {
+    const t = ran({ firstContentAt: 150 });
+    const base = { local: false, fresh: true, healthy: true, loading: false, free: 1, rttMs: 0, bestTarget: 'chat', overheadMs: 30, ratePer1k: 40 };
+    // The home's only free slot holds a live conversation of 2,000 tokens: taking it costs their re-prefill.
+    t.cands = [
+      { ...base, host: 'home', evicted: { tokens: 2000, idleMs: 100, chance: 1, cascade: 1 } },
+      { ...base, host: 'other' },
+    ];
+    const lines = timelineDoc('a', { ...record, executor: 'other' }, t, 100).decision!.candidates;
+    assert.deepEqual(
+      lines.map((l) => [l.host, l.evict_ms, l.service_ms, l.chosen]),
+      [
+        ['home', 80, 114, false],
+        ['other', 0, 34, true],
+      ],
+    );
+  });
+});

@@ -169,6 +169,26 @@ describe('routing decision', () => {
     }
   });
 
+  it('waits for a full warm home alike from every entry node: the wait rule leaves out the hop too (issue 42)', () => {
+    // The home holds the whole prompt and frees a slot in about 10 ms; the others are free and cold. Worth the wait by
+    // the prices alone (30 + 3 × 10 against 70), but with the hop counted the entry beside the home waited while the
+    // others moved the turn.
+    const hosts = ['a', 'b', 'c'];
+    for (let k = 0; k < 12; k++) {
+      const key = `full-${k}`;
+      const home = (decide(hosts.map((h) => cand(h, { overheadMs: 30, ratePer1k: 40 })), req({ sessionKey: key, promptTokens: 1000 }), opts()) as { host: string }).host;
+      const from = hosts.map((entry) => {
+        const cands = hosts.map((h) =>
+          cand(h, { local: h === entry, overheadMs: 30, ratePer1k: 40, rttMs: h === entry ? 0 : 12, ...(h === home ? { free: 0, cached: 1000, releaseMs: 10 } : {}) }),
+        );
+        return decide(cands, req({ sessionKey: key, promptTokens: 1000 }), opts());
+      });
+      for (const [i, d] of from.entries()) assert.ok(d.kind === 'wait' && d.host === home, `${key} entering ${hosts[i]}: ${JSON.stringify(d)} (home ${home})`);
+      const holds = from.map((d) => (d.kind === 'wait' ? d.holdMs : undefined));
+      assert.deepEqual(holds, [holds[0], holds[0], holds[0]], `${key}: held ${holds.join(', ')} ms`);
+    }
+  });
+
   it('weighted draw covers the whole band', () => {
     const band = [100, 200].map((p) => ({ c: cand(String(p)), prediction: p, service: p, evictMs: 0, wait: 0, score: p, cached: 0 }));
     assert.equal(weightedDraw(band, 0).prediction, 100);

@@ -11,7 +11,7 @@ import type { CacheDigest, PrefixChain, SlotHold } from '../../src/prompt/held.t
 import { decide } from '../../src/route/decide.ts';
 import { holdStep, NO_HOLD } from '../../src/route/hold.ts';
 import { homeRanking } from '../../src/route/session-home.ts';
-import { cascadeOf, chooseSlot, evictsUnpriced, MAX_CASCADE, MIN_GAPS, PRIOR_LIVE_MS, returnChance, TurnGaps, type SlotView } from '../../src/route/slots.ts';
+import { cascadeOf, chooseSlot, curveChance, evictsUnpriced, GAP_CURVE_POINTS, gapCurve, MAX_CASCADE, MIN_GAPS, PRIOR_LIVE_MS, readGapCurve, returnChance, TurnGaps, type SlotView } from '../../src/route/slots.ts';
 import type { Candidate, Decision, HostView, RouteRequest } from '../../src/route/types.ts';
 import { warmCandidates } from '../../src/route/warmth.ts';
 import { seeded } from '../helpers/random.ts';
@@ -296,4 +296,40 @@ describe('an executor sends back a forward whose eviction its entry did not pric
       assert.equal(evictsUnpriced(loss, priced), sentBack);
     });
   }
+});
+
+describe('the gaps between turns a node publishes (turn_gaps) read as its slot choice reads them (issue 42, item 4)', () => {
+  it('while every gap is a point of the curve, the chance is the one the gaps themselves give', () => {
+    const gaps = [120, 80, 3000, 450, 450, 900, 60, 2500, 1800, 700];
+    const sorted = [...gaps].sort((a, b) => a - b);
+    const curve = gapCurve(sorted);
+    assert.deepEqual(curve, { n: gaps.length, q: sorted });
+    for (const idle of [0, 60, 100, 450, 451, 2999, 3000, 5999, 6001]) assert.equal(curveChance(idle, curve), returnChance(idle, sorted), `idle ${idle}`);
+  });
+
+  it('past GAP_CURVE_POINTS gaps, within one point of the chance the gaps give, and dead past twice the longest, as they say', () => {
+    const r = seeded(7);
+    const sorted = Array.from({ length: 200 }, () => Math.round(r() * 10_000)).sort((a, b) => a - b);
+    const curve = gapCurve(sorted);
+    assert.equal(curve.q.length, GAP_CURVE_POINTS);
+    assert.equal(curve.q.at(-1), sorted.at(-1));
+    for (let idle = 0; idle <= 21_000; idle += 250) assert.ok(Math.abs(curveChance(idle, curve) - returnChance(idle, sorted)) <= 1 / GAP_CURVE_POINTS + 1e-9, `idle ${idle}`);
+    assert.equal(curveChance(2 * sorted.at(-1)! + 1, curve), 0);
+  });
+
+  it("a node's own chance is its published curve's, and under MIN_GAPS gaps the prior", () => {
+    const g = new TurnGaps();
+    for (let i = 0; i < MIN_GAPS - 1; i++) g.observe(100);
+    assert.equal(g.chance(PRIOR_LIVE_MS), 1, 'the prior');
+    for (let i = 0; i < 100; i++) g.observe(100 + i * 37.3);
+    const c = readGapCurve(JSON.parse(JSON.stringify(g.curve())))!;
+    for (const idle of [0, 500, 2000, 4000, 8000]) assert.equal(curveChance(idle, c), g.chance(idle));
+  });
+
+  it('a malformed curve is not read', () => {
+    for (const bad of [null, 5, {}, { n: -1, q: [] }, { n: 2, q: [3, 1] }, { n: 1, q: [1, 2] }, { n: 3, q: [1, 'x'] }, { n: 99, q: Array(GAP_CURVE_POINTS + 1).fill(1) }]) {
+      assert.equal(readGapCurve(bad), undefined, JSON.stringify(bad));
+    }
+    assert.deepEqual(readGapCurve({ n: 0, q: [] }), { n: 0, q: [] });
+  });
 });

@@ -14,9 +14,9 @@ import { scanJsonObject } from '../../src/http/json-scan.ts';
 import { walkPrompt } from '../../src/prompt/chain.ts';
 import type { CacheDigest, PrefixChain } from '../../src/prompt/held.ts';
 import { replyLink } from '../../src/prompt/reply.ts';
-import { chooseSlot, TurnGaps } from '../../src/route/slots.ts';
+import { chooseSlot, curveChance, TurnGaps } from '../../src/route/slots.ts';
 import type { Candidate, HostView } from '../../src/route/types.ts';
-import { warmCandidates } from '../../src/route/warmth.ts';
+import { warmCandidates, type PlacedSlot } from '../../src/route/warmth.ts';
 
 const SYSTEM = { role: 'system', content: 'You are the shared assistant. '.repeat(200) };
 function chainOf(messages: unknown[]): PrefixChain {
@@ -126,5 +126,76 @@ describe('an entry prices a free slot-state host by the slot the executor will t
     const other = chainOf([SYSTEM, { role: 'user', content: 'a new conversation' }]);
     const [c] = warmCandidates([cand({ free: 0 })], inputs(other, digest, gaps));
     assert.equal(c.cached, first[0].tokens);
+  });
+
+  it("an entry that runs no engine prices a host's slots by the host's own gaps between turns, so it predicts the slot the host takes (issue 42, item 4)", () => {
+    const gaps = new TurnGaps();
+    const m = cacheModel({ kind: 'chosen', slots: 2, choose: (v) => chooseSlot(v, gaps.chance) });
+    const old = chainOf([{ role: 'system', content: 'Another agent altogether. '.repeat(300) }, { role: 'user', content: 'long ago' }]);
+    let t = m.begin(old, 1, 0, 0);
+    m.finish(t, { processed: true, cachedTokens: 0 }, 2, 50);
+    t = m.begin(first, 3, 1000, 0);
+    m.finish(t, { processed: true, cachedTokens: 0 }, 4, 1050);
+    // Since then the executor has seen turns come back within 100 ms: a conversation idle past 200 ms is dead to it.
+    for (let i = 0; i < 10; i++) gaps.observe(100);
+    const digest: CacheDigest = { version: 1, held: new Map(m.held().map((l) => [l.hash, l.tokens])), slots: m.slotStates!() };
+    const other = chainOf([SYSTEM, { role: 'user', content: 'a new conversation' }]);
+    // The entry has seen no gaps at all (no engine of its own): to it every conversation idle under a minute is live.
+    const entryGaps = new TurnGaps();
+    const curve = gaps.curve();
+    const host: HostView = { ...hostWith(digest), returnChance: (idle) => curveChance(idle, curve) };
+    const [c] = warmCandidates([cand()], { hosts: [host], model: 'm', workload: 'chat', chain: other, memory, now: 1100, chance: entryGaps.chance });
+    const [own] = warmCandidates([cand()], { hosts: [hostWith(digest)], model: 'm', workload: 'chat', chain: other, memory, now: 1100, chance: entryGaps.chance });
+    const ran = m.begin(other, 5, 1100, 0);
+    // The host takes the dead conversation's slot and keeps the live one's, which holds the shared system prompt.
+    assert.equal(ran.predicted, 0);
+    assert.equal(c.cached, ran.predicted);
+    assert.notEqual(own.cached, ran.predicted, "by the entry's own (empty) gaps it would price the live conversation's slot");
+  });
+
+  it("a slot the digest shows busy with this node's forward, ended since the poll, is priced as just freed: the executor may take it", () => {
+    const gaps = new TurnGaps();
+    for (let i = 0; i < 10; i++) gaps.observe(1000);
+    const m = cacheModel({ kind: 'chosen', slots: 2, choose: (v) => chooseSlot(v, gaps.chance) });
+    const live = chainOf([{ role: 'system', content: 'Another agent altogether. '.repeat(300) }, { role: 'user', content: 'still going' }]);
+    let t = m.begin(live, 1, 0, 0);
+    m.finish(t, { processed: true, cachedTokens: 0 }, 2, 50);
+    // The poll saw the first conversation running in the other slot; this node's forward of it has ended since.
+    t = m.begin(first, 3, 100, 0);
+    const digest: CacheDigest = { version: 1, held: new Map(m.held().map((l) => [l.hash, l.tokens])), slots: m.slotStates!() };
+    m.finish(t, { processed: true, cachedTokens: 0 }, 4, 150);
+    const other = chainOf([SYSTEM, { role: 'user', content: 'a new conversation' }]);
+    const [c] = warmCandidates([cand({ free: 2 })], { hosts: [hostWith(digest)], model: 'm', workload: 'chat', chain: other, memory, now: 200, chance: gaps.chance });
+    const ran = m.begin(other, 5, 200, 0);
+    assert.equal(ran.predicted, first[0].tokens, 'the executor takes the just-ended conversation\'s slot, sharing the system prompt');
+    assert.equal(c.cached, ran.predicted);
+    assert.equal(c.slot, undefined, 'no slot named: which busy one freed is unknown');
+  });
+  it("the slot this node's own forward took since the poll holds that forward's prompt: a second conversation sharing its system prompt is priced where the executor takes it (issue 42, item 4)", () => {
+    const gaps = new TurnGaps();
+    for (let i = 0; i < 10; i++) gaps.observe(1000);
+    const m = cacheModel({ kind: 'chosen', slots: 2, choose: (v) => chooseSlot(v, gaps.chance) });
+    const live = chainOf([{ role: 'system', content: 'Another agent altogether. '.repeat(300) }, { role: 'user', content: 'still going' }]);
+    let t = m.begin(live, 1, 0, 0);
+    m.finish(t, { processed: true, cachedTokens: 0 }, 2, 50);
+    // The report this node prices on was polled here: one live conversation, one empty slot.
+    const digest: CacheDigest = { version: 1, held: new Map(m.held().map((l) => [l.hash, l.tokens])), slots: m.slotStates!() };
+    const at = (now: number, chain: PrefixChain, placed: PlacedSlot[] = []) =>
+      warmCandidates([cand({ free: 2 })], { hosts: [hostWith(digest)], model: 'm', workload: 'chat', chain, memory, now, chance: gaps.chance, placed: () => placed });
+    // This node sends the first conversation; its price names the slot, and the executor takes that one.
+    const [sent] = at(100, first);
+    t = m.begin(first, 3, 100, 0);
+    assert.equal(t.slot, sent.slot);
+    m.finish(t, { processed: true, cachedTokens: 0 }, 4, 150);
+    const placed: PlacedSlot[] = [{ slot: sent.slot!, last: first.at(-1)!, head: first[0], endedAt: 150 }];
+    // Before the next poll, a second conversation sharing the system prompt.
+    const other = chainOf([SYSTEM, { role: 'user', content: 'a new conversation' }]);
+    const [c] = at(200, other, placed);
+    const [blind] = at(200, other);
+    const ran = m.begin(other, 5, 200, 0);
+    assert.equal(ran.predicted, first[0].tokens, "the executor keeps the live conversation's slot and takes the first one's, holding the system prompt");
+    assert.equal(c.cached, ran.predicted);
+    assert.equal(c.slot, ran.slot);
+    assert.notEqual(blind.cached, ran.predicted, 'on the digest alone it priced the slot as it was at the poll');
   });
 });

@@ -38,6 +38,7 @@ import { aliasesOf, resolveModelName } from './alias.ts';
 import { flowOf } from './flow.ts';
 import { continuationRequest, survivalCall, survivalOf } from './go-on.ts';
 import { prefixKeyOf } from './prefix.ts';
+import { PlacedSlots } from './placed-slots.ts';
 import { RecentRoutes } from './recent-routes.ts';
 import { INITIAL, step, type EntryAction, type EntryEvent, type EntryState } from './steps.ts';
 
@@ -88,6 +89,8 @@ interface ForwardCell {
 export class Entry {
   /** What this node routed where lately: a host's cache until its next digest (SPEC 9.6). */
   readonly #routes: RecentRoutes;
+  /** The slots this node's forwards took on members, as priced: their digests show them only from the next poll. */
+  readonly #placed: PlacedSlots;
   /** model \0 host → requests of this node waiting for that host's warm slot. */
   readonly #holding = new Map<string, number>();
   /** model \0 host → this node's forwards waiting in that member's line (queue/gate.ts). */
@@ -106,6 +109,7 @@ export class Entry {
     private readonly executor: Executor,
   ) {
     this.#routes = new RecentRoutes(() => p.now());
+    this.#placed = new PlacedSlots(() => p.now());
   }
 
   async serveClient(req: DispatchRequest, res: http.ServerResponse, signal: Gone): Promise<void> {
@@ -333,6 +337,7 @@ export class Entry {
         holding: (host) => (this.#holding.get(`${rr.model}\0${host}`) ?? 0) - (host === own ? 1 : 0),
         now: p.now(),
         chance: p.returnChance ?? returnChance0,
+        placed: (host, model, since) => this.#placed.since(host, model, since),
         ...(this.#crowded.size > 0 ? { crowded: (host: string, polledAt: number) => this.#isCrowded(rr.model, host, polledAt) } : {}),
       });
     }
@@ -359,9 +364,10 @@ export class Entry {
       return { kind: 'local', lease, reason: d.reason, predictedCached: d.predictedCached, cands };
     }
     const routed = rr.chain ? this.#routes.record(d.host, rr.model, rr.chain) : undefined;
+    const placed = rr.chain && d.slot !== undefined ? this.#placed.record(d.host, rr.model, d.slot, rr.chain, rr.chainHead) : undefined;
     const ended = p.forwards.start(d.host, rr.model, rr.workload, d.target);
     // The record learns when the forward ended: a digest polled before that shows its slot busy, and it is free now.
-    const end = routed ? (how: 'served' | 'refused') => (routed.end(how), ended(how)) : ended;
+    const end = routed || placed ? (how: 'served' | 'refused') => (routed?.end(how), placed?.end(how), ended(how)) : ended;
     // An interactive keyed request sent where a slot looked free may still wait there if it was taken meanwhile: the
     // member then orders it with its own waiters instead of refusing it back into a race for the next one.
     const waitUntil = line?.waitThere && line.deadline - LINE_MARGIN_MS - p.now() >= LINE_MARGIN_MS ? { waitUntil: line.deadline - LINE_MARGIN_MS } : {};
