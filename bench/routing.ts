@@ -4,7 +4,9 @@
  * simulated fleet, against an oracle and the usual load balancers, on the
  * same engines and the same request trace.
  *
- * The fleet: three `viiwork serve` nodes (127.0.50.1-3, open mesh, seeds),
+ * The fleet: three `viiwork serve` nodes (127.0.50.1-3, open mesh, seeds;
+ * ROUTING_NET=N moves every address to 127.0.N.x and the prefix-off nodes
+ * to 127.0.N+1.x, ports unchanged, so two runs can share one machine),
  * each with one sim engine (engine: sim) of its own speed and slot count,
  * prompt cache on, listening on a fixed loopback address (sim.host/port,
  * 127.0.50.11-13) so the other arms reach the very same engines:
@@ -125,11 +127,14 @@ const SWAP_HEADERS = process.env.ROUTING_HEADERS === 'swapped';
 /** The sim engines' RAM prompt cache in tokens (issue 41, item 5): 0, none (build 4748's behaviour). */
 const CACHE_RAM = Number(process.env.ROUTING_CACHE_RAM ?? 0);
 const traceOf = (shape: TraceShape, seed: number, systems: string[]) => (AGENTS ? buildAgentTrace(shape, seed, systems, SWAP_HEADERS) : buildTrace(shape, seed, systems));
-const ENGINE_ADDR = ENGINES.map((_, k) => `127.0.50.${11 + k}:${18801 + k}`);
-const NODE_IP = ENGINES.map((_, k) => `127.0.50.${1 + k}`);
-const NOPREFIX_IP = ENGINES.map((_, k) => `127.0.51.${1 + k}`);
-const NGINX_LISTEN = '127.0.50.20:18820';
-const HAPROXY_LISTEN = '127.0.50.21:18821';
+/** ROUTING_NET (default 50): the third octet of every loopback address, so two runs can share a machine (ports stay). */
+const NET = Number(process.env.ROUTING_NET ?? 50);
+if (!Number.isInteger(NET) || NET < 1 || NET > 254) throw new Error(`ROUTING_NET must be 1-254, not ${process.env.ROUTING_NET}`);
+const ENGINE_ADDR = ENGINES.map((_, k) => `127.0.${NET}.${11 + k}:${18801 + k}`);
+const NODE_IP = ENGINES.map((_, k) => `127.0.${NET}.${1 + k}`);
+const NOPREFIX_IP = ENGINES.map((_, k) => `127.0.${NET + 1}.${1 + k}`);
+const NGINX_LISTEN = `127.0.${NET}.20:18820`;
+const HAPROXY_LISTEN = `127.0.${NET}.21:18821`;
 const API_PORT = 18810;
 const GOSSIP_PORT = 18811;
 const REQUEST_DEADLINE_MS = 60_000;
@@ -855,12 +860,12 @@ async function drainExperiment(dir: string, rounds: number): Promise<Record<stri
   const FIRST = 950; // + 5 tokens × 10 ms = 1 s in a slot
   const TOKENS = 5;
   const TOKEN_MS = 10;
-  const [eh, ep] = ['127.0.50.14', 18804];
+  const [eh, ep] = [`127.0.${NET}.14`, 18804];
   const engineUrl = `http://${eh}:${ep}`;
   startProc('drain-engine', process.execPath, [path.join(HERE, 'fakes/slot-engine.mjs'), eh, String(ep), String(SLOTS), String(FIRST), String(TOKENS), String(TOKEN_MS)], { dir });
   await until(async () => (await getJson(`${engineUrl}/stats`)) !== undefined, 'drain engine up', 10_000);
-  const exec = await startViiwork({ name: 'd-exec', ip: '127.0.50.4', apiPort: API_PORT, gossipPort: GOSSIP_PORT, models: [{ name: 'm', engine: 'openai', url: engineUrl, parallel: SLOTS }] }, dir);
-  const gw = await startViiwork({ name: 'd-gateway', ip: '127.0.50.5', apiPort: API_PORT, gossipPort: GOSSIP_PORT, models: [], seeds: [`127.0.50.4:${GOSSIP_PORT}`] }, dir);
+  const exec = await startViiwork({ name: 'd-exec', ip: `127.0.${NET}.4`, apiPort: API_PORT, gossipPort: GOSSIP_PORT, models: [{ name: 'm', engine: 'openai', url: engineUrl, parallel: SLOTS }] }, dir);
+  const gw = await startViiwork({ name: 'd-gateway', ip: `127.0.${NET}.5`, apiPort: API_PORT, gossipPort: GOSSIP_PORT, models: [], seeds: [`127.0.${NET}.4:${GOSSIP_PORT}`] }, dir);
   await waitConverged([exec, gw]);
   await waitFleet(gw, 'm', ['d-exec']);
   const body = JSON.stringify({ model: 'm', stream: true, max_tokens: 8, messages: [{ role: 'user', content: 'One second, please.' }] });
