@@ -426,7 +426,7 @@ function classStats(outs: Outcome[], trace: TraceRequest[], sloMs: number) {
     entry_queue_mean_ms: queued.length ? r1(mean(queued)) : undefined,
     entry_queued: queued.length ? queued.filter((x) => x > 0).length : undefined,
     ...(turns
-      ? { later_turns: turns, stayed_on_host_share: r3(stayed / turns), later_turns_warm_share: r3(warm / turns), stayed_found_cache_share: stayed ? r3(stayedWarm / stayed) : null }
+      ? { later_turns: turns, stayed_on_host_share: r3(stayed / turns), later_turns_warm_share: r3(warm / turns), stayed_found_cache_share: stayed ? r3(stayedWarm / stayed) : null, stayed_and_found_share: r3(stayedWarm / turns) }
       : {}),
   };
 }
