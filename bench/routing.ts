@@ -71,6 +71,15 @@
  * Then the drain experiment of issue 8: 40 one-second requests at once over
  * 8 slots of one node, through a gateway node vs straight to the executor.
  *
+ * ROUTING_TRACE=mooncake (issue 42): Mooncake's production chat trace
+ * (mooncake-synthetic: its synthetic one) instead of ours, on the agents'
+ * fleet with the trace's answer lengths and a 64k context: whole prefix
+ * families of the busiest 15 minutes, ten times faster, sampled to each
+ * load (bench/lib/mooncake-trace.ts); arms viiwork, oracle, a prefix-sticky
+ * arm as `sticky` (bench/lib/prefix-sticky.ts) and least_conn, loads
+ * 0.5/0.8/0.95 of 90 s (the whole window), and per load the infinite-cache
+ * bound, computed. Writes routing-mooncake.json.
+ *
  * Writes bench/results/routing.svg (mean TTFT by load, per arm).
  *
  * Env: ROUTING_QUICK=1 (a short run: loads of 6-10 s, 4 s warm-up, no
