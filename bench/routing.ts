@@ -4,7 +4,9 @@
  * simulated fleet, against an oracle and the usual load balancers, on the
  * same engines and the same request trace.
  *
- * The fleet: three `viiwork serve` nodes (127.0.50.1-3, open mesh, seeds),
+ * The fleet: three `viiwork serve` nodes (127.0.50.1-3, open mesh, seeds;
+ * ROUTING_NET=N moves every address to 127.0.N.x and the prefix-off nodes
+ * to 127.0.N+1.x, ports unchanged, so two runs can share one machine),
  * each with one sim engine (engine: sim) of its own speed and slot count,
  * prompt cache on, listening on a fixed loopback address (sim.host/port,
  * 127.0.50.11-13) so the other arms reach the very same engines:
@@ -69,6 +71,15 @@
  * Then the drain experiment of issue 8: 40 one-second requests at once over
  * 8 slots of one node, through a gateway node vs straight to the executor.
  *
+ * ROUTING_TRACE=mooncake (issue 42): Mooncake's production chat trace
+ * (mooncake-synthetic: its synthetic one) instead of ours, on the agents'
+ * fleet with the trace's answer lengths and a 64k context: whole prefix
+ * families of the busiest 15 minutes, ten times faster, sampled to each
+ * load (bench/lib/mooncake-trace.ts); arms viiwork, oracle, a prefix-sticky
+ * arm as `sticky` (bench/lib/prefix-sticky.ts) and least_conn, loads
+ * 0.5/0.8/0.95 of 90 s (the whole window), and per load the infinite-cache
+ * bound, computed. Writes routing-mooncake.json.
+ *
  * Writes bench/results/routing.svg (mean TTFT by load, per arm).
  *
  * Env: ROUTING_QUICK=1 (a short run: loads of 6-10 s, 4 s warm-up, no
@@ -98,6 +109,8 @@ import { startHaproxy } from './lib/haproxy.ts';
 import { startNginx } from './lib/nginx.ts';
 import { Oracle } from './lib/oracle.ts';
 import { StickyRouter } from './lib/sticky.ts';
+import { PrefixStickyRouter } from './lib/prefix-sticky.ts';
+import { infiniteCacheBound, MOONCAKE_FILES, MOONCAKE_REPLAY, mooncakeReplay, mooncakeSampleInfo, mooncakeSettings } from './lib/mooncake-trace.ts';
 import { groupCpuMs, livePids, machineBusyMs, machineInfo, scratchDir, sleep, startProc, stopAllProcs, stopProc, until, waitQuiet, which, type Proc } from './lib/procs.ts';
 import { lineChart } from './lib/svg.ts';
 import { rendezvousRank } from '../src/hashing/rendezvous.ts';
@@ -108,6 +121,9 @@ const run = promisify(execFile);
 
 /** ROUTING_TRACE: `short` (issue 11's conversations, the default) or `agents` (issue 25's long agent sessions, bench/lib/agent-trace.ts). */
 const AGENTS = process.env.ROUTING_TRACE === 'agents';
+/** ROUTING_TRACE=mooncake (Kimi's production chat) or mooncake-synthetic: a real trace (issue 42, bench/lib/mooncake-trace.ts), on the agents' fleet. */
+const MOONCAKE = process.env.ROUTING_TRACE === 'mooncake' || process.env.ROUTING_TRACE === 'mooncake-synthetic' ? (process.env.ROUTING_TRACE as keyof typeof MOONCAKE_FILES) : undefined;
+const MOONCAKE_DIR = process.env.ROUTING_MOONCAKE_DIR ?? path.resolve(HERE, '../../shared/traces/mooncake');
 const SHORT_ENGINES: EngineSpec[] = [
   { name: 'fast', slots: 2, ttftMs: 40, prefillPer1k: 100, tokensPerS: 80, outputTokens: 16 },
   { name: 'mid', slots: 3, ttftMs: 60, prefillPer1k: 150, tokensPerS: 60, outputTokens: 16 },
@@ -119,17 +135,23 @@ const AGENT_ENGINES: EngineSpec[] = [
   { name: 'mid', slots: 6, ttftMs: 60, prefillPer1k: 150, tokensPerS: 60, outputTokens: 16 },
   { name: 'slow', slots: 8, ttftMs: 90, prefillPer1k: 250, tokensPerS: 40, outputTokens: 16 },
 ];
-export const ENGINES: EngineSpec[] = AGENTS ? AGENT_ENGINES : SHORT_ENGINES;
+// Mooncake's answers are the trace's own lengths (max_tokens = output_length, at most 2,000): the sims may run up to that.
+export const ENGINES: EngineSpec[] = MOONCAKE ? AGENT_ENGINES.map((e) => ({ ...e, outputTokens: 2048 })) : AGENTS ? AGENT_ENGINES : SHORT_ENGINES;
+/** The engines' context: Mooncake's prompts reach 126k tokens (p90 27k); the longer ones keep their first blocks that fit. */
+const CONTEXT = MOONCAKE ? 65536 : 32768;
 /** ROUTING_HEADERS=swapped (agents trace): the sessions sent with a session header go without, and the others with one. */
 const SWAP_HEADERS = process.env.ROUTING_HEADERS === 'swapped';
 /** The sim engines' RAM prompt cache in tokens (issue 41, item 5): 0, none (build 4748's behaviour). */
 const CACHE_RAM = Number(process.env.ROUTING_CACHE_RAM ?? 0);
 const traceOf = (shape: TraceShape, seed: number, systems: string[]) => (AGENTS ? buildAgentTrace(shape, seed, systems, SWAP_HEADERS) : buildTrace(shape, seed, systems));
-const ENGINE_ADDR = ENGINES.map((_, k) => `127.0.50.${11 + k}:${18801 + k}`);
-const NODE_IP = ENGINES.map((_, k) => `127.0.50.${1 + k}`);
-const NOPREFIX_IP = ENGINES.map((_, k) => `127.0.51.${1 + k}`);
-const NGINX_LISTEN = '127.0.50.20:18820';
-const HAPROXY_LISTEN = '127.0.50.21:18821';
+/** ROUTING_NET (default 50): the third octet of every loopback address, so two runs can share a machine (ports stay). */
+const NET = Number(process.env.ROUTING_NET ?? 50);
+if (!Number.isInteger(NET) || NET < 1 || NET > 254) throw new Error(`ROUTING_NET must be 1-254, not ${process.env.ROUTING_NET}`);
+const ENGINE_ADDR = ENGINES.map((_, k) => `127.0.${NET}.${11 + k}:${18801 + k}`);
+const NODE_IP = ENGINES.map((_, k) => `127.0.${NET}.${1 + k}`);
+const NOPREFIX_IP = ENGINES.map((_, k) => `127.0.${NET + 1}.${1 + k}`);
+const NGINX_LISTEN = `127.0.${NET}.20:18820`;
+const HAPROXY_LISTEN = `127.0.${NET}.21:18821`;
 const API_PORT = 18810;
 const GOSSIP_PORT = 18811;
 const REQUEST_DEADLINE_MS = 60_000;
@@ -137,7 +159,7 @@ const REQUEST_DEADLINE_MS = 60_000;
 const TURN_GAP_MS = 50;
 
 const ARMS = ['viiwork', 'viiwork-prefix-off', 'oracle', 'oracle-evict', 'greedy', 'sticky', 'round_robin', 'least_conn', 'haproxy'] as const;
-const DEFAULT_ARMS = AGENTS ? ['viiwork', 'oracle-evict', 'sticky', 'least_conn', 'haproxy'] : ['viiwork', 'viiwork-prefix-off', 'oracle', 'sticky', 'round_robin', 'least_conn', 'haproxy'];
+const DEFAULT_ARMS = MOONCAKE ? ['viiwork', 'oracle', 'sticky', 'least_conn'] : AGENTS ? ['viiwork', 'oracle-evict', 'sticky', 'least_conn', 'haproxy'] : ['viiwork', 'viiwork-prefix-off', 'oracle', 'sticky', 'round_robin', 'least_conn', 'haproxy'];
 type Arm = (typeof ARMS)[number];
 /** The oracle counts a wait for a slot this many times over (issue 8's simulation: a queued request also delays those after it). */
 const ORACLE_WAIT_WEIGHT = 3;
@@ -254,6 +276,8 @@ interface ArmContext {
   haproxy?: string;
   engineUrls: string[];
   answer: string;
+  /** Mooncake: the sticky arm is prefix-sticky, skipping this many leading blocks every request shares. */
+  stickySkip?: number;
 }
 
 /** Replay `trace` against one arm; resolves when every request has ended. */
@@ -261,7 +285,9 @@ async function runArm(arm: Arm, trace: TraceRequest[], ctx: ArmContext, label: s
   const oracle =
     arm === 'oracle' || arm === 'greedy' || arm === 'oracle-evict' ? new Oracle(ENGINES, ctx.answer, arm === 'greedy' ? 1 : ORACLE_WAIT_WEIGHT, 0.5, arm === 'oracle-evict') : undefined;
   let rr = 0;
-  const sticky = arm === 'sticky' ? new StickyRouter(ENGINES.map((e) => e.slots)) : undefined;
+  // Mooncake has no conversation ids a client could know: its sticky arm follows block-id prefixes (the shared system block skipped).
+  const sticky = arm === 'sticky' && !ctx.stickySkip ? new StickyRouter(ENGINES.map((e) => e.slots)) : undefined;
+  const prefixSticky = arm === 'sticky' && ctx.stickySkip !== undefined ? new PrefixStickyRouter(ENGINES.map((e) => e.slots), ctx.stickySkip) : undefined;
   const outcomes: Outcome[] = [];
   const ended: { promise: Promise<number>; resolve: (at: number) => void }[] = trace.map(() => {
     let resolve!: (at: number) => void;
@@ -281,17 +307,17 @@ async function runArm(arm: Arm, trace: TraceRequest[], ctx: ArmContext, label: s
     else if (arm === 'least_conn') url = `http://${ctx.nginx}/v1/chat/completions`;
     else if (arm === 'haproxy') url = `http://${ctx.haproxy}/v1/chat/completions`;
     else {
-      if (oracle) ({ engine, slot: idSlot } = oracle.pick(q.i, q.prompt, q.promptTokens, now));
-      else engine = sticky ? sticky.pick(q.conv) : rr++ % ENGINES.length;
+      if (oracle) ({ engine, slot: idSlot } = oracle.pick(q.i, q.prompt, q.promptTokens, now, q.outputTokens));
+      else engine = prefixSticky ? prefixSticky.pick(q.blocks ?? []) : sticky ? sticky.pick(q.conv) : rr++ % ENGINES.length;
       url = `${ctx.engineUrls[engine]}/v1/chat/completions`;
     }
     // The eviction-aware oracle chooses the slot too, and names it to the engine as viiwork does (id_slot).
-    const body = JSON.stringify({ model: 'm', stream: true, stream_options: { include_usage: true }, max_tokens: ENGINES[0].outputTokens, messages: q.messages, ...(idSlot !== undefined ? { id_slot: idSlot } : {}) });
+    const body = JSON.stringify({ model: 'm', stream: true, stream_options: { include_usage: true }, max_tokens: q.outputTokens ?? ENGINES[0].outputTokens, messages: q.messages, ...(idSlot !== undefined ? { id_slot: idSlot } : {}) });
     const headers: Record<string, string> = q.session ? { 'x-session-id': q.session } : {};
     const o = await send(url, body, headers, now, oracle && engine !== undefined ? (at, slot) => oracle.mirrors[engine!].first(q.i, at, slot) : undefined);
     const end = performance.now();
     if (oracle && engine !== undefined) oracle.mirrors[engine].finish(q.i, end);
-    if (sticky && engine !== undefined) sticky.done(engine);
+    if (engine !== undefined) (sticky ?? prefixSticky)?.done(engine);
     outcomes.push({ i: q.i, lagMs, sentAt: now - t0, ...o, host: o.host ?? (engine !== undefined ? ENGINES[engine].name : undefined) });
     ended[q.i].resolve(end);
   };
@@ -385,7 +411,7 @@ function classStats(outs: Outcome[], trace: TraceRequest[], sloMs: number) {
     const prev = byI.get(q.after);
     if (!prev || !good(prev) || !prev.host || !o.host) continue;
     turns++;
-    const found = (o.cachedTokens ?? 0) >= 0.5 * (o.promptTokens ?? Infinity);
+    const found = (o.cachedTokens ?? 0) >= (q.warmTokens ?? 0.5 * (o.promptTokens ?? Infinity));
     if (found) warm++;
     if (prev.host === o.host) {
       stayed++;
@@ -409,7 +435,7 @@ function classStats(outs: Outcome[], trace: TraceRequest[], sloMs: number) {
     entry_queue_mean_ms: queued.length ? r1(mean(queued)) : undefined,
     entry_queued: queued.length ? queued.filter((x) => x > 0).length : undefined,
     ...(turns
-      ? { later_turns: turns, stayed_on_host_share: r3(stayed / turns), later_turns_warm_share: r3(warm / turns), stayed_found_cache_share: stayed ? r3(stayedWarm / stayed) : null }
+      ? { later_turns: turns, stayed_on_host_share: r3(stayed / turns), later_turns_warm_share: r3(warm / turns), stayed_found_cache_share: stayed ? r3(stayedWarm / stayed) : null, stayed_and_found_share: r3(stayedWarm / turns) }
       : {}),
   };
 }
@@ -563,7 +589,7 @@ function simModel(k: number) {
     name: 'm',
     engine: 'sim',
     parallel: e.slots,
-    context: 32768,
+    context: CONTEXT,
     workloads: ['chat', 'completion'],
     // ROUTING_CACHE_RAM (tokens): today's llama-server, its host-RAM prompt cache and its own slot rule (similarity 0.1);
     // left out, build 4748's (no pool, similarity 0.5), as every earlier run.
@@ -573,7 +599,7 @@ function simModel(k: number) {
 
 export async function benchRouting(): Promise<Record<string, unknown>> {
   const quick = process.env.ROUTING_QUICK === '1';
-  const defaultLoads = AGENTS ? (quick ? '0.5:20,0.8:25,0.95:20' : '0.5:40,0.8:50,0.95:40') : quick ? '0.5:6,0.8:10,0.95:6,1.1:6' : '0.5:26,0.8:35,0.95:16,1.1:16';
+  const defaultLoads = MOONCAKE ? (quick ? '0.5:30,0.8:30,0.95:30' : '0.5:90,0.8:90,0.95:90') : AGENTS ? (quick ? '0.5:20,0.8:25,0.95:20' : '0.5:40,0.8:50,0.95:40') : quick ? '0.5:6,0.8:10,0.95:6,1.1:6' : '0.5:26,0.8:35,0.95:16,1.1:16';
   const loads = (process.env.ROUTING_LOADS ?? defaultLoads).split(',').map((s) => {
     const [l, secs] = s.split(':').map(Number);
     return { load: l, seconds: secs };
@@ -582,10 +608,11 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
   const seed = Number(process.env.ROUTING_SEED ?? 1);
   const warmupS = Number(process.env.ROUTING_WARMUP_S ?? (quick ? 4 : 8));
   const sloMs = Number(process.env.ROUTING_SLO_MS ?? 2000);
-  const drainOn = process.env.ROUTING_DRAIN !== undefined ? process.env.ROUTING_DRAIN !== '0' : !quick && !AGENTS;
+  const drainOn = process.env.ROUTING_DRAIN !== undefined ? process.env.ROUTING_DRAIN !== '0' : !quick && !AGENTS && !MOONCAKE;
   const drainRounds = Number(process.env.ROUTING_DRAIN_ROUNDS ?? 1);
   const [overloadLoad, overloadS] = (process.env.ROUTING_OVERLOAD ?? '6:14').split(':').map(Number);
-  const overloadOn = process.env.ROUTING_OVERLOAD !== undefined ? process.env.ROUTING_OVERLOAD !== '0' : !AGENTS;
+  // The overload run replays the synthetic short trace: not part of a Mooncake run.
+  const overloadOn = !MOONCAKE && (process.env.ROUTING_OVERLOAD !== undefined ? process.env.ROUTING_OVERLOAD !== '0' : !AGENTS);
   const overload = { load: overloadLoad, seconds: overloadS };
   let overloadResult: Record<string, any> | undefined;
   const quietBudget = Number(process.env.ROUTING_QUIET_MS ?? 2000);
@@ -605,6 +632,8 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
   try {
     const engineUrls = ENGINE_ADDR.map((a) => `http://${a}`);
     const ctx: ArmContext = { viiwork: [], prefixOff: [], engineUrls, answer: '' };
+    const moon = MOONCAKE ? mooncakeReplay(path.join(MOONCAKE_DIR, MOONCAKE_FILES[MOONCAKE]), ENGINES, CONTEXT) : undefined;
+    if (moon) ctx.stickySkip = moon(0.5, 1, seed, seed).commonBlocks;
 
     // The three nodes that own the sim engines (the viiwork arm), checked by `viiwork check` first.
     const specs = ENGINES.map((_, k) => ({
@@ -631,7 +660,7 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
     }
     // The sim's answer (deterministic): what conversations send back as the assistant's turn.
     {
-      const r = await request(`${engineUrls[0]}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', max_tokens: ENGINES[0].outputTokens, messages: [{ role: 'user', content: 'probe' }] }) });
+      const r = await request(`${engineUrls[0]}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', max_tokens: Math.min(64, ENGINES[0].outputTokens), messages: [{ role: 'user', content: 'probe' }] }) });
       const doc = (await r.body.json()) as { choices: { message: { content: string } }[] };
       ctx.answer = doc.choices[0].message.content;
     }
@@ -648,7 +677,7 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
               seeds: k === 0 ? [] : [`${NOPREFIX_IP[0]}:${GOSSIP_PORT}`],
               mesh: meshExtra,
               routing: { prefix_affinity: false },
-              models: [{ name: 'm', engine: 'openai', url: engineUrls[k], parallel: ENGINES[k].slots, context: 32768, workloads: ['chat', 'completion'] }],
+              models: [{ name: 'm', engine: 'openai', url: engineUrls[k], parallel: ENGINES[k].slots, context: CONTEXT, workloads: ['chat', 'completion'] }],
             },
             dir,
             { check: viiworkCheck },
@@ -698,7 +727,9 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
 
     // Capacity of this mix with ideal caching, from a long sample of the same mix.
     // Agents' prompts are long (a 27k-token session renders 100 kB per turn): a shorter sample of the same mix.
-    const sample = traceOf({ startsPerS: 1, seconds: AGENTS ? 200 : 3000, tailS: 1e6, entries: 3, answer: ctx.answer }, seed + 999, systems);
+    // Mooncake: its 80% sample of the whole window stands for the mix (each load's sample is sized on its own capacity).
+    const moonSample = moon?.(0.8, MOONCAKE_REPLAY.windowMs / MOONCAKE_REPLAY.timeScale / 1000, seed, seed + 999);
+    const sample = moonSample?.trace ?? traceOf({ startsPerS: 1, seconds: AGENTS ? 200 : 3000, tailS: 1e6, entries: 3, answer: ctx.answer }, seed + 999, systems);
     const cap = capacity(ENGINES, sample, 'none');
     const capIdeal = capacity(ENGINES, sample, 'ideal');
     const perStart = requestsPerStart(sample);
@@ -717,6 +748,7 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
       loads: loads.map((l) => ({ ...l, rate_req_per_s: Math.round(l.load * cap.reqPerS * 100) / 100 })),
       seed,
       ...(AGENTS ? { session_headers: SWAP_HEADERS ? 'swapped' : 'as drawn' } : {}),
+      ...(moonSample ? { trace: mooncakeSettings(moonSample) } : {}),
       tail_s: tailS,
       oracle_wait_weight: ORACLE_WAIT_WEIGHT,
       viiwork_warmup_s: warmupS,
@@ -730,7 +762,7 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
 
     if (warmupS > 0) {
       // Lets every node measure its engine and publish a score; not measured.
-      const warm = traceOf({ startsPerS: (0.5 * cap.reqPerS) / perStart, seconds: warmupS, tailS: 1, entries: 3, answer: ctx.answer }, seed + 1000, systems);
+      const warm = moon?.(0.5, warmupS, seed + 1000, seed + 1001).trace ?? traceOf({ startsPerS: (0.5 * cap.reqPerS) / perStart, seconds: warmupS, tailS: 1, entries: 3, answer: ctx.answer }, seed + 1000, systems);
       for (const arm of ['viiwork', 'viiwork-prefix-off'] as Arm[]) {
         if (!wanted.has(arm)) continue;
         await resetEngines(engineUrls);
@@ -739,7 +771,9 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
     }
 
     for (const [li, { load, seconds }] of loads.entries()) {
-      const trace = traceOf({ startsPerS: (load * cap.reqPerS) / perStart, seconds, tailS, entries: 3, answer: ctx.answer }, seed * 100 + li, systems);
+      // Mooncake: the same family order at every load (seed), so a higher load's sample holds a lower one's.
+      const ms = moon?.(load, seconds, seed, seed * 100 + li);
+      const trace = ms?.trace ?? traceOf({ startsPerS: (load * cap.reqPerS) / perStart, seconds, tailS, entries: 3, answer: ctx.answer }, seed * 100 + li, systems);
       const byArm: Record<string, Record<string, any>> = {};
       for (const arm of ARMS) {
         if (!wanted.has(arm)) continue;
@@ -799,7 +833,15 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
         return x && y ? Math.round((x / y) * 100) / 100 : null;
       };
       const arms: Record<string, any>[] = Object.entries(byArm).map(([arm, st]) => ({ arm, ...st, mean_vs_oracle: ratio(arm, AGENTS ? 'oracle-evict' : 'oracle'), mean_vs_least_conn: ratio(arm, 'least_conn'), mean_vs_sticky: ratio(arm, 'sticky') }));
-      results.push({ load, seconds, rate_req_per_s: Math.round(load * cap.reqPerS * 100) / 100, requests: trace.length, conversations: new Set(trace.filter((q) => q.conv !== undefined).map((q) => q.conv)).size, arms });
+      results.push({
+        load,
+        seconds,
+        rate_req_per_s: Math.round(((ms ? ms.offeredLoad * ms.capacityReqPerS : load * cap.reqPerS) * 100)) / 100,
+        requests: trace.length,
+        conversations: new Set(trace.filter((q) => q.conv !== undefined).map((q) => q.conv)).size,
+        ...(ms ? { sample: mooncakeSampleInfo(ms), bound: infiniteCacheBound(trace, ENGINES) } : {}),
+        arms,
+      });
       console.table(arms.map((a) => ({ arm: a.arm, ok: a.ok, shed: a.shed_with_retry_after, lost: a.lost, 'mean ms': a.ttft_mean_ms, 'p95 ms': a.ttft_p95_ms, cached: a.cached_share, '÷oracle': a.mean_vs_oracle, '÷least_conn': a.mean_vs_least_conn, '÷sticky': a.mean_vs_sticky })));
     }
 
@@ -855,12 +897,12 @@ async function drainExperiment(dir: string, rounds: number): Promise<Record<stri
   const FIRST = 950; // + 5 tokens × 10 ms = 1 s in a slot
   const TOKENS = 5;
   const TOKEN_MS = 10;
-  const [eh, ep] = ['127.0.50.14', 18804];
+  const [eh, ep] = [`127.0.${NET}.14`, 18804];
   const engineUrl = `http://${eh}:${ep}`;
   startProc('drain-engine', process.execPath, [path.join(HERE, 'fakes/slot-engine.mjs'), eh, String(ep), String(SLOTS), String(FIRST), String(TOKENS), String(TOKEN_MS)], { dir });
   await until(async () => (await getJson(`${engineUrl}/stats`)) !== undefined, 'drain engine up', 10_000);
-  const exec = await startViiwork({ name: 'd-exec', ip: '127.0.50.4', apiPort: API_PORT, gossipPort: GOSSIP_PORT, models: [{ name: 'm', engine: 'openai', url: engineUrl, parallel: SLOTS }] }, dir);
-  const gw = await startViiwork({ name: 'd-gateway', ip: '127.0.50.5', apiPort: API_PORT, gossipPort: GOSSIP_PORT, models: [], seeds: [`127.0.50.4:${GOSSIP_PORT}`] }, dir);
+  const exec = await startViiwork({ name: 'd-exec', ip: `127.0.${NET}.4`, apiPort: API_PORT, gossipPort: GOSSIP_PORT, models: [{ name: 'm', engine: 'openai', url: engineUrl, parallel: SLOTS }] }, dir);
+  const gw = await startViiwork({ name: 'd-gateway', ip: `127.0.${NET}.5`, apiPort: API_PORT, gossipPort: GOSSIP_PORT, models: [], seeds: [`127.0.${NET}.4:${GOSSIP_PORT}`] }, dir);
   await waitConverged([exec, gw]);
   await waitFleet(gw, 'm', ['d-exec']);
   const body = JSON.stringify({ model: 'm', stream: true, max_tokens: 8, messages: [{ role: 'user', content: 'One second, please.' }] });
@@ -911,6 +953,7 @@ export function checkTargets(results: Record<string, any>[], drain: Record<strin
   const out: Target[] = [];
   const armAt = (load: number, arm: string) => results.find((r) => r.load === load)?.arms.find((a: any) => a.arm === arm);
   if (AGENTS) return agentTargets(armAt);
+  if (MOONCAKE) return mooncakeTargets(armAt);
   const ratioTarget = (load: number, field: string, vs: string, limit: number, strict = false) => {
     const x = armAt(load, 'viiwork')?.[field];
     out.push({ target: `viiwork at ${Math.round(load * 100)}%: mean TTFT vs ${vs}`, measured: x ?? null, goal: `${strict ? '<' : '≤'} ${limit.toFixed(2)}`, met: x == null ? null : strict ? x < limit : x <= limit });
@@ -945,6 +988,14 @@ export function checkTargets(results: Record<string, any>[], drain: Record<strin
   }
   out.push({ target: 'drain: 40 × 1 s over 8 remote slots, gateway vs direct', measured: drain?.gateway_vs_direct ?? null, goal: '≤ 1.15', met: drain?.gateway_vs_direct == null ? null : drain.gateway_vs_direct <= 1.15 });
   return out;
+}
+
+/** Issue 42's targets on Mooncake's conversation trace at 80%, by engine behaviour (with the RAM pool, or build 4748's). */
+function mooncakeTargets(armAt: (load: number, arm: string) => Record<string, any> | undefined): Target[] {
+  const v = armAt(0.8, 'viiwork');
+  const [lc, st] = CACHE_RAM > 0 ? [0.7, 1] : [0.8, 0.95];
+  const le = (what: string, x: number | null | undefined, goal: number, ge = false): Target => ({ target: `mooncake at 80%: viiwork ${what}`, measured: x ?? null, goal: `${ge ? '≥' : '≤'} ${goal.toFixed(2)}`, met: x == null ? null : ge ? x >= goal : x <= goal });
+  return [le('mean TTFT vs nginx least_conn', v?.mean_vs_least_conn, lc), le('mean TTFT vs the prefix-sticky arm', v?.mean_vs_sticky, st), le('cached share of prompt tokens', v?.cached_share, 0.2, true)];
 }
 
 /** Issue 25's targets on the long-agent trace. */

@@ -39,8 +39,9 @@ for (const name of which) {
     } else if (name === 'routing') {
       const { benchRouting, printRouting, routingChart } = await import('./routing.ts');
       const doc = await benchRouting();
-      // ROUTING_TRACE=agents (issue 25's long agent sessions) writes its own files beside the short trace's.
-      const file = process.env.ROUTING_TRACE === 'agents' ? 'routing-agents' : name;
+      // ROUTING_TRACE=agents (issue 25's long agent sessions) and the Mooncake traces write their own files beside the short trace's.
+      const trace = process.env.ROUTING_TRACE;
+      const file = trace === 'agents' || trace === 'mooncake' || trace === 'mooncake-synthetic' ? `routing-${trace}` : name;
       write(file, doc);
       fs.writeFileSync(path.join(outDir, `${file}.svg`), routingChart(doc));
       printRouting(doc);

@@ -33,9 +33,9 @@ export function prefillMs(e: EngineSpec, tokens: number, cached: number): number
   return e.ttftMs + (e.prefillPer1k * Math.max(0, tokens - cached)) / 1000;
 }
 
-/** Time a slot stays busy after the first token. */
-export function decodeMs(e: EngineSpec): number {
-  return ((e.outputTokens - 1) * 1000) / e.tokensPerS;
+/** Time a slot stays busy after the first token (`outputTokens`: the request's own answer length, when the trace has one). */
+export function decodeMs(e: EngineSpec, outputTokens = e.outputTokens): number {
+  return ((outputTokens - 1) * 1000) / e.tokensPerS;
 }
 
 export type Kind = 'conv' | 'single' | 'long';
@@ -64,6 +64,12 @@ export interface TraceRequest {
   idealCached: number;
   /** A next turn leaves at least this long after the previous answer ended (default: the benchmark's 50 ms). */
   gapMs?: number;
+  /** Its answer's tokens (max_tokens), when the trace says (Mooncake's output_length); else the engines' fixed count. */
+  outputTokens?: number;
+  /** Mooncake's 512-token block ids of the prompt (the prefix-sticky arm routes by them). */
+  blocks?: readonly number[];
+  /** A later turn found its cache when the engine reused at least this many tokens (default: half its prompt). */
+  warmTokens?: number;
 }
 
 export interface TraceShape {
@@ -185,11 +191,11 @@ export function buildTrace(shape: TraceShape, seed: number, systems: string[]): 
  * conversation's earlier turns, a shared system prompt), out of reach for
  * any router since a slot holds one text at a time.
  */
-export function capacity(engines: EngineSpec[], sample: TraceRequest[], cache: 'ideal' | 'none' = 'ideal'): { reqPerS: number; meanBusyMs: Record<string, number> } {
+export function capacity(engines: EngineSpec[], sample: readonly Pick<TraceRequest, 'promptTokens' | 'idealCached' | 'outputTokens'>[], cache: 'ideal' | 'none' = 'ideal'): { reqPerS: number; meanBusyMs: Record<string, number> } {
   const meanBusyMs: Record<string, number> = {};
   let total = 0;
   for (const e of engines) {
-    const busy = sample.reduce((a, q) => a + prefillMs(e, q.promptTokens, cache === 'ideal' ? q.idealCached : 0) + decodeMs(e), 0) / sample.length;
+    const busy = sample.reduce((a, q) => a + prefillMs(e, q.promptTokens, cache === 'ideal' ? q.idealCached : 0) + decodeMs(e, q.outputTokens), 0) / sample.length;
     meanBusyMs[e.name] = Math.round(busy);
     total += e.slots / (busy / 1000);
   }

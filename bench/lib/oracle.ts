@@ -35,12 +35,16 @@ interface MSlot extends SlotState {
   freedAt: number;
   /** tokens of its text that no other slot holds (eviction-aware mirrors) */
   unique: number;
+  /** answer tokens of the request in it, when the trace sets them */
+  out?: number;
 }
 
 interface MReq {
   id: number;
   prompt: string;
   tokens: number;
+  /** its answer's tokens (undefined: the engine's fixed count) */
+  out?: number;
 }
 
 export interface Prediction {
@@ -116,7 +120,8 @@ export class EngineMirror {
     s.text = q.prompt;
     s.prompt = q.prompt;
     s.req = q.id;
-    s.freeAt = now + prefillMs(this.e, q.tokens, c.cachedTokens) + decodeMs(this.e);
+    s.out = q.out;
+    s.freeAt = now + prefillMs(this.e, q.tokens, c.cachedTokens) + decodeMs(this.e, q.out);
     this.#where.set(q.id, c.slot);
     this.#uniques();
     return true;
@@ -139,12 +144,12 @@ export class EngineMirror {
       const from = this.slots[k];
       const to = this.slots[slot];
       const [heldText, heldUsed] = [to.text, to.lastUsed];
-      [to.busy, to.text, to.prompt, to.req, to.lastUsed] = [true, from.text, from.prompt, from.req, from.lastUsed];
+      [to.busy, to.text, to.prompt, to.req, to.lastUsed, to.out] = [true, from.text, from.prompt, from.req, from.lastUsed, from.out];
       [from.busy, from.req, from.text, from.lastUsed] = [false, undefined, heldText, heldUsed];
       this.#where.set(id, slot);
       k = slot;
     }
-    this.slots[k].freeAt = at + decodeMs(this.e);
+    this.slots[k].freeAt = at + decodeMs(this.e, this.slots[k].out);
   }
 
   /** Its stream ended (or it failed) at `at`. */
@@ -185,7 +190,7 @@ export class EngineMirror {
         s.prompt = head.prompt;
         s.text = head.prompt;
         s.unique = head.tokens;
-        s.freeAt = t + prefill + decodeMs(this.e);
+        s.freeAt = t + prefill + decodeMs(this.e, head.out);
       }
       const next = Math.min(...slots.filter((s) => s.busy).map((s) => s.freeAt));
       t = Math.max(t, next);
@@ -216,8 +221,8 @@ export class Oracle {
   }
 
   /** The engine for request `id` sent now, and (eviction-aware) the slot to name to it; records it there. */
-  pick(id: number, prompt: string, tokens: number, now: number): { engine: number; slot?: number; predicted: Prediction } {
-    const q = { id, prompt, tokens };
+  pick(id: number, prompt: string, tokens: number, now: number, out?: number): { engine: number; slot?: number; predicted: Prediction } {
+    const q = { id, prompt, tokens, out };
     let best = 0;
     let bestScore = Infinity;
     let bestP: Prediction = { wait: 0, prefill: 0, cached: 0 };

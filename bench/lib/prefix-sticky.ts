@@ -1,0 +1,51 @@
+/**
+ * The sticky reference arm for traces known only by their prefix (issue 42,
+ * Mooncake): a request goes to the engine that last ran the longest prefix
+ * of its block ids the client has sent before, while that engine has a free
+ * slot by the client's own count; else to the engine with the fewest
+ * requests in flight (ties: round robin). Every block of the request then
+ * points at the engine it went to, so new prefixes make homes and a turn
+ * that overflowed moves its conversation's home with it (that engine now
+ * holds the longest prefix). Blocks every request shares (`skip`, the
+ * system prompt) say nothing about where a conversation lives and are not
+ * matched.
+ */
+export class PrefixStickyRouter {
+  readonly inFlight: number[];
+  #where = new Map<number, number>();
+  #rr = 0;
+  constructor(
+    readonly slots: readonly number[],
+    readonly skip = 0,
+  ) {
+    this.inFlight = slots.map(() => 0);
+  }
+
+  /** The engine that last ran the longest known prefix of `blocks` (ids are chained: the deepest known id is that prefix). */
+  home(blocks: readonly number[]): number | undefined {
+    for (let k = blocks.length - 1; k >= this.skip; k--) {
+      const e = this.#where.get(blocks[k]);
+      if (e !== undefined) return e;
+    }
+    return undefined;
+  }
+
+  /** The engine for a request of these blocks; counts it in flight. */
+  pick(blocks: readonly number[]): number {
+    const home = this.home(blocks);
+    let engine: number;
+    if (home !== undefined && this.inFlight[home] < this.slots[home]) engine = home;
+    else {
+      const least = Math.min(...this.inFlight);
+      const tied = this.inFlight.flatMap((n, k) => (n === least ? [k] : []));
+      engine = tied[this.#rr++ % tied.length];
+    }
+    for (let k = this.skip; k < blocks.length; k++) this.#where.set(blocks[k], engine);
+    this.inFlight[engine]++;
+    return engine;
+  }
+
+  done(engine: number): void {
+    this.inFlight[engine]--;
+  }
+}
