@@ -1,3 +1,5 @@
+import { InFlight } from './sticky.ts';
+
 /**
  * The sticky reference arm for traces known only by their prefix (issue 42,
  * Mooncake): a request goes to the engine that last ran the longest prefix
@@ -11,14 +13,17 @@
  * matched.
  */
 export class PrefixStickyRouter {
-  readonly inFlight: number[];
+  readonly #load: InFlight;
   #where = new Map<number, number>();
-  #rr = 0;
   constructor(
     readonly slots: readonly number[],
     readonly skip = 0,
   ) {
-    this.inFlight = slots.map(() => 0);
+    this.#load = new InFlight(slots);
+  }
+
+  get inFlight(): readonly number[] {
+    return this.#load.inFlight;
   }
 
   /** The engine that last ran the longest known prefix of `blocks` (ids are chained: the deepest known id is that prefix). */
@@ -32,20 +37,12 @@ export class PrefixStickyRouter {
 
   /** The engine for a request of these blocks; counts it in flight. */
   pick(blocks: readonly number[]): number {
-    const home = this.home(blocks);
-    let engine: number;
-    if (home !== undefined && this.inFlight[home] < this.slots[home]) engine = home;
-    else {
-      const least = Math.min(...this.inFlight);
-      const tied = this.inFlight.flatMap((n, k) => (n === least ? [k] : []));
-      engine = tied[this.#rr++ % tied.length];
-    }
+    const engine = this.#load.take(this.home(blocks));
     for (let k = this.skip; k < blocks.length; k++) this.#where.set(blocks[k], engine);
-    this.inFlight[engine]++;
     return engine;
   }
 
   done(engine: number): void {
-    this.inFlight[engine]--;
+    this.#load.done(engine);
   }
 }
