@@ -1,16 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ConfigError, parseConfigText } from '../../src/config/load.ts';
-
-function problems(yaml: string): string[] {
-  try {
-    parseConfigText(yaml);
-  } catch (err) {
-    assert.ok(err instanceof ConfigError);
-    return err.problems;
-  }
-  assert.fail('config was accepted');
-}
+import { parseConfigText } from '../../src/config/load.ts';
+import { problems } from '../helpers/config.ts';
 
 describe('model lifecycle config (SPEC section 11)', () => {
   it('defaults: always, 15m idle unload, memory auto, budget auto, load_wait 5m, scale_after 10s', () => {

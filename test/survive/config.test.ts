@@ -1,17 +1,8 @@
 /** node.cache_disk and node.drain_timeout (SPEC sections 2 and 13): defaults, values, and errors that name the key. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ConfigError, parseConfigText } from '../../src/config/load.ts';
-
-function problems(yaml: string): string[] {
-  try {
-    parseConfigText(yaml);
-  } catch (err) {
-    assert.ok(err instanceof ConfigError);
-    return err.problems;
-  }
-  assert.fail('config was accepted');
-}
+import { parseConfigText } from '../../src/config/load.ts';
+import { problems } from '../helpers/config.ts';
 
 describe('drain and slot cache config (SPEC section 13)', () => {
   it('defaults: 4096 MiB of slot caches, a 60 s drain', () => {

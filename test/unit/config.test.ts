@@ -4,22 +4,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { ConfigError, parseConfigText } from '../../src/config/load.ts';
+import { parseConfigText } from '../../src/config/load.ts';
 import { parseDuration, parseSize } from '../../src/config/units.ts';
 import { tempDir } from '../helpers/node.ts';
+import { problems } from '../helpers/config.ts';
 
 const run = promisify(execFile);
 const BIN = path.resolve('bin/viiwork.js');
-
-function problems(yaml: string): string[] {
-  try {
-    parseConfigText(yaml);
-  } catch (err) {
-    assert.ok(err instanceof ConfigError);
-    return err.problems;
-  }
-  assert.fail('config was accepted');
-}
 
 describe('config', () => {
   it('fills every default of SPEC section 2', () => {
