@@ -48,6 +48,9 @@ export async function handleInference(node: ApiNode, req: http.IncomingMessage, 
   if (sender.kind === 'forward') {
     // A stopping node takes no new work: its slots are as good as full for the mesh.
     if (node.phase !== 'running') throw errors.forwardNoSlot();
+    // Nor does a draining one (SPEC section 13), though its entry placed this on a report from before the drain. A count
+    // takes no slot and is still answered.
+    if (node.draining && endpoint.action !== 'count_tokens') throw errors.forwardDraining(node.name);
     return node.dispatcher.serveForward(ir, sender, res, gone);
   }
   if (!caller) return node.dispatcher.serveClient(ir, res, gone);

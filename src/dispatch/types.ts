@@ -1,4 +1,5 @@
 /** What the life of one request works on: the parsed request, where it runs, and how a run ended. */
+import type { ApiError } from '../http/errors.ts';
 import type { ScannedObject } from '../http/json-scan.ts';
 import type { Lease } from '../engines/targets.ts';
 import type { PrefixChain } from '../prompt/held.ts';
@@ -91,7 +92,10 @@ export type Reservation =
   /** `waitUntil`: a forward that may wait in the member's line for a slot until then (clock ms; queue/gate.ts). */
   /** `evictPriced`: the eviction priced there (expected tokens, dispatch/evict-claim.ts); undefined: slots not priced there. */
   | { kind: 'remote'; host: string; reason: RouteReason; end: (how: 'served' | 'refused') => void; predictedCached?: number; cands?: readonly Candidate[]; waitUntil?: number; evictPriced?: number }
-  /** The on-demand load this request waited for failed (SPEC section 11): it ends with 503 and the engine's text. */
-  | { kind: 'load-failed'; text: string };
+  /**
+   * The request can no longer be placed while it waits: the on-demand load it waited for failed (SPEC section 11), or
+   * every host that could run it began draining (SPEC section 13). It ends with this error.
+   */
+  | { kind: 'fail'; error: ApiError };
 
 export type { RefusedBy, RunOutcome } from '../forward/outcome.ts';

@@ -3,7 +3,8 @@
 /** Why a forward did not run, before anything reached the client. */
 /** `waited`: the forward waited at the executor for a slot as long as it was allowed (queue/gate.ts): the host was full, nothing refused it. */
 /** `evicts`: the executor's slot would destroy a live conversation's cache the entry priced as free; the entry prices the host again. */
-export type RefusedBy = 'full' | 'workload' | 'auth' | 'connection' | 'quiet' | 'waited' | 'evicts';
+/** `draining`: the member began draining (SPEC section 13) after the report the entry placed it by; it takes nothing new. */
+export type RefusedBy = 'full' | 'workload' | 'auth' | 'connection' | 'quiet' | 'waited' | 'evicts' | 'draining';
 
 /** How one run (local or forwarded) ended, as placement sees it. */
 export type RunOutcome =

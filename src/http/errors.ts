@@ -124,6 +124,9 @@ export const errors = {
       1,
       { [RES_REFUSED]: 'evicts' },
     ),
+  /** A forward that reaches a draining node (its entry's view is older than the drain): marked, so the entry places it elsewhere. */
+  forwardDraining: (node: string) =>
+    new ApiError(503, `node "${node}" is draining and takes no new work; the entry node places the request elsewhere`, 'server_error', 'draining', 1, { [RES_REFUSED]: 'draining' }),
   forwardNoSlot: () =>
     new ApiError(429, 'this node has no free slot for the forwarded request; the entry node retries elsewhere', 'rate_limit_error', 'no_free_slot', 1, { [RES_REFUSED]: 'full' }),
   queueFull: (model: string) => new ApiError(429, `every slot for "${model}" is busy and its queue is full; retry later`, 'rate_limit_error', 'queue_full', 2),

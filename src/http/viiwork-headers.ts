@@ -34,11 +34,11 @@ export const RES_PASSED_ON: ReadonlySet<string> = new Set([RES_OMITTED_TOOLS]);
  */
 export const RES_REFUSED = 'x-viiwork-refused';
 
-export type RefusalMarker = 'full' | 'workload' | 'auth' | 'engine' | 'memory' | 'waited' | 'evicts';
+export type RefusalMarker = 'full' | 'workload' | 'auth' | 'engine' | 'memory' | 'waited' | 'evicts' | 'draining';
 
 export function refusalMarker(value: string | string[] | undefined): RefusalMarker | undefined {
   const v = Array.isArray(value) ? value[0] : value;
-  return v === 'full' || v === 'workload' || v === 'auth' || v === 'engine' || v === 'memory' || v === 'waited' || v === 'evicts' ? v : undefined;
+  return v === 'full' || v === 'workload' || v === 'auth' || v === 'engine' || v === 'memory' || v === 'waited' || v === 'evicts' || v === 'draining' ? v : undefined;
 }
 
 /**

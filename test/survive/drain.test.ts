@@ -40,7 +40,15 @@ describe('viiwork drain: a node with a request running', () => {
     engA = await startFakeEngine({ name: 'a', outputTokens: 4 });
     engB = await startFakeEngine({ name: 'b', outputTokens: 4 });
     a = await startMeshNode({ name: 'A', ip: IP(1), models: [{ name: 'm', engine: 'openai', url: engA.url, parallel: 2 }] });
-    b = await startMeshNode({ name: 'B', ip: IP(2), seeds: [a.gossip], models: [{ name: 'm', engine: 'openai', url: engB.url, parallel: 2 }] });
+    // B polls A's report only every 5 s (and holds it fresh for 20), so right after the drain B still places work on A.
+    b = await startMeshNode({
+      name: 'B',
+      ip: IP(2),
+      seeds: [a.gossip],
+      models: [{ name: 'm', engine: 'openai', url: engB.url, parallel: 2 }],
+      mesh: { capacity_poll: '5s' },
+      routing: { stale_after: '20s' },
+    });
     await waitConverged([a, b]);
     await waitModelOn(a, 'm', ['A', 'B']);
     await waitModelOn(b, 'm', ['A', 'B']);
@@ -66,11 +74,17 @@ describe('viiwork drain: a node with a request running', () => {
     const health = await request(`${a.url}/health`);
     assert.equal(health.statusCode, 503, 'a load balancer takes a draining node out of rotation');
     assert.equal(((await health.body.json()) as { status: string }).status, 'draining');
+    // A request B places on A by its report from before the drain is refused there as draining, never run: B answers
+    // the client 503 `draining` once its next poll of A says so.
+    const early = await postJson(`${b.url}/v1/chat/completions?host=A`, chat('placed on a report from before the drain'));
+    assert.equal(early.status, 503, early.text);
+    assert.equal(JSON.parse(early.text).error.code, 'draining');
+    assert.equal(engA.heldCount, 1, 'A ran nothing new while draining');
     // B's view: A is draining, so B's own clients go to B.
-    await waitFor(() => fleetDraining(b, 'A'), { timeoutMs: 10_000, what: 'B sees A draining' });
+    await waitFor(() => fleetDraining(b, 'A'), { timeoutMs: 20_000, what: 'B sees A draining' });
 
     // The operator's view from B: `viiwork status` names A draining.
-    await waitFor(async () => (await cli(['status', '--url', b.url])).out.split('\n').some((l) => /^m\s+A\s.*draining/.test(l)), { timeoutMs: 10_000, what: 'viiwork status on B shows A draining' });
+    await waitFor(async () => (await cli(['status', '--url', b.url])).out.split('\n').some((l) => /^m\s+A\s.*draining/.test(l)), { timeoutMs: 20_000, what: 'viiwork status on B shows A draining' });
     // A client of A (still an entry) is answered by B.
     for (let i = 0; i < 4; i++) {
       const r = await postJson(`${a.url}/v1/chat/completions`, chat(`while A drains ${i}`));

@@ -31,7 +31,7 @@ import type { Executor } from '../execute/execute.ts';
 import type { Hygiene } from '../execute/tool-order.ts';
 import { forwardBody } from '../execute/upstream-body.ts';
 import type { DispatchPorts } from '../ports.ts';
-import { candidatesFor, checkServable, failureError, queuedBeforeDrain } from '../servable.ts';
+import { candidatesFor, checkServable, drainedAway, failureError, onlyLoading, queuedBeforeDrain, routeLeft } from '../servable.ts';
 import { meshHeaders, newTrace, recordRequest, type ResponseMeta, type Trace } from '../trace.ts';
 import type { DispatchRequest, Reservation, Routed, RoutedRequest, RunOutcome } from '../types.ts';
 import { aliasesOf, resolveModelName } from './alias.ts';
@@ -232,7 +232,7 @@ export class Entry {
             const failed = state.failed;
             reserved = this.#attempt(rr, arrived, failed, hold, line, undefined, first && { cands: first, hosts });
             first = undefined;
-            event = { kind: 'tried', placed: reserved !== undefined, routeLeft: reserved !== undefined || this.#routeLeft(rr, failed) };
+            event = { kind: 'tried', placed: reserved !== undefined, routeLeft: reserved !== undefined || routeLeft(p, rr, failed) };
             break;
           }
           case 'wait': {
@@ -250,7 +250,7 @@ export class Entry {
           case 'run': {
             const where = reserved!;
             reserved = undefined;
-            if (where.kind === 'load-failed') throw errors.loadFailed(rr.model, where.text);
+            if (where.kind === 'fail') throw where.error;
             const queuedMs = state.queued ? Math.max(1, p.now() - arrived) : 0;
             const route: RouteReason = state.queued ? 'queued' : where.reason;
             trace.queuedMs = queuedMs;
@@ -268,7 +268,7 @@ export class Entry {
             return;
           case 'fail':
             if (action.failure === 'queue-timeout' && forLoad && !candidatesFor(p, rr).some((c) => c.healthy)) throw errors.loadTimeout(rr.model, deadline - arrived);
-            if (action.failure === 'queue-timeout' && this.#onlyLoading(rr)) throw errors.modelLoading(rr.model, p.rules.queueTimeoutMs);
+            if (action.failure === 'queue-timeout' && onlyLoading(p, rr)) throw errors.modelLoading(rr.model, p.rules.queueTimeoutMs);
             throw failureError(action.failure, rr.model, waitMs, state.engineError);
         }
       }
@@ -293,18 +293,7 @@ export class Entry {
   /** The load this request waited for failed: a reservation that ends it with 503 (undefined: keep waiting). */
   #loadFailed(rr: RoutedRequest, arrived: number): Reservation | undefined {
     const text = this.p.loads?.failure(rr.model, arrived);
-    return text === undefined ? undefined : { kind: 'load-failed', text };
-  }
-
-  /** Nothing capable is healthy, and something is still loading. */
-  #onlyLoading(rr: RoutedRequest): boolean {
-    const c = candidatesFor(this.p, rr);
-    return !c.some((x) => x.healthy) && c.some((x) => x.loading);
-  }
-
-  /** Is any capable host with a healthy backend left for this request (apart from those whose engine failed it)? */
-  #routeLeft(rr: RoutedRequest, failed: readonly string[]): boolean {
-    return candidatesFor(this.p, rr).some((c) => c.healthy && !failed.includes(c.host) && (c.fresh || c.local));
+    return text === undefined ? undefined : { kind: 'fail', error: errors.loadFailed(rr.model, text) };
   }
 
   /**
@@ -325,6 +314,8 @@ export class Entry {
     const hosts = known?.hosts ?? p.snapshot();
     let cands = known?.cands ?? candidatesFor(p, rr, hosts);
     if (cands.length === 0) cands = queuedBeforeDrain(p, rr, hosts, arrived);
+    const drained = cands.some((c) => rr.pin === undefined || c.host === rr.pin) ? undefined : drainedAway(rr, hosts);
+    if (drained) return { kind: 'fail', error: drained };
     if (failed.length) cands = cands.filter((c) => !failed.includes(c.host));
     if (rr.chain || this.#holding.size > 0) {
       const own = hold.state.hold?.host;
@@ -547,7 +538,7 @@ export class Entry {
   }
 
   /** Run where it was reserved: here (the executor), or one forward to the member. */
-  async #run(rr: RoutedRequest, fwd: ForwardCell, where: Exclude<Reservation, { kind: 'load-failed' }>, res: http.ServerResponse, signal: Gone, h: ResponseMeta, trace: Trace, mayReprice: boolean): Promise<RunOutcome> {
+  async #run(rr: RoutedRequest, fwd: ForwardCell, where: Exclude<Reservation, { kind: 'fail' }>, res: http.ServerResponse, signal: Gone, h: ResponseMeta, trace: Trace, mayReprice: boolean): Promise<RunOutcome> {
     trace.predictedCached = where.predictedCached;
     trace.cachedTokens = undefined;
     if (where.kind === 'local') {
