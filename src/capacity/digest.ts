@@ -17,10 +17,11 @@ import type { CacheDigest, SlotHold } from '../prompt/held.ts';
  * prompt ends at ("" for an empty slot), that link's tokens, the tokens no
  * other slot of the target holds, and the ms since its last request ended
  * (-1: busy; 0 with no hash and never used: empty); then, optionally, the
- * hash and tokens of its prompt's head link (tools and system). A reader
- * that knows only the first four ignores the rest.
+ * hash and tokens of its prompt's head link (tools and system), and after
+ * them the hash and tokens of the link before its last (SlotHold.prev). A
+ * reader that knows only the first four (or six) ignores the rest.
  */
-export type SlotWire = [string, number, number, number] | [string, number, number, number, string, number];
+export type SlotWire = [string, number, number, number] | [string, number, number, number, string, number] | [string, number, number, number, string, number, string, number];
 
 /**
  * The wire form: `links` absent means "unchanged since the version you hold" (the slots and the RAM pool too).
@@ -37,9 +38,9 @@ export interface DigestWire {
 /** Room a target's RAM-pool links may take of the digest's bound (the slots' links keep the rest). */
 export const RAM_WIRE_BYTES = 4 * 1024;
 
-/** Slots listed per target at most; each takes about 45 bytes of JSON (70 with its head), taken off the links' room. */
+/** Slots listed per target at most; each takes about 45 bytes of JSON (70 with its head, 98 with the link before its last too), taken off the links' room. */
 export const DIGEST_MAX_SLOTS = 128;
-export const SLOT_WIRE_BYTES = 72;
+export const SLOT_WIRE_BYTES = 100;
 
 /** A target's slots for a report made at `now` (the executor's clock): idle times relative to it. */
 export function encodeSlots(slots: readonly SlotHold[], now: number): SlotWire[] {
@@ -50,7 +51,9 @@ export function encodeSlots(slots: readonly SlotHold[], now: number): SlotWire[]
       Math.max(0, Math.round(s.unique)),
       s.busy ? -1 : Math.max(0, Math.round(now - (s.idleSince ?? now))),
     ];
-    return s.last && s.head && HEX16.test(s.head.hash) ? [...w, s.head.hash, Math.max(0, Math.round(s.head.tokens))] : w;
+    if (!(s.last && s.head && HEX16.test(s.head.hash))) return w;
+    const head: [string, number, number, number, string, number] = [...w, s.head.hash, Math.max(0, Math.round(s.head.tokens))];
+    return s.prev && HEX16.test(s.prev.hash) ? [...head, s.prev.hash, Math.max(0, Math.round(s.prev.tokens))] : head;
   });
 }
 
@@ -72,7 +75,10 @@ export function decodeSlots(x: unknown, at: number): SlotHold[] | undefined {
     // The head (optional): ignored when malformed, as an older reader would.
     const [headHash, headTokens] = [w[4], w[5]];
     const head = hash && typeof headHash === 'string' && HEX16.test(headHash) && typeof headTokens === 'number' && Number.isFinite(headTokens) ? { head: { hash: headHash, tokens: Math.max(0, headTokens) } } : {};
-    out.push({ ...last, ...head, unique: Math.max(0, unique as number), busy, ...(busy ? {} : { idleSince: at - (idle as number) }) });
+    // The link before the last (optional, only after a head), ignored when malformed.
+    const [prevHash, prevTokens] = [w[6], w[7]];
+    const prev = head.head && typeof prevHash === 'string' && HEX16.test(prevHash) && typeof prevTokens === 'number' && Number.isFinite(prevTokens) ? { prev: { hash: prevHash, tokens: Math.max(0, prevTokens) } } : {};
+    out.push({ ...last, ...head, ...prev, unique: Math.max(0, unique as number), busy, ...(busy ? {} : { idleSince: at - (idle as number) }) });
   }
   return out;
 }

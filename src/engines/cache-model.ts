@@ -22,7 +22,7 @@
  * Pure: no I/O, no clock (recency is a counter the caller passes in), so
  * table tests drive it. Hashes are what prompt/held.ts calls chain links.
  */
-import type { ChainLink, PrefixChain, SlotHold } from '../prompt/held.ts';
+import { continuesInPlace, type ChainLink, type PrefixChain, type SlotHold } from '../prompt/held.ts';
 import { RamPool, savesSlot, TODAY_SIMILARITY, type PromptMeasure } from '../prompt/ram-pool.ts';
 import { BlockCache } from './block-cache.ts';
 import { chainTokensHeld, heldOf, holding, isMiss, prefixUpTo, ReplyCredit, sampledIndices, scaleChain, withReply } from './cache-chain.ts';
@@ -69,6 +69,8 @@ export interface ChooserSlot {
   readonly tokens: number;
   readonly shared: number;
   readonly unique: number;
+  /** Tokens of its prompt's head (tools and system), when known. */
+  readonly head?: number;
   readonly idleMs?: number;
   /** With a RAM pool: taking the slot saves its prompt to RAM (its conversation returns by a restore). */
   readonly pooled?: boolean;
@@ -299,7 +301,7 @@ class SlotCache implements CacheModel {
     if (!pick) return undefined;
     const slot = this.slots[pick.index];
     const v = views[pick.index];
-    if (v.tokens > 0 && v.shared >= v.tokens && slot.freedMs !== undefined) this.onGap?.(ms - slot.freedMs);
+    if (continuesInPlace(v.tokens, v.shared, v.head) && slot.freedMs !== undefined) this.onGap?.(ms - slot.freedMs);
     return slot;
   }
 
@@ -318,8 +320,10 @@ class SlotCache implements CacheModel {
       // whole prefix); it then reuses that, and the reply too when the client echoed it as it came.
       const shared = heldOf(chain, s.hashes);
       const unique = tokens > 0 ? this.#unique(s) : 0;
-      if (s.busy) return { busy: true, tokens, shared, unique };
-      const view: ChooserSlot = { busy: false, tokens, shared, unique, idleMs: Math.max(0, ms - (s.freedMs ?? ms)) };
+      // Its head's tokens tell a conversation grown inside its last message from another sharing only the system prompt.
+      const head = s.head >= 0 && s.head < s.promptLinks ? { head: s.links[s.head].tokens } : {};
+      if (s.busy) return { busy: true, tokens, shared, unique, ...head };
+      const view: ChooserSlot = { busy: false, tokens, shared, unique, ...head, idleMs: Math.max(0, ms - (s.freedMs ?? ms)) };
       return ram && request ? Object.assign(view, this.#poolView(s, request, ram.pool, ram.settings, ms)) : view;
     });
   }
@@ -487,9 +491,11 @@ class SlotCache implements CacheModel {
       const last = promptEnd(s);
       const unique = last ? this.#unique(s) : 0;
       const head = s.head >= 0 && s.head < s.promptLinks - 1 ? { head: s.links[s.head] } : {};
-      if (s.busy) return last ? { last, ...head, unique, busy: true } : { unique, busy: true };
+      // The link before the last, past the head: a prompt grown inside this one's last message still continues it.
+      const prev = head.head && s.head < s.promptLinks - 2 ? { prev: s.links[s.promptLinks - 2] } : {};
+      if (s.busy) return last ? { last, ...head, ...prev, unique, busy: true } : { unique, busy: true };
       const idle = s.freedMs !== undefined ? { idleSince: s.freedMs } : {};
-      return last ? { last, ...head, unique, busy: false, ...idle } : { unique, busy: false, ...idle };
+      return last ? { last, ...head, ...prev, unique, busy: false, ...idle } : { unique, busy: false, ...idle };
     });
   }
 

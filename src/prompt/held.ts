@@ -80,9 +80,29 @@ export interface SlotHold {
    * known and short of `last`: what a new conversation reuses if it takes this slot.
    */
   readonly head?: ChainLink;
+  /**
+   * The link before `last`, when it lies past the head: a prompt that shares it continues this slot's
+   * conversation, though its own last link differs (the conversation's last message, or last 1 KiB of a
+   * completion prompt, grew since: see continuesInPlace).
+   */
+  readonly prev?: ChainLink;
   /** Tokens of that prompt no other slot of the target holds: what taking the slot destroys at most. */
   readonly unique: number;
   readonly busy: boolean;
   /** Idle slots: when (the reader's clock, ms) its last request ended. */
   readonly idleSince?: number;
+}
+
+/**
+ * Does a prompt sharing `shared` tokens with a slot that holds `tokens` (its head, tools and system, `head` tokens
+ * when known) continue that slot's conversation? When the slot's whole prompt is its prefix; or when it shares
+ * more than the head and at least half of the slot (the engine then reuses the slot in place, keeping the shared
+ * part: llama-server saves a slot to RAM only below half). A prompt that grew inside its last message, or inside
+ * its last 1 KiB of a completion, shares all but that link: the same conversation, whose old tail it replaces. One
+ * that shares only the head is another conversation (issue 25: taking its slot destroys that one's history).
+ */
+export function continuesInPlace(tokens: number, shared: number, head: number | undefined): boolean {
+  if (tokens <= 0) return false;
+  if (shared >= tokens) return true;
+  return head !== undefined && shared > head && 2 * shared >= tokens;
 }

@@ -8,7 +8,7 @@
  *
  * Pure: idle times and the observed gaps between turns come in; no clock.
  */
-import type { PrefixChain, SlotHold } from '../prompt/held.ts';
+import { continuesInPlace, type PrefixChain, type SlotHold } from '../prompt/held.ts';
 
 /** One slot as the chooser sees it for one prompt. */
 export interface SlotView {
@@ -19,6 +19,8 @@ export interface SlotView {
   readonly shared: number;
   /** Of the prompt it holds, tokens no other slot of the engine holds. */
   readonly unique: number;
+  /** Tokens of its prompt's head (tools and system), when known: a prompt sharing past it is the same conversation. */
+  readonly head?: number;
   /** Idle slots: ms since its last request ended. */
   readonly idleMs?: number;
   /**
@@ -91,7 +93,9 @@ export type ReturnChance = (idleMs: number) => number;
 /**
  * The slot a request takes among `slots` (SPEC 9.6, "Slot choice"): the
  * idle slot whose prompt this one continues (its whole cached prompt is a
- * prefix of this one: nothing is destroyed), the longest; else the idle
+ * prefix of this one, or this one shares past its head and at least half of
+ * it: the same conversation, grown inside its last message; nothing that
+ * returns is destroyed), the longest; else the idle
  * slot whose cached prompt is worth least — an empty one, or one whose
  * conversation is dead, or whose tokens other slots hold too, is worth
  * nothing — ties to the one holding more of this prompt, then the longest
@@ -102,7 +106,7 @@ export function chooseSlot(slots: readonly SlotView[], chance: ReturnChance): Sl
   let cont = -1;
   for (let i = 0; i < slots.length; i++) {
     const s = slots[i];
-    if (s.busy || s.tokens === 0 || s.shared < s.tokens) continue;
+    if (s.busy || !continues(s)) continue;
     if (cont < 0 || s.shared > slots[cont].shared) cont = i;
   }
   if (cont >= 0) return { index: cont, reused: slots[cont].shared };
@@ -149,7 +153,7 @@ function cheapestIdle(slots: readonly SlotView[], cost: (s: SlotView) => number)
  * (docs/decisions.md, issue 25). Ties as without a pool.
  */
 function choosePooled(slots: readonly SlotView[], chance: ReturnChance): SlotPick | undefined {
-  const { index: best } = cheapestIdle(slots, (s) => (s.tokens > 0 && s.shared >= s.tokens ? -Infinity : worth(s, chance) - restoreGain(s)));
+  const { index: best } = cheapestIdle(slots, (s) => (continues(s) ? -Infinity : worth(s, chance) - restoreGain(s)));
   if (best < 0) return undefined;
   const s = slots[best];
   const restored = restoredTokens(s);
@@ -205,6 +209,11 @@ export function fleetBounded(e: Eviction, fleetLive: number, fleetSlots: number)
   return cascade === e.cascade ? e : { ...e, cascade };
 }
 
+/** This prompt continues the slot's conversation (prompt/held.ts continuesInPlace): taking it destroys nothing that returns. */
+function continues(s: SlotView): boolean {
+  return continuesInPlace(s.tokens, s.shared, s.head);
+}
+
 /** Tokens taking the slot destroys: what it holds beyond what this prompt keeps, and that no other slot holds. */
 function lostTokens(s: SlotView): number {
   return Math.max(0, Math.min(s.unique, s.tokens - s.shared));
@@ -245,17 +254,19 @@ export function evictionMs(e: Eviction | undefined, ratePer1k: number): number {
 /**
  * A digest's slots as the chooser sees them for a prompt with `hashes` (the
  * set of its chain's hashes) at `now`: a slot whose last link is in the
- * chain holds this prompt's start up to it; one whose head link (tools and
- * system) is in it shares that much; of the others the entry knows only
- * that they hold something else. The executor, which knows every link,
+ * chain holds this prompt's start up to it; one whose link before the last
+ * is in it, that much (this prompt grew inside the slot's last message); one
+ * whose head link (tools and system) is in it shares that much; of the others
+ * the entry knows only that they hold something else. The executor, which knows every link,
  * sees the same but for conversations that part after their head.
  */
 export function slotViews(slots: readonly SlotHold[], hashes: ReadonlySet<string>, now: number): SlotView[] {
   return slots.map((s) => {
     const tokens = s.last?.tokens ?? 0;
-    const shared = s.last && hashes.has(s.last.hash) ? tokens : s.head && hashes.has(s.head.hash) ? s.head.tokens : 0;
+    const shared = s.last && hashes.has(s.last.hash) ? tokens : s.prev && hashes.has(s.prev.hash) ? s.prev.tokens : s.head && hashes.has(s.head.hash) ? s.head.tokens : 0;
     const idleMs = s.busy ? undefined : Math.max(0, now - (s.idleSince ?? now));
-    return idleMs === undefined ? { busy: s.busy, tokens, shared, unique: s.unique } : { busy: s.busy, tokens, shared, unique: s.unique, idleMs };
+    const view = { busy: s.busy, tokens, shared, unique: s.unique, ...(s.head ? { head: s.head.tokens } : {}) };
+    return idleMs === undefined ? view : { ...view, idleMs };
   });
 }
 

@@ -28,6 +28,14 @@ describe("a slot's head on the wire (issue 25, item 6)", () => {
     ]);
   });
 
+  it('carries the link before the last after the head (a prompt grown inside its last message still continues the slot), ignored when malformed', () => {
+    const s: SlotHold = { last: { hash: H('a'), tokens: 900 }, head: { hash: H('b'), tokens: 300 }, prev: { hash: H('d'), tokens: 800 }, unique: 600, busy: false, idleSince: 1000 };
+    const wire = encodeSlots([s], 1500);
+    assert.deepEqual(wire[0], [H('a'), 900, 600, 500, H('b'), 300, H('d'), 800]);
+    assert.deepEqual(decodeSlots(JSON.parse(JSON.stringify(wire)), 2000)![0].prev, { hash: H('d'), tokens: 800 });
+    assert.equal(decodeSlots([[H('a'), 900, 600, 500, H('b'), 300, 'nothex', 800]], 0)![0].prev, undefined);
+  });
+
   it('a malformed head is ignored, as an older reader would', () => {
     const [s] = decodeSlots([[H('a'), 900, 600, 500, 'nothex', 300]], 0)!;
     assert.equal(s.head, undefined);

@@ -73,6 +73,26 @@ describe('the slot a request takes (executor and entry alike)', () => {
       want: 1,
       evicted: 12000,
     },
+    {
+      name: 'the slot of its own conversation grown inside its last message (shares past the head, over half of it), over an empty one',
+      slots: [slot({}), slot({ tokens: 9000, shared: 8600, head: 500, unique: 9000, idleMs: 800 })],
+      want: 1,
+    },
+    {
+      name: 'not a slot that shares only the head with it, however long the head',
+      slots: [slot({}), slot({ tokens: 3000, shared: 2000, head: 2000, unique: 1000, idleMs: 800 })],
+      want: 0,
+    },
+    {
+      name: 'not a slot that shares past the head but under half of it (a branch of a longer conversation)',
+      slots: [slot({}), slot({ tokens: 20000, shared: 6000, head: 500, unique: 14000, idleMs: 800 })],
+      want: 0,
+    },
+    {
+      name: 'nor, with its head unknown, one it does not continue whole',
+      slots: [slot({}), slot({ tokens: 9000, shared: 8600, unique: 9000, idleMs: 800 })],
+      want: 0,
+    },
     { name: 'every slot busy: none', slots: [slot({ busy: true }), slot({ busy: true })], want: undefined },
   ];
   for (const row of table) {
