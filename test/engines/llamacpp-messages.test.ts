@@ -57,6 +57,9 @@ describe('the Messages API on the real llama-server (tiny GGUF)', { skip: absent
 
   it("count_tokens is llama-server's own /tokenize count of the request's text", async () => {
     const body = { model: 'tiny', system: 'count me', messages: [{ role: 'user' as const, content: 'one two three four' }] };
+    // The count comes from a backend the node holds healthy (else, by design, the estimate): on a loaded machine a
+    // health check of the engine can fail for a moment after the streams above.
+    await waitFor(() => t.node.backends[0].state === 'healthy', { timeoutMs: 30_000, what: 'llama-server healthy' });
     const r = await client.messages.countTokens(body);
     const chat = messagesToChat(body);
     assert.ok(chat.ok);
