@@ -29,7 +29,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Backend } from '../engines/backend.ts';
 import type { CacheBook, CacheRun } from '../engines/cache-book.ts';
 import type { SlotContent } from '../engines/cache-model.ts';
-import { LlamacppBackend } from '../engines/llamacpp/llamacpp.ts';
+import { kvBytesPerToken, LlamacppBackend } from '../engines/llamacpp/llamacpp.ts';
 import type { Lease } from '../engines/targets.ts';
 import { postToMember, type MemberLink } from '../forward/member-call.ts';
 import type { MemberTable } from '../mesh/members.ts';
@@ -105,6 +105,11 @@ export class CacheMover {
       return undefined;
     }
     return f;
+  }
+
+  /** A move's file was sent whole: the member has it (verified there), so it is removed here. */
+  served(sha: string): void {
+    if (this.#serving.has(sha)) this.#forget(sha);
   }
 
   #forget(sha: string): void {
@@ -216,6 +221,11 @@ export class CacheMover {
     const mine = fp && wireFingerprint(fp);
     if (!mine) return no('refused', `${b.id}'s model file is not hashed yet (or node.cache_disk is 0)`);
     if (!always) {
+      // Before any file of this model was seen: its GGUF's shape says what a token takes (a file adds little to it).
+      if (!this.#perToken.has(b.info.model)) {
+        const kv = await kvBytesPerToken(b.modelPath);
+        if (kv) this.#learnSize(b.info.model, kv, 1);
+      }
       const { move, price } = worthMoving(m.tokens, cachedHere, this.costs(b.info.model, 1));
       if (!move) return { ...no('priced_out', `moving ${m.tokens} tokens is priced ${Math.round(price.moveMs)} ms, prefilling here ${Math.round(price.prefillMs)} ms`), bytes: Math.round(price.bytes) };
     }

@@ -104,6 +104,7 @@ export function modelSide(n: ModelParts, o: { env?: NodeJS.ProcessEnv; listRefre
     rate: node.transfer_rate,
     log: (msg) => n.log.info(msg),
     onSent: (bytes) => n.metrics.fileTransferBytes.inc({ direction: 'sent' }, bytes),
+    onServed: (sha) => moves.served(sha),
   });
   const modelFiles = new ModelFilePolicy({
     modelsDir: node.models_dir,
