@@ -36,7 +36,7 @@ describe('cache moves in a secured mesh', () => {
     const r = await request(`${a.url}${p}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
     return { status: r.statusCode, text: await r.body.text() };
   };
-  const sign = (p: string, body: Buffer, s: RequestSigner, as: string) => s.sign({ method: 'POST', pathWithQuery: p, node: as, to: 'mv-a', bodySha256: crypto.createHash('sha256').update(body).digest('hex') });
+  const sign = (p: string, body: Buffer, s: RequestSigner, as: string): Record<string, string> => ({ ...s.sign({ method: 'POST', pathWithQuery: p, node: as, to: 'mv-a', bodySha256: crypto.createHash('sha256').update(body).digest('hex') }) });
 
   for (const p of ['/v1/slot-cache/save', '/v1/slot-cache/take']) {
     it(`${p}: unsigned 403, forged 401, a non-member's name 401, a member's signature reaches the mover`, async () => {
