@@ -139,3 +139,39 @@ describe('a conversation moved between two members, against the real llama-serve
   });
 });
 
+
+describe('a drain hands its conversations to members with their caches, against the real llama-server', { skip }, () => {
+  const dir = tempDir('viiwork-move-drain-');
+  const file = midModel(dir);
+  const nodes: MeshNode[] = [];
+  after(() => stopAll(nodes));
+
+  it('the turn after its host drained runs on a member that already holds its prompt', async () => {
+    const g = await startMeshNode({ name: 'G', ip: '127.0.215.10' });
+    nodes.push(g);
+    const a = await startMeshNode({ name: 'A2', ip: '127.0.215.11', models: [entryOf(file)], seeds: [g.gossip] });
+    const b = await startMeshNode({ name: 'B2', ip: '127.0.215.12', models: [entryOf(file)], seeds: [g.gossip] });
+    nodes.push(a, b);
+    await waitSeesFile(a, 'tiny', 'B2', undefined, 90_000);
+    await waitSeesFile(a, 'tiny', 'A2', undefined, 90_000);
+    await waitFor(async () => (await getJson(`${g.url}/v1/fleet/capacity`)).models.find((m: any) => m.name === 'tiny')?.hosts.filter((h: any) => h.fresh && h.slots > 0).length === 2, { timeoutMs: 90_000, what: 'G sees tiny on A2 and B2' });
+    const messages = [
+      { role: 'system', content: `You keep a ship log. ${LOG}` },
+      { role: 'user', content: 'Entry one: the pilot came aboard.' },
+    ];
+    const first = await ask(g.url, messages, 'A2');
+    assert.equal(first.host, 'A2');
+    messages.push({ role: 'assistant', content: first.reply }, { role: 'user', content: 'Entry two: the pilot left.' });
+
+    // SIGTERM drains: A2 reports draining, its requests end, its conversations go to B2, then it leaves.
+    await a.stop();
+    assert.equal(await a.exited, 0, a.logs());
+    assert.match(a.logs(), /handed 1 conversation\(s\) to members/, a.logs().slice(-3000));
+    assert.match(b.logs(), /cache move: restored \d+ tokens .* from A2/);
+
+    await waitFor(async () => !(await getJson(`${g.url}/v1/fleet/capacity`)).models.find((m: any) => m.name === 'tiny')?.hosts.some((h: any) => h.node === 'A2' && h.fresh), { timeoutMs: 30_000, what: 'G no longer routes to A2' });
+    const next = await ask(g.url, messages);
+    assert.equal(next.host, 'B2');
+    assert.ok(next.cached >= 0.95 * first.prompt, `B2 reused ${next.cached} of ${next.prompt} prompt tokens (A2 held ${first.prompt})`);
+  });
+});
