@@ -65,7 +65,8 @@ export function moveHint(i: HintInputs): MoveClaim | undefined {
   const target = i.hosts.find((h) => h.name === i.to.host)?.models.get(i.model);
   const sha = target?.file?.sha256;
   if (!target || !sha) return undefined;
-  const index = new Set(i.chain.map((l) => l.hash));
+  // Built only once an idle slot of another host is met: most decisions on a one-host model never need it.
+  let index: Set<string> | undefined;
   let best: MoveClaim | undefined;
   for (const h of i.hosts) {
     if (h.name === i.to.host || (!h.fresh && !h.local)) continue;
@@ -73,7 +74,9 @@ export function moveHint(i: HintInputs): MoveClaim | undefined {
     if (!m || m.file?.sha256 !== sha || (m.ctx !== undefined && target.ctx !== undefined && m.ctx !== target.ctx)) continue;
     for (const t of eligibleTargets(m, i.workload)) {
       for (const s of t.digest?.slots ?? []) {
-        if (s.busy || !s.last || !index.has(s.last.hash)) continue;
+        if (s.busy || !s.last || (best && s.last.tokens <= best.tokens)) continue;
+        index ??= new Set(i.chain.map((l) => l.hash));
+        if (!index.has(s.last.hash)) continue;
         if (!best || s.last.tokens > best.tokens) best = { from: h.name, link: s.last.hash, tokens: s.last.tokens };
       }
     }
