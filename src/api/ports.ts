@@ -23,6 +23,7 @@ import type { Keyring } from '../keys/access.ts';
 import type { Limiter } from '../keys/limiter.ts';
 import type { ServedRecord, UsageBook, UsageRow } from '../keys/usage.ts';
 import type { FileServer } from '../files/serve.ts';
+import type { CacheMover } from '../files/cache-move.ts';
 import type { OpenBodies } from '../http/open-bodies.ts';
 import type { NodeHistory } from '../history/node-history.ts';
 import type { TimelineBook, TimelineDoc } from '../dispatch/timeline.ts';
@@ -77,6 +78,8 @@ export interface ApiNode {
   meshUsage(sinceMs: number, key: string | undefined, byHour: boolean): Promise<{ rows: UsageRow[]; missing: string[] }>;
   /** GET /v1/files/{sha256}: model files for members (SPEC section 11). */
   readonly files: Pick<FileServer, 'handle'>;
+  /** POST /v1/slot-cache/save and take: cache moves between members (SPEC section 13). */
+  readonly moves: Pick<CacheMover, 'save' | 'take'>;
   now(): number;
   /** The routing snapshot of this moment. */
   hostViews(): HostView[];

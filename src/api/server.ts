@@ -23,6 +23,7 @@ import { handleLifecycle, lifecyclePath } from './lifecycle.ts';
 import { DRAIN_PATH, handleDrain } from './drain.ts';
 import { isUiPath, serveUi } from '../ui/serve.ts'; // dashboards
 import { FILES_PREFIX } from '../files/serve.ts';
+import { handleCacheMove, MOVE_SAVE_PATH, MOVE_TAKE_PATH } from './cache-moves.ts';
 import { listen } from '../http/listen.ts';
 import { parseHistoryQuery } from '../history/query.ts';
 import { handleTimeline, TIMELINE_PREFIX } from './timeline.ts';
@@ -242,6 +243,7 @@ async function handle(
   if (url.pathname === LIMITS_PATH) return handleLimits(node, req, res);
   if (url.pathname === DRAIN_PATH) return handleDrain(node, req, res);
   if (url.pathname === KEY_TABLE_PATH) return handleKeyTable(node, req, res);
+  if (url.pathname === MOVE_SAVE_PATH || url.pathname === MOVE_TAKE_PATH) return handleCacheMove(node, req, res, url.pathname);
   if (url.pathname === '/v1/usage' || url.pathname === '/v1/usage/local') return handleUsage(node, req, res, url, caller);
   if (url.pathname === '/v1/aliases' || url.pathname.startsWith('/v1/aliases/')) {
     // A scoped key sees the aliases /v1/models shows it: name and target within its models, fallbacks outside it left out.
@@ -333,6 +335,8 @@ export function takesMemberCalls(pathname: string, rawUrl = pathname): boolean {
     endpointFor(pathname) !== undefined ||
     pathname === LIMITS_PATH ||
     pathname === KEY_TABLE_PATH ||
+    pathname === MOVE_SAVE_PATH ||
+    pathname === MOVE_TAKE_PATH ||
     pathname === '/v1/usage/local' ||
     pathname === '/v1/capacity' ||
     (pathname.startsWith('/v1/models/') && lifecyclePath(pathname) !== undefined) ||

@@ -35,6 +35,16 @@ export interface DecisionRecord {
    */
   continued_from?: string;
   continued_tokens?: number;
+  /**
+   * Run here with a member's slot cache moved in for it (SPEC 13, "Moving a cache"): the member, what became of the
+   * move (moved, priced_out, refused, gone, failed), the tokens restored (or held there), the file's bytes and the
+   * move's ms from asking the holder to the end of the restore.
+   */
+  moved_from?: string;
+  move_outcome?: string;
+  moved_tokens?: number;
+  moved_bytes?: number;
+  moved_ms?: number;
   /** The id of the request's timeline (GET /v1/timeline/{id}): the entry's name and its number for the request. */
   timeline?: string;
   /** A model load or unload on this node (SPEC section 11): route is `load` or `unload`, outcome what happened. */

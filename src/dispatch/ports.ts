@@ -5,7 +5,8 @@
 import type { AliasLookup } from '../aliases/resolve.ts';
 import type { Backend } from '../engines/backend.ts';
 import type { CacheRun } from '../engines/cache-book.ts';
-import type { Evicted } from '../engines/cache-model.ts';
+import type { Evicted, SlotContent } from '../engines/cache-model.ts';
+import type { MoveClaim, MoveResult } from '../survive/move-plan.ts';
 import type { ReturnChance } from '../route/slots.ts';
 import type { PrefixChain } from '../prompt/held.ts';
 import type { Lease } from '../engines/targets.ts';
@@ -112,6 +113,8 @@ export interface DispatchPorts {
   readonly timelines?: TimelineBook;
   /** The node's history over time (history/store.ts); absent: none kept. */
   readonly history?: Pick<History, 'request'>;
+  /** Slot caches taken from members (files/cache-move.ts, SPEC 13); absent: never moved. */
+  readonly moves?: { pull(m: MoveClaim, b: Backend, cachedHere: number, slotFor: (c: SlotContent) => number | undefined, signal?: AbortSignal): Promise<MoveResult> };
   /** When this node began draining (SPEC section 13), on its clock; undefined: it is not draining. */
   drainingSince?(): number | undefined;
 }

@@ -10,6 +10,7 @@ import type { Candidate, RouteReason } from '../route/types.ts';
 import type { EntrySpan } from '../telemetry/tracing.ts';
 import type { DispatchPorts } from './ports.ts';
 import type { Routed } from './types.ts';
+import type { MoveResult } from '../survive/move-plan.ts';
 
 /** What the decision feed and metrics learn of one request, filled in as it goes. */
 export interface Trace {
@@ -34,6 +35,8 @@ export interface Trace {
   restored?: number;
   /** The engine's completion tokens (this node's own executions). */
   completionTokens?: number;
+  /** A slot cache taken from a member for this run (SPEC 13, "Moving a cache"), moved or not. */
+  move?: MoveResult;
   /** A stream continued after a cut (SPEC 13): the host it was cut from and the answer's tokens carried over. */
   continued?: { from: string; tokens: number };
   /** This node's number for the request: with the entry's name, its timeline's id (dispatch/timeline.ts). */
@@ -107,6 +110,7 @@ export function recordRequest(p: DispatchPorts, r: Routed, clientModel: string, 
     ...(trace.slot !== undefined ? { slot: trace.slot } : {}),
     ...(trace.evicted ? { evicted_tokens: trace.evicted.tokens, evicted_idle_ms: Math.round(trace.evicted.idleMs) } : {}),
     ...(trace.restored !== undefined ? { restored_tokens: trace.restored } : {}),
+    ...(trace.move ? { moved_from: trace.move.from, move_outcome: trace.move.outcome, moved_tokens: trace.move.tokens, ...(trace.move.bytes !== undefined ? { moved_bytes: trace.move.bytes } : {}), ...(trace.move.ms !== undefined ? { moved_ms: trace.move.ms } : {}) } : {}),
     ...(trace.continued ? { continued_from: trace.continued.from, continued_tokens: trace.continued.tokens } : {}),
     timeline: trace.origin ?? `${p.name}:${trace.id}`,
   });

@@ -1,4 +1,5 @@
 /** What the life of one request works on: the parsed request, where it runs, and how a run ended. */
+import type { MoveClaim } from '../survive/move-plan.ts';
 import type { ApiError } from '../http/errors.ts';
 import type { ScannedObject } from '../http/json-scan.ts';
 import type { Lease } from '../engines/targets.ts';
@@ -68,6 +69,8 @@ export interface Routed {
   readonly prefixKey?: string;
   /** How its stream survives its executor (SPEC 13); absent: a cut ends it with an error event. */
   readonly survive?: StreamSurvival;
+  /** A member's idle slot that holds more of this prompt than the host it runs on (SPEC 13, "Moving a cache"). */
+  readonly move?: MoveClaim;
 }
 
 /** A stream's part in continuing a cut (SPEC 13, survive/). */
@@ -88,10 +91,11 @@ export type RoutedRequest = Omit<DispatchRequest, 'model'> & Routed;
 /** Where a request will run, holding what it reserved there. */
 /** `predictedCached`: the tokens pricing took as held where it runs (undefined: not priced). */
 export type Reservation =
-  | { kind: 'local'; lease: Lease; reason: RouteReason; predictedCached?: number; cands?: readonly Candidate[] }
+  /** `move`: a member holds more of the prompt than the host chosen (survive/move-plan.ts moveHint). */
+  | { kind: 'local'; lease: Lease; reason: RouteReason; predictedCached?: number; cands?: readonly Candidate[]; move?: MoveClaim }
   /** `waitUntil`: a forward that may wait in the member's line for a slot until then (clock ms; queue/gate.ts). */
   /** `evictPriced`: the eviction priced there (expected tokens, dispatch/evict-claim.ts); undefined: slots not priced there. */
-  | { kind: 'remote'; host: string; reason: RouteReason; end: (how: 'served' | 'refused') => void; predictedCached?: number; cands?: readonly Candidate[]; waitUntil?: number; evictPriced?: number }
+  | { kind: 'remote'; host: string; reason: RouteReason; end: (how: 'served' | 'refused') => void; predictedCached?: number; cands?: readonly Candidate[]; waitUntil?: number; evictPriced?: number; move?: MoveClaim }
   /**
    * The request can no longer be placed while it waits: the on-demand load it waited for failed (SPEC section 11), or
    * every host that could run it began draining (SPEC section 13). It ends with this error.

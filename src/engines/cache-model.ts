@@ -182,6 +182,8 @@ export interface SlotContent {
   /** Index of the prompt's head link; -1: unknown. */
   readonly head: number;
   readonly replyFull?: number;
+  /** When its last request ended (the node's clock, ms), when known: which conversations are most recent. */
+  readonly idleSince?: number;
 }
 
 export function cacheModel(opts: CacheModelOptions): CacheModel {
@@ -473,7 +475,7 @@ class SlotCache implements CacheModel {
   slotContents(): SlotContent[] {
     return this.slots
       .filter((s) => !s.busy && s.promptLinks > 0)
-      .map((s) => ({ slot: s.id, links: s.links, promptLinks: s.promptLinks, head: s.head, ...(s.replyFull !== undefined ? { replyFull: s.replyFull } : {}) }));
+      .map((s) => ({ slot: s.id, links: s.links, promptLinks: s.promptLinks, head: s.head, ...(s.replyFull !== undefined ? { replyFull: s.replyFull } : {}), ...(s.freedMs !== undefined ? { idleSince: s.freedMs } : {}) }));
   }
 
   restored(slot: number, c: SlotContent, ms: number): void {

@@ -55,6 +55,8 @@ export interface FileServerOptions {
   log?: (msg: string) => void;
   /** Bytes sent (for viiwork_file_transfer_bytes_total{direction="sent"}). */
   onSent?: (bytes: number) => void;
+  /** A file's last byte was sent: a cache move's file (files/cache-move.ts) is removed then. */
+  onServed?: (sha256: string) => void;
 }
 
 export class FileServer {
@@ -150,6 +152,7 @@ export class FileServer {
         // Every buffer handed over (their callbacks), then the answer ends; a closed socket settles them too.
         await Promise.all(taken);
         res.end();
+        if (end === file.size - 1) this.#o.onServed?.(file.sha256);
       }
     } finally {
       this.active--;

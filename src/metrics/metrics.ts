@@ -146,6 +146,25 @@ export class Metrics {
     labelNames: ['model', 'outcome'] as const,
     registers: [this.registry],
   });
+  readonly cacheMoves = new HotCounter({
+    name: 'viiwork_cache_moves_total',
+    help: "Slot caches this node took from a member (SPEC 13, \"Moving a cache\"), by outcome: moved (restored into the slot the turn took), priced_out (prefilling here was priced cheaper), refused (the holder or this node refused: another model file, context or layout, a non-member, no room in cache_disk), gone (the holder's slot no longer held it), failed (a call, the transfer or the restore failed)",
+    labelNames: ['model', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly cacheMoveBytes = new HotCounter({
+    name: 'viiwork_cache_move_bytes_total',
+    help: 'Bytes of slot files moved: sent (saved here for a member) and received (restored here)',
+    labelNames: ['direction'] as const,
+    registers: [this.registry],
+  });
+  readonly cacheMoveSeconds = new HotHistogram({
+    name: 'viiwork_cache_move_seconds',
+    help: 'Time from asking the holder to the end of the restore, of moves restored here',
+    labelNames: ['model'] as const,
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10],
+    registers: [this.registry],
+  });
   readonly restoredPrompts = new HotCounter({
     name: 'viiwork_restored_prompts_total',
     help: 'Requests this node ran whose cached prompt its engine restores from its host-RAM prompt cache (today’s llama-server --cache-ram) rather than finds in the slot, as the executor’s cache model predicts, by model and host; restored_tokens_total counts their tokens',

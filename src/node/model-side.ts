@@ -26,6 +26,9 @@ import type { MeshMode } from '../security/secret.ts';
 import { EMPTY_BODY_SHA256 } from '../security/signing.ts';
 import { SlotStore } from '../survive/slot-store.ts';
 import type { CacheBook } from '../engines/cache-book.ts';
+import { CacheMover } from '../files/cache-move.ts';
+import type { PerfScores } from '../perf/scores.ts';
+import type { HostView } from '../route/types.ts';
 
 /** The node's parts its model entries use (ViiworkNode has them all; poller and peerAgent are read when used). */
 export interface ModelParts {
@@ -44,6 +47,8 @@ export interface ModelParts {
   readonly poller: CapacityPoller | undefined;
   readonly peerAgent: Agent;
   signForward(method: string, pathWithQuery: string, bodySha256: string, to: string): Record<string, string>;
+  readonly perf: PerfScores;
+  hostViews(): HostView[];
 }
 
 export interface ModelSide {
@@ -54,20 +59,52 @@ export interface ModelSide {
   listed: ListedModels;
   budget: MemoryBudget;
   lifecycle: Lifecycle;
+  /** Slot caches moved between members (SPEC 13). */
+  moves: CacheMover;
 }
 
 export function modelSide(n: ModelParts, o: { env?: NodeJS.ProcessEnv; listRefreshMs?: number; stopping: AbortSignal }): ModelSide {
   // node.* needs a restart to change (reload applies models and aliases only): read once.
   const node = n.config.node;
   const fileIndex = new FileIndex({ stateDir: node.state_dir, log: (msg) => n.log.info(msg) });
+  const keeper = new SlotStore({
+    stateDir: node.state_dir,
+    diskMiB: node.cache_disk,
+    book: n.cacheBook,
+    sha256Of: (p) => fileIndex.lookup(p)?.sha256,
+    log: (line) => n.log.info(line),
+  });
+  const moves: CacheMover = new CacheMover({
+    self: n.name,
+    members: n.members,
+    link: {
+      apiOf: (host) => n.members.get(host)?.api,
+      signsBody: n.meshMode.mode === 'secured',
+      sign: (method, p, sha, to) => n.signForward(method, p, sha, to),
+      get dispatcher() {
+        return n.peerAgent;
+      },
+    },
+    store: keeper,
+    book: n.cacheBook,
+    backends: (model) => engines.list.filter((b) => b.info.model === model),
+    lease: (model) => n.slots.tryLease(model, 'chat'),
+    hosts: () => n.hostViews(),
+    prefillMsPer1k: (model) => n.perf.published(model).prefill_ms_per_1k,
+    metrics: n.metrics,
+    log: (line) => n.log.info(line),
+    now: n.now,
+  });
   const files = new FileServer({
     self: n.name,
     mode: n.meshMode,
     members: n.members,
-    byHash: (sha) => fileIndex.byHash(sha),
+    // A cache move's file (files/cache-move.ts) travels the same way, by the hash its holder named.
+    byHash: (sha) => fileIndex.byHash(sha) ?? moves.byHash(sha),
     rate: node.transfer_rate,
     log: (msg) => n.log.info(msg),
     onSent: (bytes) => n.metrics.fileTransferBytes.inc({ direction: 'sent' }, bytes),
+    onServed: (sha) => moves.served(sha),
   });
   const modelFiles = new ModelFilePolicy({
     modelsDir: node.models_dir,
@@ -91,13 +128,7 @@ export function modelSide(n: ModelParts, o: { env?: NodeJS.ProcessEnv; listRefre
     stateDir: node.state_dir,
     log: n.log,
     metrics: n.metrics,
-    keeper: new SlotStore({
-      stateDir: node.state_dir,
-      diskMiB: node.cache_disk,
-      book: n.cacheBook,
-      sha256Of: (p) => fileIndex.lookup(p)?.sha256,
-      log: (line) => n.log.info(line),
-    }),
+    keeper,
   });
   const listed = new ListedModels({
     apply: (models, why) => engines.apply(models, why),
@@ -120,5 +151,5 @@ export function modelSide(n: ModelParts, o: { env?: NodeJS.ProcessEnv; listRefre
     },
     prepare: (entry, fetching) => modelFiles.prepare(entry, fetching),
   });
-  return { fileIndex, files, modelFiles, engines, listed, budget, lifecycle };
+  return { fileIndex, files, modelFiles, engines, listed, budget, lifecycle, moves };
 }

@@ -40,6 +40,7 @@ import type { Workload } from '../workloads/workloads.ts';
 import type { FileIndex } from '../files/hash-index.ts';
 import { modelFilePaths } from '../files/paths.ts';
 import type { FileServer } from '../files/serve.ts';
+import type { CacheMover } from '../files/cache-move.ts';
 import { NodeHistory } from '../history/node-history.ts';
 import { modelSide, type ModelSide } from './model-side.ts';
 import { slotSide } from './slot-side.ts';
@@ -142,6 +143,8 @@ export class ViiworkNode implements ApiNode {
   readonly fileIndex: FileIndex;
   /** GET /v1/files/{sha256} for members. */
   readonly files: FileServer;
+  /** Slot caches moved between members (SPEC 13): POST /v1/slot-cache/save and take, and the executor's pulls. */
+  readonly moves: CacheMover;
   /** The backends by model entry, the lists of models: auto endpoints, which copy of a model file may be used (node/model-side.ts). */
   readonly #models: ModelSide;
   /** Which members this node routes to and hurries (capacity/interest.ts). */
@@ -202,6 +205,7 @@ export class ViiworkNode implements ApiNode {
     const models = (this.#models = modelSide(this, { env: opts.env, listRefreshMs: opts.listRefreshMs, stopping: this.#stopping.signal }));
     this.fileIndex = models.fileIndex;
     this.files = models.files;
+    this.moves = models.moves;
     this.budget = models.budget;
     this.lifecycle = models.lifecycle;
     this.loads = new Loads(loadPorts(this, this.#peers));
@@ -222,6 +226,7 @@ export class ViiworkNode implements ApiNode {
       noticeMs: config.mesh.capacity_poll + config.routing.stale_after,
       members: () => this.members.peers().filter((m) => m.state === 'alive' && m.api).map((m) => m.name),
       busy: () => this.work.count,
+      handOff: () => this.moves.handOff(config.node.cache_disk),
       stop: () => this.stop().then(() => opts.onDrained?.()),
       log: (line) => this.log.info(line),
     });

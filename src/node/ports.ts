@@ -19,6 +19,7 @@ import type { DispatchPorts, ServedUsage } from '../dispatch/ports.ts';
 import type { Reservation, RoutedRequest } from '../dispatch/types.ts';
 import type { Backend } from '../engines/backend.ts';
 import type { CacheBook } from '../engines/cache-book.ts';
+import type { CacheMover } from '../files/cache-move.ts';
 import type { TurnGaps } from '../route/slots.ts';
 import type { Lease, SlotTable } from '../engines/targets.ts';
 import type { SlotGate } from '../queue/gate.ts';
@@ -43,6 +44,8 @@ import type { ReserveBook } from '../queue/reserve.ts';
 /** The node's parts the dispatcher reads (ViiworkNode has them all). */
 export interface DispatchParts {
   readonly name: string;
+  /** Slot caches moved between members (files/cache-move.ts). */
+  readonly moves: CacheMover;
   readonly config: Config;
   readonly now: () => number;
   readonly slots: SlotTable;
@@ -123,6 +126,7 @@ export function dispatchPorts(n: DispatchParts, peers: PeerLink, waiting: () => 
     timelines: n.timelines,
     ...(n.tracing ? { tracing: n.tracing } : {}),
     drainingSince: () => n.drainingSince,
+    moves: n.moves,
   };
 }
 

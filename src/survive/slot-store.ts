@@ -86,6 +86,9 @@ export function modelDirName(model: string): string {
 
 const fileName = (backend: number, slot: number) => `b${backend}-s${slot}.bin`;
 
+/** The names cache moves give their files (files/cache-move.ts): never a kept slot's name, and swept when old. */
+export const MOVE_FILE = /^move-(out|in)-[0-9a-f]{16}\.bin$/;
+
 /** Do two fingerprints allow a file saved under `saved` to be restored under `now`? */
 export function sameLayout(saved: SlotFingerprint, now: SlotFingerprint): boolean {
   const a = saved.file;
@@ -117,6 +120,11 @@ export class SlotStore implements SlotKeeper {
       this.#d.log(`slot cache: cannot make ${dir} (${(err as Error).message}); ${b.id} keeps nothing over a restart`);
       return undefined;
     }
+  }
+
+  /** What a slot file of `b` is valid for: compared by a member before it sends one (a cache move, SPEC 13). */
+  fingerprintOf(b: LlamacppBackend): SlotFingerprint | undefined {
+    return this.#fingerprint(b);
   }
 
   #fingerprint(b: LlamacppBackend): SlotFingerprint | undefined {
@@ -219,6 +227,70 @@ export class SlotStore implements SlotKeeper {
     if (restored) this.#d.log(`slot cache: ${b.id} restored ${restored} slot(s), ${tokens} tokens, saved before its last stop`);
   }
 
+  /**
+   * A cache move's file (SPEC 13, "Moving a cache"): slot `slot` saved by the engine as `name` in this backend's
+   * directory. Refused (and removed) when it alone would pass node.cache_disk; the rest of the directory is trimmed to
+   * make room. The caller removes the file once it has been sent, and `sweep` removes one left behind.
+   */
+  async saveForMove(b: LlamacppBackend, url: string, slot: number, name: string): Promise<{ ok: true; path: string; bytes: number; tokens: number } | { ok: false; why: string }> {
+    const dir = this.dirFor(b);
+    if (!dir) return { ok: false, why: 'node.cache_disk is 0 here: no slot file may be written' };
+    const answer = await this.#call(b, url, slot, 'save', name, this.#now + BACKEND_BOUND_MS);
+    const file = path.join(dir, name);
+    if (!answer.ok) {
+      fs.rmSync(file, { force: true });
+      return answer;
+    }
+    const bytes = fileSize(file);
+    if (bytes > this.#d.diskMiB * 1024 * 1024) {
+      fs.rmSync(file, { force: true });
+      return { ok: false, why: `the slot's file (${(bytes / 1024 / 1024).toFixed(1)} MiB) is larger than node.cache_disk (${this.#d.diskMiB} MiB)` };
+    }
+    this.#trim(file);
+    return { ok: true, path: file, bytes, tokens: Number(answer.body.n_saved) || 0 };
+  }
+
+  /** Where a moved file for `b` is written before its restore (its directory, made); undefined with cache_disk 0. */
+  moveInPath(b: LlamacppBackend, name: string): string | undefined {
+    const dir = this.dirFor(b);
+    return dir && path.join(dir, name);
+  }
+
+  /** Room for `bytes` more within node.cache_disk (older files removed first); false when they alone do not fit. */
+  makeRoom(bytes: number): boolean {
+    if (bytes > this.#d.diskMiB * 1024 * 1024) return false;
+    this.#trim(undefined, bytes);
+    return true;
+  }
+
+  /** Restore a moved file (named in `b`'s directory) into slot `slot`, then remove the file whatever the outcome. */
+  async restoreMoved(b: LlamacppBackend, url: string, slot: number, name: string): Promise<{ ok: true; tokens: number } | { ok: false; why: string }> {
+    const dir = this.dirFor(b);
+    if (!dir) return { ok: false, why: 'node.cache_disk is 0 here' };
+    try {
+      const answer = await this.#call(b, url, slot, 'restore', name, this.#now + BACKEND_BOUND_MS);
+      return answer.ok ? { ok: true, tokens: Number(answer.body.n_restored) || 0 } : answer;
+    } finally {
+      fs.rmSync(path.join(dir, name), { force: true });
+    }
+  }
+
+  /** Remove cache moves' files older than `maxAgeMs`: ones a member never fetched, or a restore that never came. */
+  sweep(maxAgeMs: number): void {
+    const cutoff = this.#now - maxAgeMs;
+    for (const sub of safeList(this.#root)) {
+      const dir = path.join(this.#root, sub);
+      for (const name of safeList(dir)) {
+        if (!MOVE_FILE.test(name)) continue;
+        try {
+          if (fs.statSync(path.join(dir, name)).mtimeMs < cutoff) fs.rmSync(path.join(dir, name), { force: true });
+        } catch {
+          // gone meanwhile
+        }
+      }
+    }
+  }
+
   async #call(b: LlamacppBackend, url: string, slot: number, action: 'save' | 'restore', filename: string, by: number): Promise<{ ok: true; body: Record<string, unknown> } | { ok: false; why: string }> {
     const left = by - this.#now;
     if (left <= 0) return { ok: false, why: `no time left (${BACKEND_BOUND_MS / 1000}s for all of a backend's slots)` };
@@ -237,14 +309,14 @@ export class SlotStore implements SlotKeeper {
     }
   }
 
-  /** Keep every model's files within node.cache_disk: the oldest go first. */
-  #trim(): void {
-    const limit = this.#d.diskMiB * 1024 * 1024;
+  /** Keep every model's files within node.cache_disk (less `reserve` bytes about to be written): the oldest go first, never `keep`. */
+  #trim(keep?: string, reserve = 0): void {
+    const limit = this.#d.diskMiB * 1024 * 1024 - reserve;
     const files: { dir: string; name: string; bytes: number; at: number }[] = [];
     for (const sub of safeList(this.#root)) {
       const dir = path.join(this.#root, sub);
       for (const name of safeList(dir)) {
-        if (!name.endsWith('.bin')) continue;
+        if (!name.endsWith('.bin') || path.join(dir, name) === keep) continue;
         try {
           const st = fs.statSync(path.join(dir, name));
           files.push({ dir, name, bytes: st.size, at: st.mtimeMs });

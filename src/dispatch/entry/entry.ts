@@ -27,6 +27,7 @@ import { allowsModel } from '../../keys/access.ts';
 import { isScoredWorkload, promptDialectOf } from '../../workloads/workloads.ts';
 import { cutEnding, Splice } from '../../survive/index.ts';
 import { survivalClaims } from '../survival-claims.ts';
+import { MIN_MOVE_TOKENS, moveClaim, moveHint, type MoveClaim } from '../../survive/move-plan.ts';
 import type { Executor } from '../execute/execute.ts';
 import type { Hygiene } from '../execute/tool-order.ts';
 import { forwardBody } from '../execute/upstream-body.ts';
@@ -348,11 +349,13 @@ export class Entry {
     if (step.wakeAt !== undefined) wake?.(step.wakeAt);
     const d = step.decision;
     if (d.kind === 'wait') return line?.waitThere ? this.#waitThere(rr, d.host, cands, line, hold.state.hold?.until ?? Infinity) : undefined;
+    // Run away from a member that holds more of this conversation: the executor may take its slot (SPEC 13).
+    const move = rr.chain && (d.predictedCached ?? 0) + MIN_MOVE_TOKENS <= (rr.pricedTokens ?? 0) ? moveHint({ chain: rr.chain, model: rr.model, workload: rr.workload, to: { host: d.host, cached: d.predictedCached }, hosts }) : undefined;
     if (d.local) {
       const lease = p.slots.tryLease(rr.model, rr.workload, rr.sessionKey ?? rr.prefixKey, line?.flow);
       if (!lease) return undefined;
       if (rr.chain) this.#routes.record(d.host, rr.model, rr.chain);
-      return { kind: 'local', lease, reason: d.reason, predictedCached: d.predictedCached, cands };
+      return { kind: 'local', lease, reason: d.reason, predictedCached: d.predictedCached, cands, ...(move ? { move } : {}) };
     }
     const routed = rr.chain ? this.#routes.record(d.host, rr.model, rr.chain) : undefined;
     const placed = rr.chain && d.slot !== undefined ? this.#placed.record(d.host, rr.model, d.slot, rr.chain, rr.chainHead) : undefined;
@@ -364,7 +367,7 @@ export class Entry {
     const waitUntil = line?.waitThere && line.deadline - LINE_MARGIN_MS - p.now() >= LINE_MARGIN_MS ? { waitUntil: line.deadline - LINE_MARGIN_MS } : {};
     // The eviction priced there goes with the forward (when slots were priced), so the executor can send it back if its slots say otherwise.
     const priced = d.slot !== undefined ? { evictPriced: expectedLoss(d.evicted) } : {};
-    return { kind: 'remote', host: d.host, reason: d.reason, end, predictedCached: d.predictedCached, cands, ...waitUntil, ...priced };
+    return { kind: 'remote', host: d.host, reason: d.reason, end, predictedCached: d.predictedCached, cands, ...waitUntil, ...priced, ...(move ? { move } : {}) };
   }
 
   /** Is `host` priced as crowded for `model` (it sent back a forward since the report polled at `polledAt`)? */
@@ -420,7 +423,7 @@ export class Entry {
   }
 
   /** One signed forward of the request to member `host`, its answer relayed to `res` with `responseHeaders`; `waitUntil`: it may wait there for a slot until then. */
-  async #forward(rr: RoutedRequest, fwd: ForwardCell, host: string, res: http.ServerResponse, signal: Gone, responseHeaders: Record<string, string>, waitUntil?: number, evictPriced?: number): Promise<RunOutcome> {
+  async #forward(rr: RoutedRequest, fwd: ForwardCell, host: string, res: http.ServerResponse, signal: Gone, responseHeaders: Record<string, string>, waitUntil?: number, evictPriced?: number, move?: MoveClaim): Promise<RunOutcome> {
     const p = this.p;
     const body = (fwd.body ??= await forwardBody(rr));
     if (p.peers.signsBody) fwd.sha256 ??= await sha256HexAsync(body);
@@ -431,8 +434,8 @@ export class Entry {
       fwd.claims = encodeClaims(Object.assign(chainClaims(rr), { key: rr.caller?.name, out: rr.caller && (rr.heldOutput ?? rr.maxTokens) !== undefined ? String(rr.heldOutput ?? rr.maxTokens) : undefined, band: bandClaim(rr.priority), req: t && `${p.name}:${t.id}`, traceparent: t?.span?.traceparent }, survivalClaims(rr.survive))) ?? null;
     // A wait at the member is this attempt's alone: the claim says how long is left of it now.
     const wait = waitUntil === undefined ? undefined : waitClaim(Math.min(p.rules.forwardWaitMs ?? 0, waitUntil - p.now()));
-    // So is the eviction priced at this host (dispatch/evict-claim.ts).
-    const attempt = encodeClaims({ wait, evict: evictClaim(evictPriced) });
+    // So are the eviction priced at this host (dispatch/evict-claim.ts) and the member holding more of the prompt.
+    const attempt = encodeClaims({ wait, evict: evictClaim(evictPriced), move: moveClaim(move) });
     const claims = fwd.claims && attempt ? `${fwd.claims};${attempt}` : (fwd.claims ?? attempt);
     return sendForward(
       p.peers,
@@ -543,7 +546,7 @@ export class Entry {
     trace.cachedTokens = undefined;
     if (where.kind === 'local') {
       trace.executor = this.p.name;
-      const o = await this.executor.run(rr, where.lease, res, signal, h, trace);
+      const o = await this.executor.run(where.move ? Object.assign({}, rr, { move: where.move }) : rr, where.lease, res, signal, h, trace);
       return o.kind === 'cut' ? this.#goOn(rr, o, res, signal, trace) : o;
     }
     const p = this.p;
@@ -551,7 +554,7 @@ export class Entry {
     try {
       trace.forwardAt = performance.now();
       const evict = mayReprice && where.waitUntil === undefined ? where.evictPriced : undefined;
-      outcome = await this.#forward(rr, fwd, where.host, res, signal, Object.assign({}, h.extra, meshHeaders(where.host, h.origin, h.route, h.queuedMs)), where.waitUntil, evict);
+      outcome = await this.#forward(rr, fwd, where.host, res, signal, Object.assign({}, h.extra, meshHeaders(where.host, h.origin, h.route, h.queuedMs)), where.waitUntil, evict, where.move);
     } finally {
       // Ended either way; the end of a served forward frees its slot in this node's view at once and wakes the queues.
       where.end(outcome.kind === 'refused' || outcome.kind === 'engine-failed' ? 'refused' : 'served');

@@ -38,6 +38,7 @@ import type { TranslatedPlan } from './translated-plan.ts';
 import { engineBody } from './upstream-body.ts';
 import { spliceTranslator } from '../../survive/index.ts';
 import { survivalOfClaims } from '../survival-claims.ts';
+import { moveOfClaim } from '../../survive/move-plan.ts';
 
 /**
  * Whether the reply is worth reading for the cache record: a chat-kind
@@ -75,7 +76,9 @@ export class Executor {
     const head = chain && headOfClaim(sender.claims.get('head'), chain.length);
     // An entry that continues cut streams (SPEC 13) is told of a cut by the connection's end, not by an error event.
     const survive = req.stream ? survivalOfClaims(sender.claims) : undefined;
-    const rr: RoutedRequest = Object.assign({}, req, { workload: req.endpoint.workload }, chain ? { chain } : undefined, chain && head !== undefined ? { chainHead: head } : undefined, survive ? { survive } : undefined);
+    // A member holds more of the prompt than this host (SPEC 13): its slot may be taken into the one this turn takes.
+    const move = chain ? moveOfClaim(sender.claims.get('move')) : undefined;
+    const rr: RoutedRequest = Object.assign({}, req, { workload: req.endpoint.workload }, chain ? { chain } : undefined, chain && head !== undefined ? { chainHead: head } : undefined, survive ? { survive } : undefined, move ? { move } : undefined);
     try {
       if (!this.p.slots.does(rr.model, rr.workload)) throw errors.forwardLacksModel(rr.model, rr.workload);
       trace.known = true;
@@ -195,6 +198,12 @@ export class Executor {
         trace.restored = run.ticket.restored;
         p.metrics.restoredPrompts.inc({ model: rr.model, host: p.name });
         p.metrics.restoredTokens.inc({ model: rr.model, host: p.name }, run.ticket.restored);
+      }
+      const idSlot = run?.idSlot;
+      if (rr.move && idSlot !== undefined && p.moves) {
+        // Priced against prefilling here, then saved there, fetched and restored into this slot before the turn runs.
+        trace.move = await p.moves.pull(rr.move, lease.backend, run?.predicted ?? 0, () => idSlot);
+        if (trace.move.outcome === 'moved') trace.predictedCached = Math.max(trace.predictedCached ?? 0, trace.move.tokens);
       }
       const evicted = run?.ticket.evicted;
       if (evicted) {

@@ -49,7 +49,7 @@ import { gguf } from '@huggingface/gguf';
 import { kvBytesPerToken as kvPerToken, shapeFromMetadata } from '../gguf-shape.ts';
 
 /** KV bytes one token takes in a slot of this GGUF (all layers, K and V at f16); null when its header cannot be read. */
-async function kvBytesPerToken(file: string): Promise<number | null> {
+export async function kvBytesPerToken(file: string): Promise<number | null> {
   try {
     const { metadata } = await gguf(file, { allowLocalFile: true });
     return kvPerToken(shapeFromMetadata(metadata as unknown as Record<string, unknown>));
