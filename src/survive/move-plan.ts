@@ -76,8 +76,9 @@ export function moveHint(i: HintInputs): MoveClaim | undefined {
       for (const s of t.digest?.slots ?? []) {
         if (s.busy || !s.last || (best && s.last.tokens <= best.tokens)) continue;
         index ??= new Set(i.chain.map((l) => l.hash));
-        if (!index.has(s.last.hash)) continue;
-        if (!best || s.last.tokens > best.tokens) best = { from: h.name, link: s.last.hash, tokens: s.last.tokens };
+        // The slot's whole prompt, or (this prompt grew inside its last message) all of it but that message.
+        const held = index.has(s.last.hash) ? s.last : s.prev && index.has(s.prev.hash) ? s.prev : undefined;
+        if (held && (!best || held.tokens > best.tokens)) best = { from: h.name, link: held.hash, tokens: held.tokens };
       }
     }
   }
