@@ -275,6 +275,9 @@ export async function benchRestart(): Promise<Record<string, unknown>> {
     const turns = trace.turns;
     trace = undefined;
     const report = analyse(turns, restarts);
+    // The entry's own record of each choice (route, predicted cached tokens): why a turn went where it went.
+    const wallAt0 = Date.now() - now();
+    const entryFeed = ((await getJson(`${g.url}/v1/decisions?since=0`)).data as Record<string, unknown>[]).map((d) => ({ ...d, bench_ms: Number(d.at) - wallAt0 }));
     // Cold prefills of the same sizes, quiet, pinned to the host that ran each counted turn.
     const cold: { host: string; prompt: number; cached: number; ttft_ms: number }[] = [];
     for (const t of report.affected) {
@@ -295,6 +298,7 @@ export async function benchRestart(): Promise<Record<string, unknown>> {
       },
       target: 'nothing lost; ≥ 80% of later turns whose previous turn’s host restarted find their cache (cached ≥ 90% of the previous prompt)',
       turns,
+      entry_decisions: entryFeed,
     };
   } finally {
     await trace?.stop();
