@@ -11,12 +11,13 @@
  *   fairness    a shared fleet (issue 26): interactive sessions beside a batch flood (FIFO vs fair), token shares by weight, a tpm limit from three entries, admission CPU
  *   lifecycle   models on demand: a cold start's first token vs load + TTFT; a five-model trace on a 3-node mesh with room for two each vs the best layout pinned by hand
  *   moves       a 2k-token conversation's cache moved between two members (real llama-server) vs a cold prefill on the same host
+ *   restart     a rolling restart of a 3-node mesh (real llama-server) under an agent trace: requests lost, later turns that found their cache after their host restarted
  *   telemetry   history's and tracing's cost at 50 req/s on one node (on vs off), and history's memory over a simulated soak (TELEMETRY_SOAK_S=3600: a real node's memory over an hour)
  */
 import fs from 'node:fs';
 import path from 'node:path';
 
-const ALL = ['overhead', 'routing', 'membership', 'polling', 'lifecycle', 'files', 'bodies', 'fairness', 'telemetry', 'moves'];
+const ALL = ['overhead', 'routing', 'membership', 'polling', 'lifecycle', 'files', 'bodies', 'fairness', 'telemetry', 'moves', 'restart'];
 const args = process.argv.slice(2);
 const unknown = args.filter((a) => !ALL.includes(a));
 if (unknown.length) {
@@ -82,6 +83,11 @@ for (const name of which) {
       const doc = await benchMoves();
       write(name, doc);
       printMoves(doc);
+    } else if (name === 'restart') {
+      const { benchRestart, printRestart } = await import('./restart.ts');
+      const doc = await benchRestart();
+      write(name, doc);
+      printRestart(doc);
     } else if (name === 'files') {
       const { benchFiles, printFiles } = await import('./files.ts');
       const doc = await benchFiles();
