@@ -151,15 +151,9 @@ export class CacheMover {
   /** POST /v1/slot-cache/save from member `from` (verified by the caller): save the asked slot and offer its file. */
   async save(from: string, body: Buffer): Promise<{ status: number; doc: unknown }> {
     this.#sweep();
-    let ask: { model?: unknown; link?: unknown; fingerprint?: unknown };
-    try {
-      ask = JSON.parse(body.toString('utf8'));
-    } catch {
-      return refusal(400, 'invalid_request_error', 'expected {"model", "link", "fingerprint"}');
-    }
-    const model = typeof ask.model === 'string' ? ask.model : '';
-    const link = typeof ask.link === 'string' && linkHex.test(ask.link) ? ask.link : undefined;
-    if (!model || !link) return refusal(400, 'invalid_request_error', 'expected {"model", "link" (16 hex digits), "fingerprint"}');
+    const read = askOf(body, 'fingerprint');
+    if ('refused' in read) return read.refused;
+    const { ask, model, link } = read;
     let mismatch: string | undefined;
     for (const b of this.#llama(model)) {
       const c = this.#p.book.slotContents(b).find((x) => x.links.slice(0, x.promptLinks).some((l) => l.hash === link));
@@ -277,15 +271,9 @@ export class CacheMover {
 
   /** POST /v1/slot-cache/take from member `from`, draining: pull its slot into a free slot here (no turn waits for it). */
   async take(from: string, body: Buffer): Promise<{ status: number; doc: unknown }> {
-    let ask: { model?: unknown; link?: unknown; tokens?: unknown };
-    try {
-      ask = JSON.parse(body.toString('utf8'));
-    } catch {
-      return refusal(400, 'invalid_request_error', 'expected {"model", "link", "tokens"}');
-    }
-    const model = typeof ask.model === 'string' ? ask.model : '';
-    const link = typeof ask.link === 'string' && linkHex.test(ask.link) ? ask.link : undefined;
-    if (!model || !link) return refusal(400, 'invalid_request_error', 'expected {"model", "link" (16 hex digits), "tokens"}');
+    const read = askOf(body, 'tokens');
+    if ('refused' in read) return read.refused;
+    const { ask, model, link } = read;
     const lease = this.#p.lease(model);
     if (!lease) return refusal(409, 'no_slot', `no free slot of ${model} here`);
     let run = undefined as CacheRun | undefined;
@@ -348,6 +336,21 @@ export class CacheMover {
     }
     if (moved) p.log(`draining: handed ${moved} conversation(s) to members with their caches`);
   }
+}
+
+/** A member's save or take body: its model and chain link, and its other field (`extra`), else the 400 naming the shape. */
+function askOf(body: Buffer, extra: 'fingerprint' | 'tokens'): { ask: Record<string, unknown>; model: string; link: string } | { refused: { status: number; doc: unknown } } {
+  const shape = `expected {"model", "link" (16 hex digits), "${extra}"}`;
+  let ask: Record<string, unknown>;
+  try {
+    ask = JSON.parse(body.toString('utf8'));
+  } catch {
+    return { refused: refusal(400, 'invalid_request_error', shape) };
+  }
+  const model = ask && typeof ask.model === 'string' ? ask.model : '';
+  const link = ask && typeof ask.link === 'string' && linkHex.test(ask.link) ? ask.link : undefined;
+  if (!model || !link) return { refused: refusal(400, 'invalid_request_error', shape) };
+  return { ask, model, link };
 }
 
 function refusal(status: number, code: string, message: string): { status: number; doc: unknown } {

@@ -37,6 +37,11 @@ describe('moveHint: the member whose idle slot holds most of the prompt', () => 
     const hosts = [host('A', [idle(chain[1])]), host('B', [{ unique: 0, busy: false }]), host('C', [idle(chain[0])])];
     assert.deepEqual(moveHint({ chain, model: 'm', workload: 'chat', to, hosts }), { from: 'A', link: chain[1].hash, tokens: 1800 });
   });
+  it('names a slot this prompt grew out of (its last message extended): by the link before its last', () => {
+    const grown = { last: { hash: '9999999999999999', tokens: 1900 }, prev: chain[1], head: chain[0], unique: 1900, busy: false, idleSince: 0 };
+    const hosts = [host('A', [grown]), host('B', [])];
+    assert.deepEqual(moveHint({ chain, model: 'm', workload: 'chat', to, hosts }), { from: 'A', link: chain[1].hash, tokens: 1800 });
+  });
   it('a draining holder counts: its conversations are the ones that must move', () => {
     const hosts = [host('A', [idle(chain[2])], { draining: true }), host('B', [])];
     assert.equal(moveHint({ chain, model: 'm', workload: 'chat', to, hosts })?.from, 'A');
