@@ -197,6 +197,43 @@ export function startTrace(o: TraceOpts): { turns: TurnRec[]; stop(): Promise<vo
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Polls each node's decision feed every second until stopped; records deduplicated, each with the node it came from and its bench time. */
+function startFeeds(nodes: { name: string; url: string }[], wallAt0: () => number): { records: Record<string, unknown>[]; stop(): Promise<void> } {
+  const seen = new Set<string>();
+  const records: Record<string, unknown>[] = [];
+  let stopping = false;
+  const once = async () => {
+    for (const n of nodes) {
+      try {
+        const doc = await getJson(`${n.url}/v1/decisions?since=0`);
+        for (const d of doc.data as Record<string, unknown>[]) {
+          const k = `${n.name}:${d.seq}:${d.at}`;
+          if (seen.has(k)) continue;
+          seen.add(k);
+          records.push({ node: n.name, ...d, bench_ms: Number(d.at) - wallAt0() });
+        }
+      } catch {
+        // restarting: its feed is read again when it is back
+      }
+    }
+  };
+  const loop = (async () => {
+    while (!stopping) {
+      await once();
+      await sleep(1000);
+    }
+    await once();
+  })();
+  return {
+    records,
+    async stop() {
+      stopping = true;
+      await loop;
+      records.sort((a, b) => Number(a.at) - Number(b.at));
+    },
+  };
+}
+
 /** Until G's fleet shows `host` serving `tiny` fresh, not draining, with slots and its file hashed. */
 async function ready(g: BenchNode, host: string, timeoutMs = 120_000): Promise<void> {
   await until(
@@ -237,6 +274,8 @@ export async function benchRestart(): Promise<Record<string, unknown>> {
     for (const n of nodes) await ready(g, n.name);
     // One throwaway turn on each: the engines' first requests warm their buffers.
     for (const n of nodes) await streamTurn(g.url, [{ role: 'user', content: `warm ${n.name}` }], { host: n.name });
+    // Every node's decision feed, kept as it goes (a restarted executor's feed starts again; G's ring holds 200).
+    const feeds = startFeeds([g, ...nodes.map((n) => ({ name: n.name, url: n.url }))], () => Date.now() - now());
     trace = startTrace({ url: g.url, conversations, maxTokens, session, rng: seeded(43), clock0 });
     await sleep(warmS * 1000);
     for (let step = 0; step < rounds * nodes.length; step++) {
@@ -276,8 +315,9 @@ export async function benchRestart(): Promise<Record<string, unknown>> {
     trace = undefined;
     const report = analyse(turns, restarts);
     // The entry's own record of each choice (route, predicted cached tokens): why a turn went where it went.
-    const wallAt0 = Date.now() - now();
-    const entryFeed = ((await getJson(`${g.url}/v1/decisions?since=0`)).data as Record<string, unknown>[]).map((d) => ({ ...d, bench_ms: Number(d.at) - wallAt0 }));
+    await feeds.stop();
+    const entryFeed = feeds.records.filter((d) => d.node === 'G');
+    const executorFeed = feeds.records.filter((d) => d.node !== 'G' && d.executor === d.node);
     // Cold prefills of the same sizes, quiet, pinned to the host that ran each counted turn.
     const cold: { host: string; prompt: number; cached: number; ttft_ms: number }[] = [];
     for (const t of report.affected) {
@@ -299,6 +339,7 @@ export async function benchRestart(): Promise<Record<string, unknown>> {
       target: 'nothing lost; ≥ 80% of later turns whose previous turn’s host restarted find their cache (cached ≥ 90% of the previous prompt)',
       turns,
       entry_decisions: entryFeed,
+      executor_decisions: executorFeed,
     };
   } finally {
     await trace?.stop();

@@ -112,6 +112,8 @@ export function fleetCapacity(node: ApiNode) {
       // The model's lifecycle state on this host (SPEC section 11): the most advanced of its targets'.
       const states = (m.targets ?? []).map((t) => t.state).filter((x) => x !== undefined);
       const state = (['loaded', 'loading', 'fetching', 'unloading', 'unloaded'] as const).find((x) => states.includes(x));
+      // A model bigger than one host (SPEC section 11): which member holds which part while it runs split there.
+      const parts = (m.targets ?? []).find((t) => t.split?.parts)?.split?.parts;
       const list = byModel.get(name) ?? [];
       list.push({
         node: h.name,
@@ -129,6 +131,7 @@ export function fleetCapacity(node: ApiNode) {
         ...(m.perfSamples !== undefined ? { perf_samples: m.perfSamples } : {}),
         ...(m.targets ? { targets } : { targets: null }),
         ...(state ? { state } : {}),
+        ...(parts ? { split: parts.map((p) => ({ member: p.member, bytes: p.bytes })) } : {}),
         // SPEC section 11: the host has the model's file (false: it would fetch it from a member first).
         ...(m.hasFile !== undefined ? { has_file: m.hasFile } : {}),
         // Its size and hash (members that publish the same hash can send it), and a fetch in progress here.
@@ -143,7 +146,8 @@ export function fleetCapacity(node: ApiNode) {
     at: now,
     models: [...byModel.keys()].sort().map((name) => ({ name, hosts: byModel.get(name) })),
     // Each host's memory budget and use in bytes (SPEC section 11), where its report carries them.
-    memory: hosts.filter((h) => h.memory).map((h) => ({ node: h.name, ...h.memory! })),
+    // A host that lends memory (node.lend_memory) says to whom, for which model (SPEC section 11).
+    memory: hosts.filter((h) => h.memory).map((h) => ({ node: h.name, ...h.memory!, ...(h.lends ? { lends: true, lent_to: h.lentTo ?? [] } : {}) })),
   };
 }
 

@@ -28,6 +28,8 @@ import type { OpenBodies } from '../http/open-bodies.ts';
 import type { NodeHistory } from '../history/node-history.ts';
 import type { TimelineBook, TimelineDoc } from '../dispatch/timeline.ts';
 import type { WorkCount } from '../survive/drain.ts';
+import type { LendBook } from '../split/lends.ts';
+import type { UpgradeHandler } from '../split/tunnel.ts';
 
 export type NodePhase = 'starting' | 'running' | 'stopping' | 'stopped';
 
@@ -39,6 +41,8 @@ export interface ApiNode {
   /** While starting (SPEC section 4): resolves when ready; undefined once ready. */
   readonly warming: Promise<void> | undefined;
   readonly log: Log;
+  /** The node's handler for HTTP Upgrade requests (the RPC tunnel of a lending node, split/tunnel.ts); none: no upgrades. */
+  readonly upgrade?: UpgradeHandler;
   readonly meshMode: MeshMode;
   readonly members: MemberTable;
   /** The address this node advertises in the mesh (once membership is up). */
@@ -80,6 +84,8 @@ export interface ApiNode {
   readonly files: Pick<FileServer, 'handle'>;
   /** POST /v1/slot-cache/save and take: cache moves between members (SPEC section 13). */
   readonly moves: Pick<CacheMover, 'save' | 'take'>;
+  /** POST /v1/split/lend, renew and release: memory lent to members (SPEC section 11, a model bigger than one host). */
+  readonly lends: Pick<LendBook, 'lend' | 'renew' | 'release'>;
   now(): number;
   /** The routing snapshot of this moment. */
   hostViews(): HostView[];

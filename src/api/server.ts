@@ -24,6 +24,7 @@ import { DRAIN_PATH, handleDrain } from './drain.ts';
 import { isUiPath, serveUi } from '../ui/serve.ts'; // dashboards
 import { FILES_PREFIX } from '../files/serve.ts';
 import { handleCacheMove, MOVE_SAVE_PATH, MOVE_TAKE_PATH } from './cache-moves.ts';
+import { handleSplit, isSplitPath } from './split.ts';
 import { listen } from '../http/listen.ts';
 import { parseHistoryQuery } from '../history/query.ts';
 import { handleTimeline, TIMELINE_PREFIX } from './timeline.ts';
@@ -75,8 +76,13 @@ function errorShapeOfRequest(req: http.IncomingMessage): ErrorShape {
 /** The node's API server, listening on api.host:api.port (rejects naming those keys when it cannot bind). */
 export async function serveApi(node: ApiNode): Promise<http.Server> {
   const api = node.config.api;
-  const server = http.createServer({ connectionsCheckingInterval: checkingInterval(api.header_timeout, api.body_timeout) }, createApiHandler(node));
+  const handler = createApiHandler(node);
+  const server = http.createServer({ connectionsCheckingInterval: checkingInterval(api.header_timeout, api.body_timeout) }, handler);
   answerRawErrors(server);
+  // Only a node that lends memory listens for upgrades (the RPC tunnel, SPEC 11): with a listener, Node hands every
+  // request carrying Upgrade (curl's h2c offer too) to it, so elsewhere such requests stay ordinary ones.
+  const upgrade = node.upgrade;
+  if (upgrade) server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => upgrade(req, socket, head) || answerIgnoringUpgrade(req, socket, handler));
   server.keepAliveTimeout = 65_000;
   // A client has api.header_timeout to send its headers; a body that stops arriving or arrives too slowly is dropped by
   // readRequestBody (api.body_idle_timeout, api.body_timeout). Node's own request timeout, counted from the request's
@@ -126,6 +132,23 @@ export function answerRawErrors(server: http.Server): void {
     rawAnswer(socket, status, reason, message);
   });
   server.on('connect', (_req: http.IncomingMessage, socket: Duplex) => rawAnswer(socket, 405, 'Method Not Allowed', 'CONNECT is not allowed: this is an OpenAI-compatible API, not a proxy'));
+}
+
+/**
+ * An Upgrade this node does not speak (an h2c offer): answered as the plain HTTP/1.1 request it also is, then the
+ * connection closes. One with a body is refused: after an upgrade Node no longer parses it.
+ */
+function answerIgnoringUpgrade(req: http.IncomingMessage, socket: Duplex, handler: http.RequestListener): void {
+  const length = Number(req.headers['content-length'] ?? 0);
+  if (req.headers['transfer-encoding'] !== undefined || length > 0) {
+    return rawAnswer(socket, 400, 'Bad Request', 'a request with a body may not offer Upgrade on this node; send it without the Upgrade header');
+  }
+  const res = new http.ServerResponse(req);
+  res.shouldKeepAlive = false;
+  res.assignSocket(socket as net.Socket);
+  res.on('finish', () => socket.end());
+  req.push(null);
+  handler(req, res);
 }
 
 function rawAnswer(socket: Duplex, status: number, reason: string, message: string): void {
@@ -244,6 +267,7 @@ async function handle(
   if (url.pathname === DRAIN_PATH) return handleDrain(node, req, res);
   if (url.pathname === KEY_TABLE_PATH) return handleKeyTable(node, req, res);
   if (url.pathname === MOVE_SAVE_PATH || url.pathname === MOVE_TAKE_PATH) return handleCacheMove(node, req, res, url.pathname);
+  if (isSplitPath(url.pathname)) return handleSplit(node, req, res, url.pathname);
   if (url.pathname === '/v1/usage' || url.pathname === '/v1/usage/local') return handleUsage(node, req, res, url, caller);
   if (url.pathname === '/v1/aliases' || url.pathname.startsWith('/v1/aliases/')) {
     // A scoped key sees the aliases /v1/models shows it: name and target within its models, fallbacks outside it left out.
@@ -337,6 +361,7 @@ export function takesMemberCalls(pathname: string, rawUrl = pathname): boolean {
     pathname === KEY_TABLE_PATH ||
     pathname === MOVE_SAVE_PATH ||
     pathname === MOVE_TAKE_PATH ||
+    isSplitPath(pathname) ||
     pathname === '/v1/usage/local' ||
     pathname === '/v1/capacity' ||
     (pathname.startsWith('/v1/models/') && lifecyclePath(pathname) !== undefined) ||
@@ -394,6 +419,7 @@ async function metrics(node: ApiNode, req: http.IncomingMessage, res: http.Serve
   for (const [state, n] of Object.entries(node.members.counts())) node.metrics.members.set({ state }, n);
   const memory = node.capacityReport().memory;
   if (memory) for (const kind of ['budget', 'used', 'free'] as const) node.metrics.memoryBytes.set({ kind }, memory[kind]);
+  if (memory) node.metrics.memoryBytes.set({ kind: 'lent' }, memory.lent ?? 0);
   const text = await node.metrics.registry.metrics();
   res.writeHead(200, { 'content-type': node.metrics.registry.contentType });
   // /metrics is open unless api.protect_ops, but a key's usage is for that key and admins (SPEC 12, issue 46): the

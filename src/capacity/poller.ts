@@ -136,9 +136,9 @@ export function parseReport(doc: unknown, expectedNode: string): CapacityReport 
   const mem = d.memory as Record<string, unknown> | undefined;
   const memory =
     mem && typeof mem === 'object' && num(mem.budget) !== undefined && num(mem.used) !== undefined && num(mem.free) !== undefined
-      ? { budget: num(mem.budget)!, used: num(mem.used)!, free: num(mem.free)! }
+      ? { budget: num(mem.budget)!, used: num(mem.used)!, free: num(mem.free)!, ...(num(mem.lent) !== undefined && num(mem.lent)! > 0 ? { lent: num(mem.lent)! } : {}) }
       : undefined;
-  return { node: expectedNode, ver: typeof d.ver === 'string' ? d.ver : undefined, at: num(d.at), alias_version: num(d.alias_version), ...(num(d.key_version) !== undefined ? { key_version: num(d.key_version) } : {}), ...(typeof d.key_digest === 'string' && /^[0-9a-f]{16}$/.test(d.key_digest) ? { key_digest: d.key_digest } : {}), ...digests, ...(gaps ? { turn_gaps: gaps } : {}), models, ...(memory ? { memory } : {}), ...(d.draining === true ? { draining: true as const } : {}) };
+  return { node: expectedNode, ver: typeof d.ver === 'string' ? d.ver : undefined, at: num(d.at), alias_version: num(d.alias_version), ...(num(d.key_version) !== undefined ? { key_version: num(d.key_version) } : {}), ...(typeof d.key_digest === 'string' && /^[0-9a-f]{16}$/.test(d.key_digest) ? { key_digest: d.key_digest } : {}), ...digests, ...(gaps ? { turn_gaps: gaps } : {}), models, ...(memory ? { memory } : {}), ...(d.draining === true ? { draining: true as const } : {}), ...lendingOf(d.lending) };
 }
 
 const LIFE_STATES = new Set(['unloaded', 'fetching', 'loading', 'loaded', 'unloading']);
@@ -151,7 +151,42 @@ function lifecycleOf(x: Record<string, unknown>): Partial<TargetReport> {
     memory: num(x.memory),
     ...(x.load === 'on_demand' ? { load: 'on_demand' as const } : {}),
     ...(typeof x.load_error === 'string' ? { load_error: x.load_error.slice(0, 1024) } : {}),
+    ...splitOf(x.split),
   };
+}
+
+const MEMBER_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+
+/** A split target's lenders and parts (SPEC section 11), kept only when well-formed. */
+function splitOf(v: unknown): Pick<TargetReport, 'split'> {
+  if (typeof v !== 'object' || v === null) return {};
+  const x = v as Record<string, unknown>;
+  const lenders = x.lenders === 'auto' ? 'auto' : Array.isArray(x.lenders) ? x.lenders.filter((n): n is string => typeof n === 'string' && MEMBER_NAME.test(n)).slice(0, 64) : undefined;
+  if (lenders === undefined) return {};
+  const parts = Array.isArray(x.parts)
+    ? x.parts.slice(0, 64).flatMap((p) => {
+        const q = p as Record<string, unknown> | null;
+        const bytes = num(q?.bytes);
+        return q && typeof q.member === 'string' && MEMBER_NAME.test(q.member) && bytes !== undefined && bytes >= 0 ? [{ member: q.member, bytes }] : [];
+      })
+    : undefined;
+  return { split: { lenders, ...(parts ? { parts } : {}) } };
+}
+
+/** What a member says it lends (node.lend_memory: true), kept only when well-formed. */
+function lendingOf(v: unknown): Pick<CapacityReport, 'lending'> {
+  if (typeof v !== 'object' || v === null) return {};
+  const x = v as Record<string, unknown>;
+  const lent = num(x.lent);
+  if (lent === undefined || lent < 0) return {};
+  const lends = Array.isArray(x.lends)
+    ? x.lends.slice(0, 256).flatMap((l) => {
+        const q = l as Record<string, unknown> | null;
+        const bytes = num(q?.bytes);
+        return q && typeof q.to === 'string' && MEMBER_NAME.test(q.to) && typeof q.model === 'string' && bytes !== undefined ? [{ to: q.to, model: q.model.slice(0, 256), bytes }] : [];
+      })
+    : [];
+  return { lending: { lent, lends } };
 }
 
 export class CapacityPoller {
@@ -196,8 +231,16 @@ export class CapacityPoller {
     for (const name of this.#sentAt.keys()) if (!names.has(name)) this.#sentAt.delete(name);
   }
 
-  /** Forget a member's report (it died or left). */
+  /**
+   * When each member was last forgotten (this node's clock): a poll sent before then was answered by the process that
+   * died or left (a draining node answers until it goes), and its report must not outlive it into the member's next
+   * life under the same name (a restart's old `draining` report made the new process look ineligible).
+   */
+  readonly #forgotAt = new Map<string, number>();
+
+  /** Forget a member's report (it died or left), and any answer to a poll sent before now. */
   forget(name: string): void {
+    this.#forgotAt.set(name, this.now());
     this.#reports.delete(name);
     this.#held.delete(name);
     this.#rtt.delete(name);
@@ -338,6 +381,7 @@ export class CapacityPoller {
       const res = await request(`${t.api}${path}`, { dispatcher: this.agent, signal: AbortSignal.timeout(timeoutMs), headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
       const doc = res.statusCode === 200 ? await res.body.json() : (await res.body.text(), `HTTP ${res.statusCode}`);
       const rtt = performance.now() - started;
+      if (sentAt <= (this.#forgotAt.get(t.name) ?? -Infinity)) return;
       const parsed = typeof doc === 'string' ? doc : parseReport(doc, t.name);
       if (typeof parsed === 'string') return this.#fail(t.name, parsed);
       const prev = this.#rtt.get(t.name);

@@ -35,6 +35,15 @@ export interface ReportSource {
   fetchOf?(model: string): FetchProgress | undefined;
   /** The node is draining (SPEC section 13). */
   readonly draining?: boolean;
+  /** What it lends (node.lend_memory: true), else undefined (SPEC section 11, a model bigger than one host). */
+  lending?(): LendingReport | undefined;
+}
+
+/** Memory a node lends to members running a model bigger than one host (present only where node.lend_memory is true). */
+export interface LendingReport {
+  /** Bytes lent now (counted in memory.used). */
+  lent: number;
+  lends: { to: string; model: string; bytes: number }[];
 }
 
 export interface TargetReport {
@@ -63,6 +72,11 @@ export interface TargetReport {
   load?: 'on_demand';
   /** The engine's text of the last failed load, while it is unloaded. */
   load_error?: string;
+  /**
+   * A model bigger than one host (SPEC section 11): who may lend to it (`auto`, or the members named), and while it
+   * runs split, which member holds which part (bytes; the runner's own first). Absent: not a split entry.
+   */
+  split?: { lenders: 'auto' | string[]; parts?: { member: string; bytes: number }[] };
 }
 
 /** A model file a member can fetch from this node: GET /v1/files/{sha256}. */
@@ -120,6 +134,8 @@ export interface CapacityReport {
   memory?: MemoryFigures;
   /** While the node drains (SPEC section 13): entries send it no new work. Absent: not draining. */
   draining?: true;
+  /** This node lends memory (node.lend_memory: true) and to whom; absent: it does not lend. */
+  lending?: LendingReport;
 }
 
 /** A target's wire digest, encoded once per version (a report per poll must not re-encode an unchanged digest). */
@@ -166,6 +182,7 @@ export function buildReport(node: ReportSource, held?: HeldDigests, member?: str
         r.memory = life.memory;
         if (life.onDemand) r.load = 'on_demand';
         if (life.error) r.load_error = life.error.slice(0, 1024);
+        if (life.split) r.split = { lenders: life.split.allowed === 'auto' ? 'auto' : [...life.split.allowed], ...(life.split.parts ? { parts: life.split.parts.map((p) => ({ ...p })) } : {}) };
       }
       return r;
     });
@@ -194,7 +211,12 @@ export function buildReport(node: ReportSource, held?: HeldDigests, member?: str
   }
   const digests = book ? { digest_epoch: book.epoch, digest_version: book.version } : {};
   const gaps = node.turnGaps ? { turn_gaps: node.turnGaps() } : {};
-  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliasVersion, ...keyFields(node.keys), ...digests, ...gaps, models, ...(node.lifecycle ? { memory: node.lifecycle.memory() } : {}), ...(node.draining ? { draining: true } : {}) };
+  return { node: node.name, ver: node.version, at: node.now(), alias_version: node.aliasVersion, ...keyFields(node.keys), ...digests, ...gaps, models, ...(node.lifecycle ? { memory: node.lifecycle.memory() } : {}), ...(node.draining ? { draining: true } : {}), ...lendingOf(node) };
+}
+
+function lendingOf(node: ReportSource): { lending?: LendingReport } {
+  const l = node.lending?.();
+  return l ? { lending: l } : {};
 }
 
 /** Only once the mesh has keys: a report without them is what it was before keys, which an older member reads. */

@@ -54,6 +54,7 @@ export function localView(
         s.memory = life.memory;
         s.onDemand = life.onDemand;
         s.loadError = life.error;
+        if (life.split) s.split = { lenders: life.split.allowed, ...(life.split.parts ? { parts: life.split.parts } : {}) };
       }
       targets.push(s);
       slotCount += s.slots;
@@ -114,6 +115,7 @@ function modelsOf(r: PeerReport): ReadonlyMap<string, HostModelView> {
         releaseMs: t.release_ms,
         ...(t.reserved ? { reserved: t.reserved } : {}),
         ...(t.state !== undefined ? { state: t.state, memory: t.memory, onDemand: t.load === 'on_demand', loadError: t.load_error } : {}),
+        ...(t.split ? { split: t.split } : {}),
       })),
       slots: mr.slots,
       busy: mr.busy,
@@ -150,6 +152,7 @@ export function peerViews(peers: readonly MemberInfo[], poller: CapacityPoller |
       models,
       ...(r.report.memory ? { memory: r.report.memory } : {}),
       ...(r.report.draining ? { draining: true } : {}),
+      ...(r.report.lending ? { lends: true, lentTo: r.report.lending.lends } : {}),
       ...(returnChance ? { returnChance } : {}),
     });
   }

@@ -18,6 +18,17 @@ export interface FleetDoc {
   node?: string;
   at?: number;
   models: { name: string; hosts: FleetHost[] }[];
+  memory?: FleetMemory[];
+}
+/** One member's memory as /v1/fleet/capacity gives it (SPEC section 11). */
+export interface FleetMemory {
+  node: string;
+  budget: number;
+  used: number;
+  free: number;
+  lent?: number;
+  lends?: boolean;
+  lent_to?: { to: string; model: string; bytes: number }[];
 }
 export interface FleetHost {
   node: string;
@@ -31,6 +42,28 @@ export interface FleetHost {
   has_file?: boolean;
   file?: { size: number; sha256: string };
   fetch?: { bytes: number; size: number };
+  /** A model bigger than one host running split there: which member holds which part. */
+  split?: { member: string; bytes: number }[];
+}
+
+/** The STATE column: the host's lifecycle state, and for a model running split, which member holds which part. */
+export function stateColumn(h: FleetHost): string {
+  if (h.draining) return 'draining';
+  const state = h.state ?? '-';
+  return h.split?.length ? `${state}, split: ${h.split.map((p) => `${p.member} ${mib(p.bytes)}`).join(' + ')}` : state;
+}
+
+/** Each member's budget, use and what it lends to whom (SPEC section 11). */
+export function memoryRows(memory: readonly FleetMemory[]): string[][] {
+  return [...memory]
+    .sort((a, b) => (a.node < b.node ? -1 : 1))
+    .map((m) => [
+      m.node,
+      mib(m.budget),
+      mib(m.used),
+      mib(m.free),
+      !m.lends ? '-' : m.lent_to?.length ? m.lent_to.map((l) => `${mib(l.bytes)} to ${l.to} (${l.model})`).join(', ') : 'yes, nothing lent now',
+    ]);
 }
 
 const MiB = 1024 * 1024;
@@ -91,8 +124,8 @@ const outJson = (doc: unknown): void => void out(`${JSON.stringify(doc, null, 2)
  * `viiwork status --json`: the node's /v1/mesh and /v1/fleet/capacity
  * documents as one, every field kept as the node sent it (docs/api.md).
  */
-export function statusJson(mesh: MeshDoc, fleet: FleetDoc): { node: string; mode: string; at: number | null; members: MeshDoc['members']; models: FleetDoc['models'] } {
-  return { node: mesh.node, mode: mesh.mode, at: fleet.at ?? null, members: mesh.members, models: fleet.models };
+export function statusJson(mesh: MeshDoc, fleet: FleetDoc): { node: string; mode: string; at: number | null; members: MeshDoc['members']; models: FleetDoc['models']; memory: FleetMemory[] } {
+  return { node: mesh.node, mode: mesh.mode, at: fleet.at ?? null, members: mesh.members, models: fleet.models, memory: fleet.memory ?? [] };
 }
 
 export function registerOpsCommands(program: Command): void {
@@ -113,9 +146,13 @@ export function registerOpsCommands(program: Command): void {
         out('\n');
         const rows = fleet.models.flatMap((m) => {
           const files = fileColumn(m.hosts);
-          return m.hosts.map((h) => [m.name, h.node, `${h.busy}/${h.slots}`, String(h.free), h.fresh ? 'fresh' : 'stale', `${(h.report_age_ms / 1000).toFixed(1)}s`, h.draining ? 'draining' : (h.state ?? '-'), files.get(h.node) ?? '-']);
+          return m.hosts.map((h) => [m.name, h.node, `${h.busy}/${h.slots}`, String(h.free), h.fresh ? 'fresh' : 'stale', `${(h.report_age_ms / 1000).toFixed(1)}s`, stateColumn(h), files.get(h.node) ?? '-']);
         });
         out(formatTable([['MODEL', 'HOST', 'BUSY/SLOTS', 'FREE', 'REPORT', 'AGE', 'STATE', 'FILE'], ...rows]));
+        if (fleet.memory?.length) {
+          out('\n');
+          out(formatTable([['MEMBER', 'BUDGET', 'USED', 'FREE', 'LENDS'], ...memoryRows(fleet.memory)]));
+        }
         // The last 15 minutes (SPEC section 10), from the node's history; a node before 0.3 has none.
         const history = await call<HistoryDoc>(opts.url, 'GET', `/v1/history?series=${CLI_SERIES}&since=-15m`).catch(() => undefined);
         if (history) {

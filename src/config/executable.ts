@@ -25,3 +25,22 @@ export function findExecutable(binary: string, pathVar: string, cwd: string): { 
   }
   return { ok: false, message: `${binary} is not found on PATH` };
 }
+
+/** llama.cpp's RPC server: a lend's process, and the runner's own part of a split model (SPEC section 11). */
+export const RPC_SERVER_BINARY = 'ggml-rpc-server';
+
+/**
+ * The `ggml-rpc-server` to run: `node.rpc_server` when set; else the one beside
+ * the node's llama-server (where the engine build puts both), else the name on PATH.
+ */
+export function rpcServerBinary(configured: string, llamaServer: string | undefined, pathVar = process.env.PATH ?? '', cwd = process.cwd()): string {
+  if (configured) return configured;
+  if (llamaServer) {
+    const found = findExecutable(llamaServer, pathVar, cwd);
+    if (found.ok) {
+      const beside = path.join(path.dirname(found.path), RPC_SERVER_BINARY);
+      if (findExecutable(beside, pathVar, cwd).ok) return beside;
+    }
+  }
+  return RPC_SERVER_BINARY;
+}

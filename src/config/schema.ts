@@ -167,6 +167,24 @@ const openaiModel = z
   // A many-model endpoint loads on demand unless told otherwise: loading every model it lists at start could not fit.
   .transform((m) => ({ ...m, load: m.load ?? (m.models === 'auto' ? 'on_demand' : 'always') }) as const);
 
+/** A split model is one llama-server with its lenders: one copy per entry. */
+export const SPLIT_ONE_COPY = 'a split model runs as one llama-server with the memory its lenders hold';
+
+/** `split`: false, auto, or the members that may lend to this model (SPEC section 11, "A model bigger than one host"). */
+const splitSetting = z.union(
+  [
+    z.literal(false),
+    z.literal('auto'),
+    z
+      .array(z.string().regex(NODE_NAME, 'expected member names (node.name of each member that may lend), such as [gpu2, gpu3]'), {
+        error: 'expected false, auto, or a list of member names such as [gpu2, gpu3]',
+      })
+      .min(1, 'expected at least one member name; write split: auto to let any lending member take part, or split: false')
+      .refine((a) => new Set(a).size === a.length, 'expected each member once: remove the repeated name'),
+  ],
+  { error: 'expected false, auto, or a list of member names such as [gpu2, gpu3]' },
+);
+
 /** Keys of an entry that names a model file (SPEC section 11, "Model files travel between members"). */
 const fileKeys = {
   path: z.string().min(1, 'expected the path of a GGUF file').transform(expandHome),
@@ -201,7 +219,16 @@ const llamacppModel = z.strictObject({
       args: z.array(z.string()).default([]),
     })
     .default({ binary: 'llama-server', args: [] }),
-});
+  /**
+   * A model bigger than one host (SPEC section 11): false (default) runs it here only; auto, or a list of members
+   * that may lend to it, runs it across members through llama.cpp's RPC backend when it fits no single budget.
+   */
+  split: splitSetting.default(false),
+})
+  .superRefine((m, ctx) => {
+    if (m.split !== false && m.replicas > 1)
+      ctx.addIssue({ code: 'custom', path: ['split'], message: `${SPLIT_ONE_COPY}, and replicas is ${m.replicas}: remove replicas, or set split: false to run ${m.replicas} whole copies here` });
+  });
 
 const embeddedModel = z.strictObject({
   ...modelCommon,
@@ -263,6 +290,9 @@ const simModel = z
       ctx.addIssue({ code: 'custom', path: ['sim', 'port'], message: `a fixed port takes one backend, and replicas is ${m.replicas}: leave the port out (any free port) or use one entry per port` });
   });
 
+/** `split:` on an entry whose engine is not llama-server. */
+const SPLIT_ONLY_LLAMACPP = (engine: string) => `split is for llamacpp entries (llama.cpp's RPC backend spreads one model over members); a ${engine} entry runs whole on one host`;
+
 /** `models:` on an entry whose engine runs one model. */
 const MODELS_ONLY_OPENAI = (engine: string) =>
   `models: auto is for an openai entry only (an endpoint that serves many models: llama-server in router mode, llama-swap, Ollama's /v1, LM Studio); a ${engine} entry is one model`;
@@ -283,6 +313,10 @@ const modelEntry = z.unknown().transform((value, ctx) => {
   }
   if (engine !== 'openai' && 'models' in value) {
     ctx.addIssue({ code: 'custom', path: ['models'], message: MODELS_ONLY_OPENAI(String(engine)) });
+    return z.NEVER;
+  }
+  if (engine !== 'llamacpp' && 'split' in value) {
+    ctx.addIssue({ code: 'custom', path: ['split'], message: SPLIT_ONLY_LLAMACPP(String(engine)) });
     return z.NEVER;
   }
   const parsed = (schema as z.ZodType).safeParse(value);
@@ -322,6 +356,13 @@ export const configSchema = z.strictObject({
         .min(0, 'expected 0 (off) or a positive number of MiB such as 4096')
         .max(16 * 1024 * 1024, 'expected at most 16777216 MiB (16 TiB)')
         .default(4096),
+      /**
+       * Lend this node's free memory to members that run a model bigger than one host (SPEC section 11): it starts
+       * `ggml-rpc-server` on loopback for them, reached through the members-only tunnel. Off unless the operator says so.
+       */
+      lend_memory: z.boolean({ error: 'expected true or false' }).default(false),
+      /** The `ggml-rpc-server` a lend starts; "" = the one beside this node's llama-server (else found in PATH). */
+      rpc_server: z.string().default('').transform(expandHome),
       /** How long a drain (`viiwork drain`, SIGTERM) lets the requests running or queued here finish before the node leaves. */
       drain_timeout: duration.default(60_000),
     })
@@ -517,6 +558,11 @@ export function schemaFix(path: readonly PropertyKey[], message: string): string
     return message === MODELS_AUTO_MESSAGE
       ? 'write models: auto, or leave it out for an entry of one model'
       : 'remove models from this entry, or make it engine: openai with the url of the endpoint';
+  if (path[0] === 'models' && path[2] === 'split') {
+    if (message.startsWith('split is for llamacpp')) return 'remove split from this entry, or make it engine: llamacpp with the path of a GGUF file';
+    if (message.includes('replicas')) return 'remove replicas (a split model is one copy), or set split: false';
+    return 'write split: false, split: auto, or split: [member, ...] with the node.name of each member that may lend';
+  }
   if (message.includes('duration')) return 'write a duration greater than zero with its unit, such as "500ms", "20s", "10m" or "1h"';
   if (message.includes('size')) return 'write a size with its unit, such as "256", "512KB" or "32MiB", within the bound shown';
   if (message.includes('engine') || String(last) === 'engine') return 'set engine to llamacpp, openai, embedded or sim';

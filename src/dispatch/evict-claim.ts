@@ -10,6 +10,11 @@
  *
  * Absent: the entry did not price slots there, or the forward cannot go
  * back (pinned, or no retry left); it then runs as before.
+ *
+ * The `slot` claim goes with it: the index of the slot the entry priced. The
+ * executor takes that slot when it is idle and costs no more there than its
+ * own choice (route/slots.ts chooseSlot), so the cached tokens the entry
+ * predicted are the ones the engine reuses, whatever changed since the poll.
  */
 
 /** The claim's value: whole tokens. */
@@ -18,4 +23,12 @@ export const evictClaim = (tokens: number | undefined): string | undefined => (t
 /** The tokens a claim names; undefined for a missing or malformed one (the forward then runs as before). */
 export function evictOfClaim(value: string | undefined): number | undefined {
   return value !== undefined && /^\d{1,12}$/.test(value) ? Number(value) : undefined;
+}
+
+/** The `slot` claim's value: the slot's index. */
+export const slotClaim = (slot: number | undefined): string | undefined => (slot === undefined || !Number.isInteger(slot) || slot < 0 ? undefined : String(slot));
+
+/** The slot a claim names; undefined for a missing or malformed one (the executor then chooses alone). */
+export function slotOfClaim(value: string | undefined): number | undefined {
+  return value !== undefined && /^\d{1,6}$/.test(value) ? Number(value) : undefined;
 }

@@ -100,7 +100,7 @@ export interface DispatchPorts {
   readonly decisions: DecisionFeed;
   readonly log: Log;
   /** The executor's record of its engines' caches (engines/cache-book.ts); absent: none kept. */
-  readonly cache?: { begin(backend: Backend, chain: PrefixChain, head?: number): CacheRun; peek?(backend: Backend, chain: PrefixChain): Evicted | undefined };
+  readonly cache?: { begin(backend: Backend, chain: PrefixChain, head?: number, named?: number): CacheRun; peek?(backend: Backend, chain: PrefixChain, named?: number): Evicted | undefined };
   /** The chance an idle conversation returns (route/slots.ts): what pricing weighs an eviction by; absent: the prior. */
   readonly returnChance?: ReturnChance;
   /** On-demand loads asked by this node (SPEC section 11); absent: never asks. */
@@ -114,7 +114,11 @@ export interface DispatchPorts {
   /** The node's history over time (history/store.ts); absent: none kept. */
   readonly history?: Pick<History, 'request'>;
   /** Slot caches taken from members (files/cache-move.ts, SPEC 13); absent: never moved. */
-  readonly moves?: { pull(m: MoveClaim, b: Backend, cachedHere: number, slotFor: (c: SlotContent) => number | undefined, signal?: AbortSignal): Promise<MoveResult> };
+  readonly moves?: {
+    pull(m: MoveClaim, b: Backend, cachedHere: number, slotFor: (c: SlotContent) => number | undefined, signal?: AbortSignal): Promise<MoveResult>;
+    /** The engine body that ran a prompt ending at chain link `hash` on `b`: kept for a drain to hand the prompt on. */
+    remember?(b: Backend, hash: string, path: string, body: Buffer): void;
+  };
   /** When this node began draining (SPEC section 13), on its clock; undefined: it is not draining. */
   drainingSince?(): number | undefined;
 }

@@ -71,6 +71,14 @@ export interface Routed {
   readonly survive?: StreamSurvival;
   /** A member's idle slot that holds more of this prompt than the host it runs on (SPEC 13, "Moving a cache"). */
   readonly move?: MoveClaim;
+  /** A forward: the slot its entry priced here (the `slot` claim, dispatch/evict-claim.ts). */
+  readonly slotNamed?: number;
+}
+
+/** The slot an entry priced at a member, and the expected tokens of re-prefill taking it costs there. */
+export interface SlotPriced {
+  readonly slot: number;
+  readonly evict: number;
 }
 
 /** A stream's part in continuing a cut (SPEC 13, survive/). */
@@ -94,8 +102,8 @@ export type Reservation =
   /** `move`: a member holds more of the prompt than the host chosen (survive/move-plan.ts moveHint). */
   | { kind: 'local'; lease: Lease; reason: RouteReason; predictedCached?: number; cands?: readonly Candidate[]; move?: MoveClaim }
   /** `waitUntil`: a forward that may wait in the member's line for a slot until then (clock ms; queue/gate.ts). */
-  /** `evictPriced`: the eviction priced there (expected tokens, dispatch/evict-claim.ts); undefined: slots not priced there. */
-  | { kind: 'remote'; host: string; reason: RouteReason; end: (how: 'served' | 'refused') => void; predictedCached?: number; cands?: readonly Candidate[]; waitUntil?: number; evictPriced?: number; move?: MoveClaim }
+  /** `priced`: the slot priced there and the eviction that costs (expected tokens, dispatch/evict-claim.ts); undefined: slots not priced there. */
+  | { kind: 'remote'; host: string; reason: RouteReason; end: (how: 'served' | 'refused') => void; predictedCached?: number; cands?: readonly Candidate[]; waitUntil?: number; priced?: SlotPriced; move?: MoveClaim }
   /**
    * The request can no longer be placed while it waits: the on-demand load it waited for failed (SPEC section 11), or
    * every host that could run it began draining (SPEC section 13). It ends with this error.

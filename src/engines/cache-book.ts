@@ -112,10 +112,13 @@ export class CacheBook {
     return e;
   }
 
-  /** A request with `chain` (its head link at index `head`, when known) starts on backend `b`. */
-  begin(b: Backend, chain: PrefixChain, head?: number): CacheRun {
+  /**
+   * A request with `chain` (its head link at index `head`, when known) starts on backend `b`; `named`: the slot its
+   * entry priced (a forward's `slot` claim), taken when it costs no more than the node's own choice.
+   */
+  begin(b: Backend, chain: PrefixChain, head?: number, named?: number): CacheRun {
     const e = this.#entry(b);
-    const ticket = e.model.begin(chain, ++this.#clock, this.#now(), head);
+    const ticket = e.model.begin(chain, ++this.#clock, this.#now(), head, named);
     this.#touched(e);
     let done = false;
     return {
@@ -134,8 +137,8 @@ export class CacheBook {
   }
 
   /** What a request with `chain` starting on `b` now would evict (the node-chosen kind), changing nothing. */
-  peek(b: Backend, chain: PrefixChain): Evicted | undefined {
-    return this.#models.get(b)?.model.peek?.(chain, this.#now());
+  peek(b: Backend, chain: PrefixChain, named?: number): Evicted | undefined {
+    return this.#models.get(b)?.model.peek?.(chain, this.#now(), named);
   }
 
   /** What each idle slot of `b` holds now (slot kinds; empty otherwise): written beside its saved slot files. */
@@ -148,6 +151,27 @@ export class CacheBook {
     const e = this.#entry(b);
     e.model.restored?.(content.slot, content, this.#now());
     this.#touched(e);
+  }
+
+  /** `b`'s engine saved idle slot `slot`'s prompt to RAM at the node's asking (survive/slot-ram.ts). */
+  parked(b: Backend, slot: number): boolean {
+    const e = this.#models.get(b);
+    const ok = e?.model.parked?.(slot) ?? false;
+    if (e) this.#touched(e);
+    return ok;
+  }
+
+  /** What `b`'s RAM pool holds, most recently saved first (empty without a pool). */
+  pooledContents(b: Backend): SlotContent[] {
+    return this.#models.get(b)?.model.pooledContents?.() ?? [];
+  }
+
+  /** `b`'s engine took the RAM entry whose prompt ends at `hash` back into idle slot `slot`: what the slot holds now. */
+  recalled(b: Backend, slot: number, hash: string): SlotContent | undefined {
+    const e = this.#models.get(b);
+    const c = e?.model.recalled?.(slot, hash, this.#now());
+    if (e) this.#touched(e);
+    return c;
   }
 
   #touched(e: Entry): void {

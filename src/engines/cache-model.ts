@@ -22,7 +22,7 @@
  * Pure: no I/O, no clock (recency is a counter the caller passes in), so
  * table tests drive it. Hashes are what prompt/held.ts calls chain links.
  */
-import { continuesInPlace, type ChainLink, type PrefixChain, type SlotHold } from '../prompt/held.ts';
+import { continuesInPlace, type ChainLink, type PrefixChain, type SlotHold, type SlotView } from '../prompt/held.ts';
 import { RamPool, savesSlot, TODAY_SIMILARITY, type PromptMeasure } from '../prompt/ram-pool.ts';
 import { BlockCache } from './block-cache.ts';
 import { chainTokensHeld, heldOf, holding, isMiss, prefixUpTo, ReplyCredit, sampledIndices, scaleChain, withReply } from './cache-chain.ts';
@@ -63,22 +63,8 @@ export interface PoolSettings {
   readonly similarity?: number;
 }
 
-/** One free-or-busy slot as the node's slot choice sees it for one prompt (route/slots.ts SlotView). */
-export interface ChooserSlot {
-  readonly busy: boolean;
-  readonly tokens: number;
-  readonly shared: number;
-  readonly unique: number;
-  /** Tokens of its prompt's head (tools and system), when known. */
-  readonly head?: number;
-  readonly idleMs?: number;
-  /** With a RAM pool: taking the slot saves its prompt to RAM (its conversation returns by a restore). */
-  readonly pooled?: boolean;
-  /** With a RAM pool: tokens of this prompt the engine restores from RAM into the slot when it is taken. */
-  readonly restore?: number;
-  /** With a RAM pool: prompts the save would push out of the pool (lost): their tokens and idle times. */
-  readonly drops?: readonly { readonly tokens: number; readonly idleMs: number }[];
-}
+/** One free-or-busy slot as the node's slot choice sees it for one prompt. */
+type ChooserSlot = SlotView;
 
 /** What taking a slot destroyed: its prompt's tokens no other slot holds, how long its conversation was idle, the chance it returns. */
 export interface Evicted {
@@ -94,7 +80,7 @@ export interface Evicted {
 }
 
 /** The node's slot choice: the index of the slot to take and what that evicts, undefined when none is free. */
-export type SlotChooser = (slots: readonly ChooserSlot[]) => { readonly index: number; readonly evicted?: Evicted } | undefined;
+export type SlotChooser = (slots: readonly ChooserSlot[], named?: number) => { readonly index: number; readonly evicted?: Evicted } | undefined;
 
 /** What the engine said about one request when it ended. */
 export interface CacheOutcome {
@@ -146,14 +132,15 @@ export interface CacheModel {
    * what the engine will reuse. `now` is the caller's recency counter, `ms`
    * its clock (slots' idle times).
    */
-  begin(chain: PrefixChain, now: number, ms?: number, head?: number): CacheTicket;
+  /** `named`: the slot the request's entry priced, which the node's chooser takes when it costs no more (route/slots.ts). */
+  begin(chain: PrefixChain, now: number, ms?: number, head?: number, named?: number): CacheTicket;
   /** It ended: the engine's own counts correct the model. */
   finish(t: CacheTicket, o: CacheOutcome, now: number, ms?: number): void;
   /**
    * The node-chosen kind: what `begin` would evict for `chain` at `ms`, changing nothing (the executor weighs it
    * against what a forward's entry priced before it takes the slot); undefined when nothing of worth, or not told.
    */
-  peek?(chain: PrefixChain, ms: number): Evicted | undefined;
+  peek?(chain: PrefixChain, ms: number, named?: number): Evicted | undefined;
   /** What is held, most recently used first (a hash at most once). */
   held(): HeldLink[];
   /** Slot kinds: each slot's state (SPEC section 7, "Slot state"), idleSince on the caller's clock. */
@@ -170,6 +157,19 @@ export interface CacheModel {
   slotContents?(): SlotContent[];
   /** Slot kinds: the engine restored `content` into slot `slot` (a saved file read back); the model now believes it. */
   restored?(slot: number, content: SlotContent, ms: number): void;
+  /**
+   * With a RAM pool: the engine saved idle slot `slot`'s prompt to RAM and the slot holds nothing of worth (the node
+   * asked it to, before a restore overwrites the slot: survive/slot-ram.ts). False when there is no pool or the slot is busy.
+   */
+  parked?(slot: number): boolean;
+  /** With a RAM pool: what it holds, as slot contents (`slot` -1), most recently saved first. */
+  pooledContents?(): SlotContent[];
+  /**
+   * With a RAM pool: the engine took the entry whose prompt ends at link `hash` back into idle slot `slot` (saving the
+   * slot's own prompt to RAM first) and ran that prompt again: the slot holds its prompt, not its reply. False when
+   * the model knows no such entry.
+   */
+  recalled?(slot: number, hash: string, ms: number): SlotContent | undefined;
 }
 
 /** What one slot holds, as it is written beside a saved slot file and read back when the file is restored. */
@@ -247,6 +247,11 @@ function contentOf(s: Slot): Content {
   return { links: s.links, promptLinks: s.promptLinks, head: s.head, hashes: s.hashes, ...(s.replyFull !== undefined ? { replyFull: s.replyFull } : {}), ...(s.freedMs !== undefined ? { freedMs: s.freedMs } : {}) };
 }
 
+/** A pooled or slot content as it is written beside a slot file (slot -1: it is in RAM). */
+function contentAsSlot(c: Content, slot: number): SlotContent {
+  return { slot, links: c.links, promptLinks: c.promptLinks, head: c.head, ...(c.replyFull !== undefined ? { replyFull: c.replyFull } : {}), ...(c.freedMs !== undefined ? { idleSince: c.freedMs } : {}) };
+}
+
 /** A request as the pool compares it: its chain, its length in the engine's tokens estimated by `ratio`. */
 function requestContent(chain: PrefixChain, ratio: number): Content {
   const last = chain.length ? chain[chain.length - 1].tokens : 0;
@@ -296,9 +301,9 @@ class SlotCache implements CacheModel {
   #evicted: Evicted | undefined;
 
   /** The node's choice: every slot as the chooser sees it for this prompt. */
-  #chosen(chain: PrefixChain, ms: number, choose: SlotChooser): Slot | undefined {
+  #chosen(chain: PrefixChain, ms: number, choose: SlotChooser, named?: number): Slot | undefined {
     const views = this.#views(chain, ms);
-    const pick = choose(views);
+    const pick = choose(views, named);
     this.#evicted = pick?.evicted;
     if (!pick) return undefined;
     const slot = this.slots[pick.index];
@@ -307,9 +312,9 @@ class SlotCache implements CacheModel {
     return slot;
   }
 
-  peek(chain: PrefixChain, ms: number): Evicted | undefined {
+  peek(chain: PrefixChain, ms: number, named?: number): Evicted | undefined {
     if (this.kind !== 'chosen' || !this.choose) return undefined;
-    return this.choose(this.#views(chain, ms))?.evicted;
+    return this.choose(this.#views(chain, ms), named)?.evicted;
   }
 
   #views(chain: PrefixChain, ms: number): ChooserSlot[] {
@@ -346,10 +351,10 @@ class SlotCache implements CacheModel {
   }
 
   /** The free slot a request with `chain` gets, by the engine's rule; undefined when every slot is busy. */
-  #choose(chain: PrefixChain, ms: number): Slot | undefined {
+  #choose(chain: PrefixChain, ms: number, named?: number): Slot | undefined {
     const free = this.slots.filter((s) => !s.busy);
     if (free.length === 0) return undefined;
-    if (this.kind === 'chosen' && this.choose) return this.#chosen(chain, ms, this.choose);
+    if (this.kind === 'chosen' && this.choose) return this.#chosen(chain, ms, this.choose, named);
     if (this.kind === 'lifo') {
       // The pool pops the sequence freed last; never freed: the last of the initial list.
       return free.reduce((a, b) => (b.freed > a.freed || (b.freed === a.freed && b.id > a.id) ? b : a));
@@ -370,9 +375,9 @@ class SlotCache implements CacheModel {
     return best ?? free.reduce((a, b) => (b.taken < a.taken ? b : a));
   }
 
-  begin(chain: PrefixChain, now: number, ms = 0, head?: number): CacheTicket {
+  begin(chain: PrefixChain, now: number, ms = 0, head?: number, named?: number): CacheTicket {
     this.#evicted = undefined;
-    const slot = this.#choose(chain, ms);
+    const slot = this.#choose(chain, ms, named);
     // More requests than modelled slots (the engine queues them): predicted cold, nothing changes.
     const h = head !== undefined && head >= 0 && head < chain.length ? { head } : {};
     if (!slot) return { predicted: 0, chain, ...h };
@@ -485,6 +490,37 @@ class SlotCache implements CacheModel {
     if (c.replyFull !== undefined) s.replyFull = c.replyFull;
     // Idle since it was restored: its conversation's next turn is counted as any other's.
     s.freedMs = ms;
+  }
+
+  parked(slot: number): boolean {
+    const s = this.slots[slot];
+    const ram = this.#pool();
+    if (!s || s.busy || !ram) return false;
+    if (s.links.length) ram.pool.save(contentOf(s));
+    this.#hold(s, []);
+    return true;
+  }
+
+  pooledContents(): SlotContent[] {
+    const entries = this.#pool() ? this.#ram!.entries : [];
+    return entries
+      .filter((e) => e.prompt.promptLinks > 0)
+      .map((e) => contentAsSlot(e.prompt, -1))
+      .reverse();
+  }
+
+  recalled(slot: number, hash: string, ms: number): SlotContent | undefined {
+    const s = this.slots[slot];
+    const ram = this.#pool();
+    if (!s || s.busy || !ram) return undefined;
+    const i = ram.pool.entries.findIndex((e) => e.prompt.promptLinks > 0 && e.prompt.links[e.prompt.promptLinks - 1].hash === hash);
+    if (i < 0) return undefined;
+    const [e] = ram.pool.entries.splice(i, 1);
+    if (s.links.length) ram.pool.save(contentOf(s));
+    const c = e.prompt;
+    this.#hold(s, c.links.slice(0, c.promptLinks), c.promptLinks, c.head >= 0 && c.head < c.promptLinks ? c.head : undefined);
+    s.freedMs = c.freedMs ?? ms;
+    return contentAsSlot(contentOf(s), slot);
   }
 
   slotStates(): SlotHold[] {

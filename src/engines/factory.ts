@@ -89,3 +89,20 @@ export async function createBackend(m: ModelConfig, info: BackendInfo, log: Logg
     }
   }
 }
+
+/**
+ * The backend of a model split across members (SPEC section 11): the entry's llama-server with `rpcArgs` (`--rpc …
+ * -ngl 99 --tensor-split …`) after its own args. It is never restarted: a part that fails (a lender gone, a tunnel
+ * cut) stops the model, which is placed again; `teardown` runs once its engine has stopped (tunnels, lends, the
+ * runner's own part).
+ */
+export async function createSplitBackend(m: Extract<ModelConfig, { engine: 'llamacpp' }>, info: BackendInfo, log: Logger, rpcArgs: readonly string[], teardown: () => Promise<void>): Promise<Backend> {
+  const { SplitLlamacppBackend } = await import('./llamacpp/split-backend.ts');
+  let descriptor = configDescriptor(m);
+  if (!m.workloads) descriptor = { ...descriptor, workloads: workloadsFromArgs(m.llamacpp.args) };
+  const base = { ...descriptor, explicit: m.workloads !== undefined };
+  const onProps = (props: EngineProps) => gateDescriptor(base, abilitiesFromProps(props.raw, props.buildNumber), (msg) => log(msg), `backend ${info.id}`);
+  const b = new SplitLlamacppBackend(info, descriptor, { binary: m.llamacpp.binary, args: [...m.llamacpp.args, ...rpcArgs], path: m.path, startupTimeoutMs: m.startup_timeout, cacheRamMib: m.cache_ram }, log, { onProps, maxRestarts: 0 }, teardown);
+  if (m.api_key_env) b.useApiKey(process.env[m.api_key_env]);
+  return b;
+}

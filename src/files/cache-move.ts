@@ -8,7 +8,9 @@
  *     link, sending the fingerprint of its own backend (model file SHA-256,
  *     context, `--parallel`, layout arguments, engine build).
  *  2. The holder refuses a different fingerprint (409), a slot no longer
- *     holding that link (404); else its engine saves the slot
+ *     holding that link (404; unless its engine's RAM holds the prompt and
+ *     this node kept its last engine body: then it is brought back into a
+ *     slot first, survive/slot-ram.ts); else its engine saves the slot
  *     (`action=save`) into its slot-cache directory under a name the node
  *     makes, and the holder answers the file's SHA-256, size and content.
  *  3. The executor fetches the file over the files path of section 11
@@ -38,7 +40,9 @@ import type { HostView } from '../route/types.ts';
 import { EMPTY_BODY_SHA256 } from '../security/signing.ts';
 import { DEFAULT_BYTES_PER_MS, DEFAULT_ENGINE_BYTES_PER_MS, DEFAULT_PREFILL_MS_PER_1K, moveMismatch, wireFingerprint, worthMoving, type MoveClaim, type MoveCosts, type MoveOutcome, type MoveResult } from '../survive/move-plan.ts';
 import type { SlotStore } from '../survive/slot-store.ts';
+import { parkSlot, PromptSources, recallPrompt } from '../survive/slot-ram.ts';
 import { fetchFile } from './fetch.ts';
+import { handOff } from './hand-off.ts';
 import type { IndexedFile } from './hash-index.ts';
 
 export const MOVE_SAVE_PATH = '/v1/slot-cache/save';
@@ -47,8 +51,6 @@ export const MOVE_TAKE_PATH = '/v1/slot-cache/take';
 export const MOVE_FILE_MAX_AGE_MS = 60_000;
 /** The longest one member call of a move waits for its answer (a save of a large slot included). */
 const CALL_MS = 30_000;
-/** A drain's hand-off of all its conversations stops after this. */
-const HAND_OFF_MS = 30_000;
 /** Before any move was measured: KV bytes per token priced (a 7B-class model with grouped KV heads, f16). */
 const DEFAULT_BYTES_PER_TOKEN = 128 * 1024;
 
@@ -57,7 +59,7 @@ export interface CacheMoverPorts {
   members: MemberTable;
   link: MemberLink;
   store: SlotStore;
-  book: Pick<CacheBook, 'slotContents' | 'restored' | 'begin'>;
+  book: Pick<CacheBook, 'slotContents' | 'restored' | 'begin' | 'pooledContents' | 'recalled'>;
   /** This node's backends of `model`. */
   backends(model: string): readonly Backend[];
   /** A free slot of `model` here now, for a drain's hand-off. */
@@ -66,6 +68,10 @@ export interface CacheMoverPorts {
   hosts(): readonly HostView[];
   /** This host's measured prefill of `model`, ms per 1,000 tokens. */
   prefillMsPer1k(model: string): number | undefined;
+  /** This node is draining: a member's save may then bring a prompt back from the engine's RAM. */
+  draining?(): boolean;
+  /** The chance a conversation idle `idleMs` comes back (a drain hands on from RAM only those that may). */
+  returnChance?(idleMs: number): number;
   metrics: Pick<Metrics, 'cacheMoves' | 'cacheMoveBytes' | 'cacheMoveSeconds'>;
   log(line: string): void;
   now(): number;
@@ -87,10 +93,18 @@ class Rate {
 export class CacheMover {
   readonly #p: CacheMoverPorts;
   /** Files saved here for a member to fetch, by SHA-256 (served by files/serve.ts beside model files). */
-  readonly #serving = new Map<string, IndexedFile & { until: number }>();
+  readonly #serving = new Map<string, IndexedFile & { until: number; fetches: number }>();
   readonly #link = new Rate();
   readonly #engine = new Rate();
   readonly #perToken = new Map<string, Rate>();
+  /** The engine bodies of recent prompts, for a drain's recall from RAM (survive/slot-ram.ts). */
+  readonly #sources = new PromptSources();
+  /** Recalls from the engine's RAM, one at a time (each takes a slot for a moment). */
+  #recalls: Promise<unknown> = Promise.resolve();
+  /** Prompt-end links brought back into a slot for a member to take and not yet saved: their slot is left alone. */
+  readonly #awaiting = new Map<string, number>();
+  /** Prompt-end links of slots saved here for a member, and when: a drain does not hand on what a member already took. */
+  readonly #sent = new Map<string, number>();
 
   constructor(p: CacheMoverPorts) {
     this.#p = p;
@@ -107,9 +121,13 @@ export class CacheMover {
     return f;
   }
 
-  /** A move's file was sent whole: the member has it (verified there), so it is removed here. */
+  /**
+   * A move's file was sent whole: the member has it (verified there), so it is removed here, once every member that
+   * was offered it has had it (two saves of one slot give one file: a turn's move and a drain's hand-off may ask at once).
+   */
   served(sha: string): void {
-    if (this.#serving.has(sha)) this.#forget(sha);
+    const f = this.#serving.get(sha);
+    if (f && --f.fetches <= 0) this.#forget(sha);
   }
 
   #forget(sha: string): void {
@@ -155,35 +173,69 @@ export class CacheMover {
     if ('refused' in read) return read.refused;
     const { ask, model, link } = read;
     let mismatch: string | undefined;
+    const holds = (x: SlotContent) => x.links.slice(0, x.promptLinks).some((l) => l.hash === link);
     for (const b of this.#llama(model)) {
-      const c = this.#p.book.slotContents(b).find((x) => x.links.slice(0, x.promptLinks).some((l) => l.hash === link));
-      if (!c) continue;
+      const c = this.#p.book.slotContents(b).find(holds);
+      // A conversation its engine gave up to RAM (another turn took its slot since the entry's view, or a draining
+      // node's hint names its RAM) is brought back into a slot first, when this node kept its last engine body.
+      const pooled = c ? undefined : this.#p.book.pooledContents(b).find((x) => x.links.some((l) => l.hash === link) && this.#sources.get(x.links[x.promptLinks - 1].hash));
+      if (!c && !pooled) continue;
       const fp = this.#p.store.fingerprintOf(b);
       const mine = fp && wireFingerprint(fp);
       if (!mine) return refusal(409, 'cache_mismatch', `${b.id}'s model file is not hashed here yet: a move needs its SHA-256 on both hosts`);
       mismatch = moveMismatch(mine, ask.fingerprint);
       if (mismatch) continue;
-      const name = fileName('out');
-      const t0 = this.#p.now();
-      const saved = await this.#p.store.saveForMove(b, b.url!, c.slot, name);
-      if (!saved.ok) return refusal(507, 'cache_not_saved', `${b.id} slot ${c.slot} was not saved: ${saved.why}`);
-      // The slot may have been taken while the engine saved it (it defers a busy slot's save): then the file holds another prompt.
-      const still = this.#p.book.slotContents(b).find((x) => x.slot === c.slot);
-      if (!still || still.links.at(-1)?.hash !== c.links.at(-1)?.hash) {
-        fs.rmSync(saved.path, { force: true });
-        return refusal(404, 'cache_gone', `slot ${c.slot} was taken while it was being saved`);
+      if (c) return this.#saveSlot(b, c, from);
+      // Serving, the recall holds a slot of its own meanwhile, so no turn here is given that slot under it.
+      const lease = this.#p.draining?.() ? undefined : this.#p.lease(model);
+      if (lease && lease.backend !== b) lease.release();
+      if (!this.#p.draining?.() && lease?.backend !== b) return refusal(404, 'cache_gone', `the prompt holding chain link ${link} is in ${b.id}'s RAM, and no slot is free here to bring it back`);
+      try {
+        const back = await this.recall(b, pooled!);
+        if (!back) return refusal(404, 'cache_gone', `the prompt of ${model} holding chain link ${link} was not brought back from ${b.id}'s RAM`);
+        return await this.#saveSlot(b, back, from);
+      } finally {
+        lease?.release();
       }
-      this.#engine.add(saved.bytes / Math.max(1, this.#p.now() - t0));
-      this.#learnSize(model, saved.bytes, saved.tokens);
-      const sha256 = await hashFile(saved.path);
-      const st = fs.statSync(saved.path);
-      this.#serving.set(sha256, { path: saved.path, size: st.size, mtimeMs: st.mtimeMs, sha256, until: this.#p.now() + MOVE_FILE_MAX_AGE_MS });
-      this.#p.metrics.cacheMoveBytes.inc({ direction: 'sent' }, saved.bytes);
-      this.#p.log(`cache move: saved ${b.id} slot ${c.slot} (${saved.tokens} tokens, ${mib(saved.bytes)} MiB) for ${from}`);
-      return { status: 200, doc: { sha256, size: st.size, tokens: saved.tokens, content: c } };
     }
     if (mismatch) return refusal(409, 'cache_mismatch', `this slot cannot be restored there: ${mismatch}`);
     return refusal(404, 'cache_gone', `no idle slot of ${model} here holds chain link ${link}`);
+  }
+
+  /** Save idle slot `c.slot` of `b` for member `from` and offer its file (save's answer). */
+  async #saveSlot(b: LlamacppBackend, c: SlotContent, from: string): Promise<{ status: number; doc: unknown }> {
+    const model = b.info.model;
+    const name = fileName('out');
+    const t0 = this.#p.now();
+    const saved = await this.#p.store.saveForMove(b, b.url!, c.slot, name);
+    if (!saved.ok) return refusal(507, 'cache_not_saved', `${b.id} slot ${c.slot} was not saved: ${saved.why}`);
+    // The slot may have been taken while the engine saved it (it defers a busy slot's save): then the file holds another prompt.
+    const still = this.#p.book.slotContents(b).find((x) => x.slot === c.slot);
+    if (!still || still.links.at(-1)?.hash !== c.links.at(-1)?.hash) {
+      fs.rmSync(saved.path, { force: true });
+      return refusal(404, 'cache_gone', `slot ${c.slot} was taken while it was being saved`);
+    }
+    this.#engine.add(saved.bytes / Math.max(1, this.#p.now() - t0));
+    this.#learnSize(model, saved.bytes, saved.tokens);
+    const sha256 = await hashFile(saved.path);
+    const st = fs.statSync(saved.path);
+    const same = this.#serving.get(sha256);
+    if (same && fs.existsSync(same.path)) {
+      // The same slot saved again before the first file was fetched: one file, offered to one more member.
+      fs.rmSync(saved.path, { force: true });
+      same.fetches++;
+      same.until = this.#p.now() + MOVE_FILE_MAX_AGE_MS;
+      // Not swept as old while it is offered again (the sweep reads the file's time).
+      const at = new Date();
+      fs.utimesSync(same.path, at, at);
+    } else this.#serving.set(sha256, { path: saved.path, size: st.size, mtimeMs: st.mtimeMs, sha256, until: this.#p.now() + MOVE_FILE_MAX_AGE_MS, fetches: 1 });
+    const end = c.links[c.promptLinks - 1];
+    if (end) this.#sent.set(end.hash, this.#p.now());
+    if (end) this.#awaiting.delete(end.hash);
+    for (const [h, at] of this.#sent) if (at < this.#p.now() - MOVE_FILE_MAX_AGE_MS) this.#sent.delete(h);
+    this.#p.metrics.cacheMoveBytes.inc({ direction: 'sent' }, saved.bytes);
+    this.#p.log(`cache move: saved ${b.id} slot ${c.slot} (${saved.tokens} tokens, ${mib(saved.bytes)} MiB) for ${from}`);
+    return { status: 200, doc: { sha256, size: st.size, tokens: saved.tokens, content: c } };
   }
 
   // --- the new host's side ---
@@ -236,14 +288,19 @@ export class CacheMover {
     const content = contentOf(doc?.content);
     if (!sha256 || !size || !content) return no('failed', `${m.from}'s answer is malformed`);
     if (!p.store.makeRoom(size)) return no('refused', `the file (${mib(size)} MiB) is larger than node.cache_disk here`);
+    // The link's rate is the fetch's alone: the holder's save (slow while its engine is busy) is the engine's rate's.
+    const asked = p.now();
     const name = fileName('in');
     const dest = p.store.moveInPath(b, name)!;
+    // Its partial file in a directory of its own: two pulls of one file (a turn's and a drain's take) would share
+    // `.<sha256>.part`, and the first to finish took it from under the other.
+    const partDir = path.join(path.dirname(dest), `.${name}.d`);
     try {
       const got = await fetchFile({
         sha256,
         size,
         dest,
-        modelsDir: path.dirname(dest),
+        modelsDir: partDir,
         sources: [{ name: m.from, api: member.api }],
         headers: (s, pathWithQuery) => p.link.sign('GET', pathWithQuery, EMPTY_BODY_SHA256, s.name),
         dispatcher: p.link.dispatcher,
@@ -254,18 +311,27 @@ export class CacheMover {
     } catch (err) {
       fs.rmSync(dest, { force: true });
       return no('failed', `the file did not arrive intact: ${(err as Error).message}`);
+    } finally {
+      fs.rmSync(partDir, { recursive: true, force: true });
     }
     const fetched = p.now();
-    this.#link.add(size / Math.max(1, fetched - t0));
+    this.#link.add(size / Math.max(1, fetched - asked));
     this.#learnSize(b.info.model, size, Number(doc?.tokens) || m.tokens);
     const slot = slotFor(content);
     if (slot === undefined) {
       fs.rmSync(dest, { force: true });
       return no('failed', 'no slot to restore into');
     }
+    // The engine's restore overwrites the slot and saves nothing: whatever live conversation it holds goes to RAM first.
+    if ((b.promptPool?.tokens ?? 0) > 0) {
+      const parked = await parkSlot(b, b.url, slot);
+      if (!parked.ok) p.log(`cache move: ${b.id} slot ${slot} was not saved to the engine's RAM before the restore: ${parked.why}`);
+    }
+    // The engine's rate is the restore's alone (the park before it is a one-token completion's time, not the file's).
+    const restoring = p.now();
     const restored = await p.store.restoreMoved(b, b.url, slot, name);
     if (!restored.ok) return no('failed', `the engine did not restore it into slot ${slot}: ${restored.why}`);
-    this.#engine.add(size / Math.max(1, p.now() - fetched));
+    this.#engine.add(size / Math.max(1, p.now() - restoring));
     return { outcome: 'moved', from: m.from, tokens: restored.tokens, bytes: size, ms: p.now() - t0 };
   }
 
@@ -298,43 +364,75 @@ export class CacheMover {
   }
 
   /**
-   * A draining node's live conversations to their next homes (survive/drain.ts `handOff`): the most recent first, as
-   * many as fit in node.cache_disk, each asked of a member that runs the same model file and has a free slot.
+   * Bring `content`, held in `b`'s RAM pool, back into the idle slot that has been idle longest (not one brought back
+   * for a member that has not taken it yet), by running its last engine body again (survive/slot-ram.ts). What the
+   * slot then holds; undefined when there is no such slot, no body, or the engine refused.
    */
-  async handOff(diskMiB: number): Promise<void> {
+  recall(b: LlamacppBackend, content: SlotContent): Promise<SlotContent | undefined> {
+    const next = this.#recalls.then(() => this.#recall(b, content));
+    this.#recalls = next.catch(() => undefined);
+    return next;
+  }
+
+  async #recall(b: LlamacppBackend, content: SlotContent): Promise<SlotContent | undefined> {
     const p = this.#p;
-    const by = p.now() + HAND_OFF_MS;
-    const hosts = p.hosts().filter((h) => !h.local && h.fresh && !h.draining);
-    let moved = 0;
-    for (const model of new Set(p.hosts().find((h) => h.local)?.models.keys() ?? [])) {
-      const backends = this.#llama(model);
-      const fp = backends[0] && p.store.fingerprintOf(backends[0]);
-      const sha = fp?.file.sha256;
-      if (!sha) continue;
-      // Where each can go: members with this very file, by their free slots (each slot taken once).
-      const room = new Map(hosts.flatMap((h) => {
-        const m = h.models.get(model);
-        return m && m.file?.sha256 === sha && (m.ctx === undefined || m.ctx === fp.context) ? [[h.name, Math.max(0, m.slots - m.busy)] as const] : [];
-      }));
-      const convs = backends.flatMap((b) => p.book.slotContents(b)).sort((a, c) => (c.idleSince ?? 0) - (a.idleSince ?? 0));
-      let budget = diskMiB * 1024 * 1024;
-      for (const c of convs) {
-        const last = c.links[c.promptLinks - 1];
-        const to = [...room].find(([, n]) => n > 0)?.[0];
-        const bytes = last.tokens * (this.#perToken.get(model)?.value ?? 0);
-        if (!to || p.now() > by || bytes > budget) break;
-        budget -= bytes;
-        room.set(to, room.get(to)! - 1);
-        // Spread: the member just given one goes to the back.
-        const n = room.get(to)!;
-        room.delete(to);
-        room.set(to, n);
-        const a = await postToMember(p.link, to, MOVE_TAKE_PATH, { model, link: last.hash, tokens: last.tokens }, Math.max(1000, by - p.now()));
-        if (a.status === 200) moved++;
-        else p.log(`draining: ${to} did not take a conversation of ${model} (${last.tokens} tokens): ${a.status || 'no answer'} ${a.text}`);
-      }
+    const end = content.links[content.promptLinks - 1];
+    const source = end && this.#sources.get(end.hash);
+    if (!source || !b.url) return undefined;
+    const now = p.now();
+    for (const [h, at] of this.#awaiting) if (at < now - MOVE_FILE_MAX_AGE_MS) this.#awaiting.delete(h);
+    // Only a slot holding a prompt: the engine restores nothing from RAM into an empty one. First a slot whose
+    // conversation a member has already taken (it lives on there), then the one idle longest.
+    const taken = (c: SlotContent) => (this.#sent.has(c.links[c.promptLinks - 1].hash) ? 0 : 1);
+    const slot = p.book
+      .slotContents(b)
+      .filter((c) => !this.#awaiting.has(c.links[c.promptLinks - 1].hash))
+      .sort((a, c) => taken(a) - taken(c) || (a.idleSince ?? 0) - (c.idleSince ?? 0))[0]?.slot;
+    if (slot === undefined) return undefined;
+    const r = await recallPrompt(b, b.url, slot, source);
+    if (!r.ok) {
+      p.log(`cache move: the prompt of ${end.tokens} tokens in ${b.id}'s RAM was not brought back into slot ${slot}: ${r.why}`);
+      return undefined;
     }
-    if (moved) p.log(`draining: handed ${moved} conversation(s) to members with their caches`);
+    const back = p.book.recalled(b, slot, end.hash);
+    if (back) this.#awaiting.set(end.hash, p.now());
+    return back;
+  }
+
+  /**
+   * The engine body that just ran a prompt on `b` (ending at chain link `hash`), kept so that a drain can bring the
+   * prompt back from the engine's RAM pool and hand it on (files/hand-off.ts). Only for engines with a RAM pool.
+   */
+  remember(b: Backend, hash: string, path: string, body: Buffer): void {
+    if (b instanceof LlamacppBackend && (b.promptPool?.tokens ?? 0) > 0 && this.#p.store.keepsFiles) this.#sources.remember(hash, { path, body });
+  }
+
+  /** A draining node's live conversations to their next homes (files/hand-off.ts). */
+  async handOff(diskMiB: number, since = this.#p.now()): Promise<void> {
+    const p = this.#p;
+    await handOff(
+      {
+        hosts: () => p.hosts(),
+        llama: (model) => this.#llama(model),
+        layoutOf: (b) => {
+          const fp = p.store.fingerprintOf(b);
+          return fp?.file.sha256 ? { sha256: fp.file.sha256, context: fp.context } : undefined;
+        },
+        book: p.book,
+        sources: this.#sources,
+        recall: (b, content) => this.recall(b, content),
+        settled: (hash) => this.#awaiting.delete(hash),
+        // A member pulled it for a turn since the drain began (a turn routed away from this draining node): it has it.
+        alreadySent: (hash, since) => (this.#sent.get(hash) ?? -Infinity) >= since,
+        returnChance: (idleMs) => p.returnChance?.(idleMs) ?? 1,
+        bytesPerToken: (model) => this.#perToken.get(model)?.value ?? 0,
+        take: (to, doc, ms) => postToMember(p.link, to, MOVE_TAKE_PATH, doc, ms),
+        log: p.log,
+        now: p.now,
+      },
+      diskMiB,
+      since,
+    );
   }
 }
 

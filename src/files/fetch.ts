@@ -109,7 +109,26 @@ export function allZero(bufs: readonly Buffer[]): boolean {
   return true;
 }
 
+/**
+ * Fetches writing one partial file, in the order they asked. Two pulls of one file at once (a drain's hand-off and a
+ * turn's own cache move, or two loads) would both write `.<sha>.part` and corrupt it; the second waits, then resumes or
+ * starts afresh from what the first left.
+ */
+const writing = new Map<string, Promise<unknown>>();
+
 export async function fetchFile(o: FetchOptions): Promise<FetchResult> {
+  const part = partialPath(o.modelsDir, o.sha256.toLowerCase());
+  const before = writing.get(part);
+  const mine = (before ? before.catch(() => undefined) : Promise.resolve()).then(() => fetchAlone(o));
+  const settled = mine.catch(() => undefined);
+  writing.set(part, settled);
+  void settled.then(() => {
+    if (writing.get(part) === settled) writing.delete(part);
+  });
+  return mine;
+}
+
+async function fetchAlone(o: FetchOptions): Promise<FetchResult> {
   const log = o.log ?? (() => {});
   const want = o.sha256.toLowerCase();
   if (o.expect && o.expect.toLowerCase() !== want) {

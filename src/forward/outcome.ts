@@ -1,3 +1,5 @@
+import type { MoveResult } from '../survive/move-plan.ts';
+
 /** How one run of a request ended, local or forwarded: what the entry's steps (dispatch/entry/steps.ts) react to. */
 
 /** Why a forward did not run, before anything reached the client. */
@@ -10,7 +12,8 @@ export type RefusedBy = 'full' | 'workload' | 'auth' | 'connection' | 'quiet' | 
 export type RunOutcome =
   /** Something was sent to the client (a result, a relayed error, or a stream that later broke). */
   /** cachedTokens: the engine's own cached-token count, when it said (X-Viiwork-Cached-Tokens from an executor). */
-  | { kind: 'answered'; status: number; firstContentAt?: number; cachedTokens?: number }
+  /** moved: what the executor said became of a member's slot cache taken for it (X-Viiwork-Moved). */
+  | { kind: 'answered'; status: number; firstContentAt?: number; cachedTokens?: number; moved?: MoveResult }
   | { kind: 'aborted' }
   /** A forward refused before its first byte, by the receiver's mark or no connection: retried. */
   | { kind: 'refused'; by: RefusedBy; detail: string }

@@ -10,7 +10,8 @@ import type http from 'node:http';
 import { engineFailureDetail } from '../http/errors.ts';
 import { GoneFlag, type Gone } from '../http/gone.ts';
 import { relay, upstreamErrorText, type RelayOptions } from '../http/relay.ts';
-import { RES_REFUSED, refusalMarker } from '../http/viiwork-headers.ts';
+import { RES_MOVED, RES_REFUSED, refusalMarker } from '../http/viiwork-headers.ts';
+import { moveOfHeader, type MoveResult } from '../survive/move-plan.ts';
 import { addressMember, type MemberLink } from './member-call.ts';
 import type { RefusedBy, RunOutcome } from './outcome.ts';
 
@@ -65,10 +66,12 @@ export async function sendForward(link: PeerLink, call: ForwardCall, res: http.S
   // A member that goes quiet (frozen, cut off) would hold the request forever: before its first byte the
   // forward counts as refused and is retried; after it, the client's stream ends with an error event.
   const quiet = quietWatchOf(link).watch(call.host);
+  let moved: MoveResult | undefined;
   const opts: RelayOptions = {
     responseHeaders: call.responseHeaders,
     stripUsage: false,
-    verdict: forwardVerdict,
+    // The executor's word on a slot cache moved for this run, read with its headers.
+    verdict: (status, h) => ((moved = moveOfHeader(h[RES_MOVED])), forwardVerdict(status, h)),
     quiet: quiet.flag,
     quietReason: () => `member ${call.host} went quiet (its reports are stale or it is no longer alive)`,
     streamStallMs: call.streamStallMs,
@@ -83,7 +86,7 @@ export async function sendForward(link: PeerLink, call: ForwardCall, res: http.S
     const r = await relay({ origin: to.origin, path: call.path, method: 'POST', headers, body: call.body, signal: call.signal, dispatcher: link.dispatcher }, res, opts);
     switch (r.kind) {
       case 'done':
-        return { kind: 'answered', status: r.status, firstContentAt: r.firstContentAt, ...(r.cachedTokens !== undefined ? { cachedTokens: r.cachedTokens } : {}) };
+        return { kind: 'answered', status: r.status, firstContentAt: r.firstContentAt, ...(r.cachedTokens !== undefined ? { cachedTokens: r.cachedTokens } : {}), ...(moved ? { moved } : {}) };
       case 'broken':
         return { kind: 'answered', status: 0 };
       case 'aborted':

@@ -44,7 +44,9 @@ export async function judgeForward(req: http.IncomingMessage, body: Buffer, mode
     if (claim === undefined) return { kind: 'client' };
     const name = Array.isArray(claim) ? claim[0] : claim;
     const m = members?.get(name);
-    if (!m || m.state !== 'alive' || m.role === 'foreign' || normalizeIp(req.socket.remoteAddress) !== normalizeIp(m.addr)) {
+    // SPEC 6: only from the IP of the *alive* member it names. Said apart from a wrong address, which is an impostor.
+    if (!m || m.state !== 'alive' || m.role === 'foreign') throw reject(`X-Viiwork-Node "${name.slice(0, 64)}" is not an alive member (${m ? m.state : 'unknown'})`);
+    if (normalizeIp(req.socket.remoteAddress) !== normalizeIp(m.addr)) {
       throw reject(`X-Viiwork-Node "${name.slice(0, 64)}" does not come from that member's address`);
     }
     const claims = headerValue(headers, HEADER_CLAIMS);

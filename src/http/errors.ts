@@ -140,6 +140,9 @@ export const errors = {
     new ApiError(503, `model "${model}" is still loading: no backend became ready within ${ms} ms (routing.queue_timeout); retry shortly`, 'server_error', 'model_loading', 5),
   loadTimeout: (model: string, ms: number) =>
     new ApiError(503, `model "${model}" is still loading: it was not ready within ${ms} ms (routing.load_wait); retry shortly`, 'server_error', 'model_loading', 5),
+  /** An on-demand model no host could load while the request waited (every host refused for memory). */
+  noRoomToLoad: (model: string, ms: number, why: string) =>
+    new ApiError(503, `no member has room to load "${model}" (the request waited ${ms} ms): ${why.slice(0, 1024)}; retry when a member frees memory or one that lends memory (node.lend_memory) joins`, 'server_error', 'insufficient_memory', 5),
   loadFailed: (model: string, text: string) =>
     new ApiError(503, `loading model "${model}" failed: ${text.slice(0, 1024)}; the next request tries again (another host first)`, 'server_error', 'model_load_failed', 2),
   /** A host asked to load a model it cannot fit even after unloading every idle on-demand model (SPEC section 11). */

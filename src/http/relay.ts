@@ -136,7 +136,25 @@ function describe(err: unknown): string {
 
 const defaultVerdict = (status: number): Verdict => (status >= 500 ? 'refused' : 'answer');
 
-export function relay(call: UpstreamCall, res: http.ServerResponse, opts: RelayOptions): Promise<RelayResult> {
+/**
+ * What a kept-alive socket the engine closed as the request went out looks like (undici reuses an idle connection the
+ * server has just given up: llama-server's cpp-httplib closes connections without a Keep-Alive hint to say when).
+ */
+const STALE_SOCKET = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE', 'UND_ERR_CLOSED']);
+
+/**
+ * One call to the engine, its answer relayed to `res`. A call whose connection was reset before any answer came is made
+ * once more, on a new connection, when its body can be sent again: nothing reached the client, and without it one
+ * stale pooled socket answered 502 and marked a healthy engine unhealthy (seen under load in the suite: the request
+ * right after a stream on the same engine). A dead engine refuses the connection instead, and is not asked twice.
+ */
+export async function relay(call: UpstreamCall, res: http.ServerResponse, opts: RelayOptions): Promise<RelayResult> {
+  const first = await relayOnce(call, res, opts);
+  const again = first.kind === 'refused' && first.status === undefined && STALE_SOCKET.has(first.detail) && Buffer.isBuffer(call.body) && !call.signal.aborted && !res.headersSent && !opts.quiet?.aborted;
+  return again ? relayOnce(call, res, opts) : first;
+}
+
+function relayOnce(call: UpstreamCall, res: http.ServerResponse, opts: RelayOptions): Promise<RelayResult> {
   if (call.signal.aborted) return Promise.resolve({ kind: 'aborted' });
   return new Promise((resolve) => {
     const up = new Upstream(call, res, opts, resolve);

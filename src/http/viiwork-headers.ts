@@ -20,8 +20,14 @@ export const RES_MODEL = 'x-viiwork-model';
  * and the entry node passes the header on.
  */
 export const RES_OMITTED_TOOLS = 'x-viiwork-omitted-tools';
+/**
+ * A member's slot cache taken for this run (SPEC 13, "Moving a cache"): the
+ * executor names what became of the move (`<outcome> <tokens> <bytes|-> <ms|-> <member>`),
+ * and the entry node records it in its own decision feed and passes it on.
+ */
+export const RES_MOVED = 'x-viiwork-moved';
 /** X-Viiwork-* headers an executor sets that an entry node relays as they are. */
-export const RES_PASSED_ON: ReadonlySet<string> = new Set([RES_OMITTED_TOOLS]);
+export const RES_PASSED_ON: ReadonlySet<string> = new Set([RES_OMITTED_TOOLS, RES_MOVED]);
 
 /**
  * On a receiving node's own refusal of a forward: `full`, `workload`, `auth`

@@ -9,12 +9,12 @@
 import type { ModelConfig } from '../config/schema.ts';
 import type { Backend, BackendInfo } from '../engines/backend.ts';
 import type { SlotKeeper } from '../engines/llamacpp/llamacpp.ts';
-import { configDescriptor, createBackendsFor, createEntryBackends, entryInfos, entryKey } from '../engines/factory.ts';
+import { configDescriptor, createBackendsFor, createEntryBackends, createSplitBackend, entryInfos, entryKey } from '../engines/factory.ts';
 import { hideFromEngines } from '../engines/llamacpp/engine-env.ts';
 import type { SlotTable } from '../engines/targets.ts';
 import type { Log } from '../log.ts';
 import type { Metrics } from '../metrics/metrics.ts';
-import { bytesText, Lifecycle } from './lifecycle.ts';
+import { bytesText, Lifecycle, splitOf } from './lifecycle.ts';
 import { entryMemory } from './memory.ts';
 
 /** What keeping the backends needs from the node. */
@@ -109,6 +109,12 @@ export class EntryBackends {
     return this.#wire(createBackendsFor(entry, infos, (msg, fields) => this.#engineLog(msg, fields), this.p.stateDir, this.p.keeper));
   }
 
+  /** The backend of a model split across members (its llama-server with `rpcArgs`), wired, not started; `teardown` once it stops. */
+  createSplit(entry: ModelConfig, infos: readonly BackendInfo[], rpcArgs: readonly string[], teardown: () => Promise<void>): Promise<Backend[]> {
+    if (entry.engine !== 'llamacpp') return Promise.reject(new Error(`${entry.name}: only a llamacpp entry runs split`));
+    return this.#wire(Promise.all(infos.map((info) => createSplitBackend(entry, info, (msg, fields) => this.#engineLog(msg, fields), rpcArgs, teardown))));
+  }
+
   /** The lifecycle replaced an entry's backends (loaded, unloaded): the lists and slot table follow. */
   swap(old: readonly Backend[], next: readonly Backend[]): void {
     const swapIn = (list: Backend[]) => {
@@ -150,12 +156,14 @@ export class EntryBackends {
       // An always entry whose file is not here: its verified copy, else fetched from a member first (SPEC section 11).
       const always = m.load === 'always' ? p.files.alwaysFile(m) : { kind: 'here' as const, entry: m };
       // An on-demand entry starts as placeholders (its target listed with 0 slots); the lifecycle loads it when asked.
+      // An always entry with `split` too: it may need lenders, and its lifecycle places it (SPEC section 11).
       const made =
-        m.load === 'on_demand' || always.kind === 'fetch'
+        m.load === 'on_demand' || always.kind === 'fetch' || splitOf(m) !== undefined
           ? Lifecycle.placeholders(entryInfos(m, taken), configDescriptor(m))
           : await this.#wire(createEntryBackends(always.entry, taken, (msg, fields) => this.#engineLog(msg, fields), p.stateDir, p.keeper));
       p.lifecycle().add(m, made, memory, { fetchFirst: always.kind === 'fetch' });
       if (m.load === 'on_demand') p.log.info(`${m.name}: on demand, ${bytesText(memory * made.length)} when loaded`);
+      else if (splitOf(m) !== undefined && always.kind === 'here') p.log.info(`${m.name}: ${bytesText(memory)}; loaded here when the budget holds it, else split across lending members (split: ${JSON.stringify(splitOf(m))})`);
       if (always.kind === 'fetch') {
         p.files.awaitFile(m.name);
         p.log.info(`${m.name}: ${'path' in m ? m.path : ''} is not here; it loads once it is fetched from a member that has it`);

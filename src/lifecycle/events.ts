@@ -18,7 +18,7 @@ export interface LifecycleFeedEntry {
   queued_ms: number;
   ttft_ms: null;
   outcome: string;
-  lifecycle: { event: string; reason: string; detail: string };
+  lifecycle: { event: string; reason: string; detail: string; parts?: { member: string; bytes: number }[] };
 }
 
 export interface EventSinks {
@@ -62,6 +62,6 @@ export function reportLifecycleEvent(e: LifecycleEvent, s: EventSinks): void {
     queued_ms: 0,
     ttft_ms: null,
     outcome: e.kind,
-    lifecycle: { event: e.kind, reason: e.reason, detail: e.detail.slice(0, 512) },
+    lifecycle: { event: e.kind, reason: e.reason, detail: e.detail.slice(0, 512), ...(e.parts ? { parts: e.parts } : {}) },
   });
 }

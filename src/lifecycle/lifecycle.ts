@@ -21,7 +21,17 @@ import type { SlotTable } from '../engines/targets.ts';
 export type LifeState = 'unloaded' | 'fetching' | 'loading' | 'loaded' | 'unloading';
 export type LoadReason = 'start' | 'request' | 'scale' | 'operator';
 /** `endpoint`: a many-model endpoint unloaded the model by itself (engines/many/router-model.ts). */
-export type UnloadReason = 'idle' | 'room' | 'operator' | 'failed' | 'stop' | 'endpoint';
+/** `lender`: a model split across members lost a part (a lender died, left or stopped lending). */
+export type UnloadReason = 'idle' | 'room' | 'operator' | 'failed' | 'stop' | 'endpoint' | 'lender';
+
+/** One member's part of a model split across members (SPEC section 11, a model bigger than one host). */
+export interface HeldPart {
+  member: string;
+  bytes: number;
+}
+
+/** A split plan as the lifecycle uses it: the bytes held here, and every part. */
+export type SplitChoice = { kind: 'split'; here: number; parts: HeldPart[]; detail: string } | { kind: 'none'; why: string };
 
 /** One load or unload, for the log, the decision feed and the metrics. */
 export interface LifecycleEvent {
@@ -30,6 +40,8 @@ export interface LifecycleEvent {
   reason: LoadReason | UnloadReason | 'memory';
   /** Why in words: which request or operator asked, which model was unloaded for which. */
   detail: string;
+  /** A model split across members: which member holds which part (SPEC section 11). */
+  parts?: HeldPart[];
 }
 
 export type LoadAnswer =
@@ -44,6 +56,8 @@ export interface MemoryFigures {
   budget: number;
   used: number;
   free: number;
+  /** Of `used`, the bytes lent to members (SPEC section 11, a model bigger than one host); absent: none. */
+  lent?: number;
 }
 
 /** An idle loaded on-demand entry that could be unloaded for room. */
@@ -90,7 +104,27 @@ export interface LifecyclePorts {
   prepare?(entry: ModelConfig, fetching: () => void): Promise<ModelConfig>;
   /** performance.now(), injectable for tests. */
   now?(): number;
+  /** Bytes this node lends to members now (split/lends.ts): used, as its own backends' are. */
+  lent?(): number;
+  /** In [0, 1): spreads the retries of always split entries (two members each placing one must not retry in step). */
+  random?(): number;
+  /**
+   * A model bigger than this node (an entry with `split`): where its parts would go with this node as runner
+   * (`free`: bytes free here), and its backends made over those parts (lends asked, tunnels open). Absent: no split.
+   */
+  split?: {
+    plan(entry: ModelConfig, need: number, free: number): SplitChoice;
+    create(entry: ModelConfig, infos: readonly BackendInfo[], parts: readonly HeldPart[]): Promise<Backend[]>;
+  };
 }
+
+/** The entry's `split` setting when it has one (llamacpp entries only). */
+export function splitOf(entry: ModelConfig): 'auto' | readonly string[] | undefined {
+  return entry.engine === 'llamacpp' && entry.split !== false ? entry.split : undefined;
+}
+
+/** How soon an always split entry that could not be placed is tried again. */
+export const SPLIT_RETRY_MS = 5000;
 
 interface Managed {
   readonly id: number;
@@ -105,6 +139,16 @@ interface Managed {
   readonly fetchFirst: boolean;
   /** Bytes this entry's backends need together (memory × replicas). */
   need: number;
+  /** Of `need`, the bytes held on this node while it loads or runs: all of it, or its own part when split. */
+  holding: number;
+  /** The parts of a split model while it is loading or loaded split (SPEC section 11); undefined: whole here. */
+  parts?: HeldPart[];
+  /** An always entry with `split`: loaded by this lifecycle, placed again whenever it is stopped. */
+  readonly keepPlaced: boolean;
+  /** performance.now() before which a keepPlaced entry is not tried again. */
+  retryAt: number;
+  /** The last refusal said of a keepPlaced entry (said once, not every retry). */
+  lastWhy?: string;
   state: LifeState;
   /** A loading entry whose victims have stopped: its memory is in use. */
   roomReady: boolean;
@@ -119,7 +163,7 @@ interface Managed {
 
 /** The entry's load is this lifecycle's (on demand, or an always entry fetched first): its state is kept here, not read from backends. */
 function ownsLoad(m: Managed): boolean {
-  return m.onDemand || m.fetchFirst;
+  return m.onDemand || m.fetchFirst || m.keepPlaced;
 }
 
 /** A model loaded this recently that has served nothing yet is not unloaded for room (see #evictable). */
@@ -130,6 +174,12 @@ export const IDLE_SWEEP_MS = 500;
 
 /** A target's state is that of its entries, the first of these that any of them is in (else unloaded). */
 const STATE_RANK: readonly LifeState[] = ['loaded', 'loading', 'fetching', 'unloading'];
+
+/** A split entry as its target reports it: who may lend, and the parts while it runs split. */
+export interface TargetSplit {
+  allowed: 'auto' | readonly string[];
+  parts?: HeldPart[];
+}
 
 export class Lifecycle {
   readonly #entries: Managed[] = [];
@@ -149,14 +199,20 @@ export class Lifecycle {
   add(entry: ModelConfig, backends: Backend[], memory: number, opts: { fetchFirst?: boolean } = {}): void {
     const onDemand = entry.load === 'on_demand';
     const fetchFirst = !onDemand && opts.fetchFirst === true;
+    // An always entry bigger than one host may need lenders, which this node learns of from their reports: it starts unloaded.
+    const keepPlaced = !onDemand && !fetchFirst && splitOf(entry) !== undefined;
+    const owned = onDemand || fetchFirst || keepPlaced;
     this.#entries.push({
       id: this.#nextId++,
       entry,
       onDemand,
       fetchFirst,
+      keepPlaced,
+      retryAt: 0,
       need: memory * backends.length,
-      state: onDemand || fetchFirst ? 'unloaded' : 'loading',
-      roomReady: !(onDemand || fetchFirst),
+      holding: memory * backends.length,
+      state: owned ? 'unloaded' : 'loading',
+      roomReady: !owned,
       backends,
       infos: backends.map((b) => b.info),
       loadedAt: this.#now(),
@@ -198,12 +254,13 @@ export class Lifecycle {
   }
 
   /** State and bytes of one target (the entries whose backends it groups). */
-  targetState(backends: readonly Backend[]): { state: LifeState; memory: number; onDemand: boolean; error?: string } {
+  targetState(backends: readonly Backend[]): { state: LifeState; memory: number; onDemand: boolean; error?: string; split?: TargetSplit } {
     // Read for every local target on every routing decision: one pass, no intermediate arrays.
     let rank: number = STATE_RANK.length;
     let memory = 0;
     let onDemand = false;
     let error: string | undefined;
+    let split: TargetSplit | undefined;
     const seen: Managed[] = [];
     for (const b of backends) {
       const m = this.#of(b);
@@ -214,24 +271,30 @@ export class Lifecycle {
       if (m.need > memory) memory = m.need;
       if (m.onDemand) onDemand = true;
       if (error === undefined && m.error !== undefined) error = m.error;
+      const allowed = splitOf(m.entry);
+      if (allowed !== undefined && split === undefined) split = m.parts ? { allowed, parts: m.parts } : { allowed };
     }
     const state: LifeState = rank < STATE_RANK.length ? STATE_RANK[rank] : 'unloaded';
-    return error !== undefined && state === 'unloaded' ? { state, memory, onDemand, error } : { state, memory, onDemand };
+    const out: { state: LifeState; memory: number; onDemand: boolean; error?: string; split?: TargetSplit } = { state, memory, onDemand };
+    if (error !== undefined && state === 'unloaded') out.error = error;
+    if (split) out.split = split;
+    return out;
   }
 
   /** Bytes reserved: every entry loading, loaded or unloading (the figure loads are planned against). */
   #reserved(): number {
-    return this.#entries.reduce((n, m) => n + (this.#state(m) === 'unloaded' ? 0 : m.need), 0);
+    return this.#entries.reduce((n, m) => n + (this.#state(m) === 'unloaded' ? 0 : m.holding), this.p.lent?.() ?? 0);
   }
 
   memory(): MemoryFigures {
     const budget = this.p.budget();
-    let used = 0;
+    const lent = this.p.lent?.() ?? 0;
+    let used = lent;
     for (const m of this.#entries) {
       const s = this.#state(m);
-      if (s === 'loaded' || s === 'unloading' || (s === 'loading' && m.roomReady)) used += m.need;
+      if (s === 'loaded' || s === 'unloading' || (s === 'loading' && m.roomReady)) used += m.holding;
     }
-    return { budget, used, free: Math.max(0, budget - used) };
+    return { budget, used, free: Math.max(0, budget - used), ...(lent > 0 ? { lent } : {}) };
   }
 
   /** Bytes this node's own backends account for (memory_budget: auto does not count them as others' use). */
@@ -284,13 +347,28 @@ export class Lifecycle {
     if (!cand || this.#stopped) return { kind: 'unloading', model };
     const budget = this.p.budget();
     const reserved = this.#reserved();
-    const idle = this.#entries.filter((m) => this.#evictable(m)).map((m) => ({ id: m.id, bytes: m.need, idleSince: this.#idleSince(m) }));
-    const plan = planRoom(budget, reserved, cand.need, idle);
+    // A split entry frees only its own part here when it is unloaded.
+    const idle = this.#entries.filter((m) => this.#evictable(m)).map((m) => ({ id: m.id, bytes: m.holding, idleSince: this.#idleSince(m) }));
+    let plan = planRoom(budget, reserved, cand.need, idle);
+    // Bigger than this node even after unloading idle models: across members, when the entry allows it (SPEC section 11).
+    let split: SplitChoice | undefined;
+    if (!plan && splitOf(cand.entry) !== undefined && this.p.split) {
+      split = this.p.split.plan(cand.entry, cand.need, Math.max(0, budget - reserved));
+      if (split.kind === 'split') plan = [];
+    }
     if (!plan) {
       const freeable = idle.reduce((n, e) => n + e.bytes, 0);
-      this.p.onEvent({ kind: 'refused', model, reason: 'memory', detail: `needs ${bytesText(cand.need)}, ${bytesText(Math.max(0, budget - reserved))} free of ${bytesText(budget)} and ${bytesText(freeable)} idle` });
+      const text = `needs ${bytesText(cand.need)}, ${bytesText(Math.max(0, budget - reserved))} free of ${bytesText(budget)} and ${bytesText(freeable)} idle${split?.kind === 'none' ? `; no split: ${split.why}` : ''}`;
+      // An always split entry is tried again every few seconds: its refusal is said when it changes, not each time.
+      if (!cand.keepPlaced || cand.lastWhy !== text) this.p.onEvent({ kind: 'refused', model, reason: 'memory', detail: text });
+      cand.lastWhy = text;
       return { kind: 'refused', model, need: cand.need, budget, free: Math.max(0, budget - reserved), freeable };
     }
+    cand.lastWhy = undefined;
+    const parts = split?.kind === 'split' ? split.parts : undefined;
+    cand.holding = split?.kind === 'split' ? split.here : cand.need;
+    cand.parts = parts;
+    if (split?.kind === 'split') detail = `${detail}; ${split.detail}`;
     const victims = plan.map((id) => this.#entries.find((m) => m.id === id)!);
     const stopping = victims.map((v) => this.#unload(v, 'room', `room for ${model} (${detail})`));
     cand.state = 'loading';
@@ -299,11 +377,11 @@ export class Lifecycle {
     for (const b of cand.backends) if (b instanceof UnloadedBackend) b.pending(`loading (${reason}: ${detail})`);
     const why = victims.length ? `${detail}; unloading ${victims.map((v) => v.entry.name).join(', ')} for room` : detail;
     this.p.onEvent({ kind: 'loading', model, reason, detail: why });
-    cand.loading = this.#run(cand, stopping, reason, why).finally(() => (cand.loading = undefined));
+    cand.loading = this.#run(cand, stopping, reason, why, parts).finally(() => (cand.loading = undefined));
     return { kind: 'loading', model };
   }
 
-  async #run(m: Managed, stopping: Promise<void>[], reason: LoadReason, why: string): Promise<void> {
+  async #run(m: Managed, stopping: Promise<void>[], reason: LoadReason, why: string, parts?: HeldPart[]): Promise<void> {
     const release = await this.#lock.acquire(m.entry.name);
     try {
       await Promise.all(stopping);
@@ -313,7 +391,7 @@ export class Lifecycle {
         const entry = this.p.prepare ? await this.p.prepare(m.entry, () => (m.state = 'fetching')) : m.entry;
         if (this.#stopped) return;
         m.state = 'loading';
-        real = await this.p.create(entry, m.infos);
+        real = parts && this.p.split ? await this.p.split.create(entry, m.infos, parts) : await this.p.create(entry, m.infos);
       } catch (err) {
         return this.#failed(m, (err as Error).message);
       }
@@ -324,7 +402,7 @@ export class Lifecycle {
       if (outcome.every((o) => o === undefined)) {
         m.state = 'loaded';
         m.loadedAt = this.#now();
-        this.p.onEvent({ kind: 'loaded', model: m.entry.name, reason, detail: why });
+        this.p.onEvent({ kind: 'loaded', model: m.entry.name, reason, detail: why, ...(m.parts ? { parts: m.parts } : {}) });
       } else {
         // One backend that cannot load fails the load: an on-demand entry is not retried behind the requests waiting for it.
         const text = outcome.filter((o) => o !== undefined).join('; ');
@@ -340,6 +418,8 @@ export class Lifecycle {
     const ph = Lifecycle.placeholders(m.infos, m.backends[0]?.descriptor ?? { workloads: [], audio: false }, `load failed: ${text}`);
     m.state = 'unloaded';
     m.roomReady = false;
+    m.retryAt = this.#retryAt();
+    this.#whole(m);
     m.error = text;
     this.#swap(m, ph);
     this.p.onEvent({ kind: 'load-failed', model: m.entry.name, reason: 'failed', detail: text });
@@ -363,6 +443,7 @@ export class Lifecycle {
     m.stopping = Promise.all(real.map((b) => (b.unloadEngine ? b.unloadEngine() : b.stop()))).then(() => {
       m.state = 'unloaded';
       m.roomReady = false;
+      this.#whole(m);
       m.stopping = undefined;
       this.p.onEvent({ kind: 'unloaded', model: m.entry.name, reason, detail });
     });
@@ -384,6 +465,33 @@ export class Lifecycle {
     this.p.onEvent({ kind: 'unloaded', model: m.entry.name, reason: 'endpoint', detail: why });
   }
 
+  /** When an always split entry is tried again: SPLIT_RETRY_MS to twice that. */
+  #retryAt(): number {
+    return this.#now() + SPLIT_RETRY_MS * (1 + (this.p.random ?? Math.random)());
+  }
+
+  /** Unloaded: what it holds here is all of it again, whole, until a split load says otherwise. */
+  #whole(m: Managed): void {
+    m.holding = m.need;
+    m.parts = undefined;
+  }
+
+  /**
+   * A model split across members lost a part (a lender died, left, or no
+   * longer holds its lend; SPEC section 11): it stops now (out of the slot
+   * table at once; its engine, tunnels and lends go), and is placed again
+   * when room returns: the next request's placement for an on-demand entry,
+   * this lifecycle's retry for an always one.
+   */
+  dropped(b: Backend, why: string): void {
+    const m = this.#of(b);
+    if (!m) return;
+    if (m.state === 'loaded') {
+      m.retryAt = this.#retryAt();
+      void this.#unload(m, 'lender', why);
+    } else if (m.state === 'loading') void b.stop(); // its load fails with the engine's end
+  }
+
   /** An operator's unload: never one with a request in flight or queued, never an always entry. */
   unload(model: string, detail: string): UnloadAnswer {
     const mine = this.#entries.filter((m) => m.entry.name === model);
@@ -400,9 +508,14 @@ export class Lifecycle {
     return { kind: 'unloading', model };
   }
 
-  /** Unload every on-demand entry idle for its idle_unload. */
+  /** Unload every on-demand entry idle for its idle_unload; place an always split entry that is not running. */
   sweep(): void {
     const now = this.#now();
+    for (const m of this.#entries) {
+      if (!m.keepPlaced || m.state !== 'unloaded' || this.#stopped || now < m.retryAt) continue;
+      m.retryAt = this.#retryAt();
+      this.load(m.entry.name, 'start', 'always: placed once its budget, or its budget and its lenders\' together, hold it');
+    }
     for (const m of this.#entries) {
       if (!this.#idle(m) || m.entry.idle_unload === 0) continue;
       const idleMs = now - this.#idleSince(m);

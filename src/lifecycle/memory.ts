@@ -89,7 +89,9 @@ export async function memoryFindings(config: Config, budgetBytes: number, budget
     }
     const need = per * m.replicas;
     if (m.load === 'always') always += need;
-    if (need > budgetBytes)
+    // A split entry bigger than this budget runs across lending members (SPEC section 11): not a warning.
+    const split = m.engine === 'llamacpp' && m.split !== false;
+    if (need > budgetBytes && !split)
       out.push({
         level: 'warning',
         key: `models[${i}].memory`,

@@ -95,10 +95,10 @@ export class Metrics {
     labelNames: ['model', 'reason'] as const,
     registers: [this.registry],
   });
-  /** Set on each scrape from the node's lifecycle (budget, used, free). */
+  /** Set on each scrape from the node's lifecycle (budget, used, free; lent: of used, what members running a split model hold). */
   readonly memoryBytes = new Gauge({
     name: 'viiwork_memory_bytes',
-    help: 'Memory budget of this node and what its engines use of it, in bytes (kind: budget, used, free)',
+    help: 'Memory budget of this node and what its engines use of it, in bytes (kind: budget, used, free; lent: of used, lent to members)',
     labelNames: ['kind'] as const,
     registers: [this.registry],
   });

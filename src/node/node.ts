@@ -75,6 +75,8 @@ import { localView, peerViews } from '../capacity/views.ts';
 import { versionReach } from '../capacity/reach.ts';
 import { onDemandWorkload } from '../route/placement.ts';
 import { Drain, WorkCount } from '../survive/drain.ts';
+import type { LendBook } from '../split/lends.ts';
+import { tunnelUpgrade, type UpgradeHandler } from '../split/tunnel.ts';
 
 export type { NodePhase };
 
@@ -145,6 +147,10 @@ export class ViiworkNode implements ApiNode {
   readonly files: FileServer;
   /** Slot caches moved between members (SPEC 13): POST /v1/slot-cache/save and take, and the executor's pulls. */
   readonly moves: CacheMover;
+  /** Memory lent to members running a model bigger than one host (SPEC 11): POST /v1/split/lend, renew, release. */
+  readonly lends: LendBook;
+  /** The members-only tunnel to lent memory (an HTTP Upgrade on the API port), on a node that lends. */
+  readonly upgrade: UpgradeHandler | undefined;
   /** The backends by model entry, the lists of models: auto endpoints, which copy of a model file may be used (node/model-side.ts). */
   readonly #models: ModelSide;
   /** Which members this node routes to and hurries (capacity/interest.ts). */
@@ -206,6 +212,17 @@ export class ViiworkNode implements ApiNode {
     this.fileIndex = models.fileIndex;
     this.files = models.files;
     this.moves = models.moves;
+    this.lends = models.lends;
+    // Only a node that lends memory listens for the tunnel's upgrades (split/tunnel.ts).
+    if (this.lends.enabled)
+      this.upgrade = tunnelUpgrade({
+        mode: this.meshMode,
+        self: this.name,
+        members: this.members,
+        lendPort: (id, member) => this.lends.lendPort(id, member),
+        log: this.log,
+        onReject: () => this.metrics.authRejected.inc({ reason: 'split' }),
+      });
     this.budget = models.budget;
     this.lifecycle = models.lifecycle;
     this.loads = new Loads(loadPorts(this, this.#peers));
@@ -226,7 +243,7 @@ export class ViiworkNode implements ApiNode {
       noticeMs: config.mesh.capacity_poll + config.routing.stale_after,
       members: () => this.members.peers().filter((m) => m.state === 'alive' && m.api).map((m) => m.name),
       busy: () => this.work.count,
-      handOff: () => this.moves.handOff(config.node.cache_disk),
+      handOff: (since) => this.moves.handOff(config.node.cache_disk, since),
       stop: () => this.stop().then(() => opts.onDrained?.()),
       log: (line) => this.log.info(line),
     });
@@ -318,6 +335,10 @@ export class ViiworkNode implements ApiNode {
     const files = this.#models.modelFiles;
     const self = localView(this.name, this.slots, this.perf, now, this.cacheBook, this.lifecycle, files, this.reserve);
     if (this.#drain.draining) self.draining = true;
+    if (this.lends.enabled) {
+      self.lends = true;
+      self.lentTo = this.lends.list().map((l) => ({ to: l.to, model: l.model, bytes: l.bytes }));
+    }
     return [
       self,
       ...peerViews(this.members.peers(), this.poller, this.config.routing.stale_after, now),
@@ -389,6 +410,7 @@ export class ViiworkNode implements ApiNode {
     this.#saveTimer = setInterval(() => (this.perf.trySave((msg) => this.log.warn(msg)), this.usage.save()), 30_000);
     this.#saveTimer.unref();
     this.lifecycle.start();
+    this.lends.start();
     this.#models.listed.start();
     this.limiter.start();
     this.history.start();
@@ -423,6 +445,12 @@ export class ViiworkNode implements ApiNode {
 
   #membersChanged(): void {
     pollMembers(this.members, this.poller);
+    // A model split across members stops when a lender died or left; memory lent to a member that did comes back at once.
+    this.#models.splits.membersChanged();
+    for (const l of this.lends.list()) {
+      const m = this.members.get(l.to);
+      if (!m || m.state === 'dead' || m.state === 'left') this.lends.memberGone(l.to, m ? `is ${m.state}` : 'left the mesh');
+    }
     this.queues.pumpAll();
   }
 
@@ -451,6 +479,7 @@ export class ViiworkNode implements ApiNode {
     clearInterval(this.#tick);
     this.history.stop();
     this.lifecycle.stop();
+    const lends = this.lends.stop();
     this.#models.listed.stop();
     this.budget.stop();
     this.limiter.stop();
@@ -472,6 +501,7 @@ export class ViiworkNode implements ApiNode {
       await Promise.all(this.backends.map((b) => b.stop()));
     }
     await files;
+    await lends;
     this.#models.modelFiles.close();
     await this.tracing?.stop();
     this.metrics.stop();

@@ -35,6 +35,7 @@ import type { Log } from '../log.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { PerfScores } from '../perf/scores.ts';
 import type { QueueSet } from '../queue/fifo.ts';
+import type { LendBook } from '../split/lends.ts';
 import type { HostView } from '../route/types.ts';
 import type { HistorySources, NodeHistory } from '../history/node-history.ts';
 import type { TimelineBook } from '../dispatch/timeline.ts';
@@ -137,6 +138,7 @@ export interface ReportParts extends Pick<DispatchParts, 'name' | 'now' | 'slots
   readonly keys: Keyring;
   readonly lifecycle: Lifecycle;
   readonly reserve: ReserveBook;
+  readonly lends: LendBook;
 }
 
 /** What this node's /v1/capacity report is made of (capacity/report.ts); `files`: its model files and fetches. */
@@ -162,6 +164,7 @@ export function reportSource(n: ReportParts, files: Pick<ModelFilePolicy, 'fileO
     fileOf: (model) => files.fileOf(model),
     fetchOf: (model) => files.fetchOf(model),
     hasFile: (model) => files.hasFile(model),
+    lending: () => (n.lends.enabled ? { lent: n.lends.lentBytes(), lends: n.lends.list().map((l) => ({ to: l.to, model: l.model, bytes: l.bytes })) } : undefined),
   };
 }
 

@@ -18,7 +18,7 @@ import { loadMeshMode, MeshModeError, SECRET_ENV, SECRET_PREV_ENV } from '../sec
 import { findsNoMembers, NODE_NAME, type Config, type ModelConfig } from '../config/schema.ts';
 import { ConfigError, formatFinding, loadConfig, type Finding } from '../config/load.ts';
 import { readClientKeys } from '../config/keys.ts';
-import { findExecutable } from '../config/executable.ts';
+import { findExecutable, rpcServerBinary } from '../config/executable.ts';
 
 export type { Finding } from '../config/load.ts';
 
@@ -87,6 +87,8 @@ export function preflight(config: Config, opts: PreflightOptions): Finding[] {
     seen.add(s);
     if (config.mesh.advertise && s === `${config.mesh.advertise}:${config.mesh.port}`) warn(`mesh.seeds[${i}]`, `"${s}" is this node's own gossip address`, 'list other members as seeds');
   });
+
+  splitFindings(config, opts.env, cwd, warn);
 
   // Client keys.
   const keys = readClientKeys(config.api, opts.env);
@@ -202,6 +204,31 @@ function checkModel(m: ModelConfig, at: string, config: Config, ctx: { cwd: stri
       error(`${at}.url`, `${m.url} is this node's own API: requests would loop`, 'point url at the engine server, not at viiwork');
     }
   }
+}
+
+/**
+ * A model bigger than one host (SPEC section 11): lending and split entries need llama.cpp's `ggml-rpc-server`, and in
+ * an open mesh their RPC traffic crosses the network without encryption (members known by address only).
+ */
+function splitFindings(config: Config, env: NodeJS.ProcessEnv, cwd: string, warn: Report): void {
+  const firstLlama = config.models.find((m) => m.engine === 'llamacpp');
+  const needs: { key: string; llamaServer: string | undefined; what: string }[] = [];
+  if (config.node.lend_memory) needs.push({ key: 'node.lend_memory', llamaServer: firstLlama?.engine === 'llamacpp' ? firstLlama.llamacpp.binary : 'llama-server', what: 'every lend would fail' });
+  config.models.forEach((m, i) => {
+    if (m.engine === 'llamacpp' && m.split !== false) needs.push({ key: `models[${i}].split`, llamaServer: m.llamacpp.binary, what: `${m.name} can run only whole on this node` });
+  });
+  for (const n of needs) {
+    const binary = rpcServerBinary(config.node.rpc_server, n.llamaServer, env.PATH ?? '', cwd);
+    const found = findExecutable(binary, env.PATH ?? '', cwd);
+    if (!found.ok)
+      warn(n.key, `ggml-rpc-server is not found (${found.message}): ${n.what}`, "build llama.cpp with -DGGML_RPC=ON (`npm run engine` does) and put ggml-rpc-server beside llama-server, or set node.rpc_server to its path");
+  }
+  if (config.mesh.open && needs.length)
+    warn(
+      needs[0].key,
+      'in an open mesh the tunnel to lent memory carries llama.cpp\'s RPC traffic unencrypted, and a member is known by its address alone',
+      `set a mesh secret on every node (export ${SECRET_ENV}=$(viiwork secret), remove mesh.open): the tunnel is then TLS with a key from it`,
+    );
 }
 
 /** A model file: present, a regular readable file, and a GGUF. */

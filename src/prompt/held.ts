@@ -106,3 +106,27 @@ export function continuesInPlace(tokens: number, shared: number, head: number | 
   if (shared >= tokens) return true;
   return head !== undefined && shared > head && 2 * shared >= tokens;
 }
+
+/** One slot as a slot choice sees it for one prompt: route/slots.ts decides on it, engines/cache-model.ts fills it for its own choice. */
+export interface SlotView {
+  readonly busy: boolean;
+  /** Tokens of the prompt it holds (0: empty). */
+  readonly tokens: number;
+  /** Tokens at the start of this request's prompt the slot already holds. */
+  readonly shared: number;
+  /** Of the prompt it holds, tokens no other slot of the engine holds. */
+  readonly unique: number;
+  /** Tokens of its prompt's head (tools and system), when known: a prompt sharing past it is the same conversation. */
+  readonly head?: number;
+  /** Idle slots: ms since its last request ended. */
+  readonly idleMs?: number;
+  /**
+   * On an engine with a host-RAM prompt cache (today's llama-server): taking the slot saves its prompt to RAM, so
+   * its conversation comes back by a restore, not a re-prefill (SPEC 9.6). undefined: no pool (today's rule).
+   */
+  readonly pooled?: boolean;
+  /** With a pool: tokens of this prompt the engine restores from RAM into the slot when it is taken. */
+  readonly restore?: number;
+  /** With a pool: the prompts the save pushes out of the pool, lost (tokens, and their idle time). */
+  readonly drops?: readonly { readonly tokens: number; readonly idleMs: number }[];
+}

@@ -77,7 +77,8 @@ export function candidates(inputs: CandidateInputs, model: string, workload: str
       healthy: targets.some((t) => t.slots > 0),
       // A backend starting, or an on-demand model being fetched or loaded there: requests wait for it as for a full one.
       loading: targets.some((t) => (t.loading ?? 0) > 0 || (t.onDemand === true && (t.state === 'loading' || t.state === 'fetching'))),
-      available: targets.some((t) => t.onDemand === true && t.state === 'unloaded'),
+      // Unloaded, or unloading (a request that arrives as an idle unload ends loads it again once the unload is done).
+      available: targets.some((t) => t.onDemand === true && (t.state === 'unloaded' || t.state === 'unloading')),
       free: refused ? 0 : free,
       slots: targets.reduce((n, t) => n + t.slots, 0),
       rttMs: h.rttMs,

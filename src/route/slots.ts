@@ -8,31 +8,10 @@
  *
  * Pure: idle times and the observed gaps between turns come in; no clock.
  */
-import { continuesInPlace, type PrefixChain, type SlotHold } from '../prompt/held.ts';
+import { continuesInPlace, type PrefixChain, type SlotHold, type SlotView } from '../prompt/held.ts';
 
-/** One slot as the chooser sees it for one prompt. */
-export interface SlotView {
-  readonly busy: boolean;
-  /** Tokens of the prompt it holds (0: empty). */
-  readonly tokens: number;
-  /** Tokens at the start of this request's prompt the slot already holds. */
-  readonly shared: number;
-  /** Of the prompt it holds, tokens no other slot of the engine holds. */
-  readonly unique: number;
-  /** Tokens of its prompt's head (tools and system), when known: a prompt sharing past it is the same conversation. */
-  readonly head?: number;
-  /** Idle slots: ms since its last request ended. */
-  readonly idleMs?: number;
-  /**
-   * On an engine with a host-RAM prompt cache (today's llama-server): taking the slot saves its prompt to RAM, so
-   * its conversation comes back by a restore, not a re-prefill (SPEC 9.6). undefined: no pool (today's rule).
-   */
-  readonly pooled?: boolean;
-  /** With a pool: tokens of this prompt the engine restores from RAM into the slot when it is taken. */
-  readonly restore?: number;
-  /** With a pool: the prompts the save pushes out of the pool, lost (tokens, and their idle time). */
-  readonly drops?: readonly { readonly tokens: number; readonly idleMs: number }[];
-}
+/** One slot as the chooser sees it for one prompt (its shape lives with the prompt vocabulary: engines/ fills it too). */
+export type { SlotView };
 
 /**
  * A restore from the RAM pool priced as this share of a prefill of the same
@@ -99,26 +78,59 @@ export type ReturnChance = (idleMs: number) => number;
  * slot whose cached prompt is worth least — an empty one, or one whose
  * conversation is dead, or whose tokens other slots hold too, is worth
  * nothing — ties to the one holding more of this prompt, then the longest
- * idle. undefined when every slot is busy.
+ * idle (on an engine with a RAM pool, see `pooledAt`). undefined when every
+ * slot is busy.
+ *
+ * `named`: the slot the request's entry priced (the forward's `slot` claim).
+ * The entry read this node's slots from a digest up to a poll old; the slot
+ * it named is taken when it is idle and costs no more here than this node's
+ * own choice, by its own reckoning, plus the slack an executor allows an
+ * entry's eviction (UNPRICED_SLACK_TOKENS), so what the entry predicted is
+ * what the engine reuses (issue 42, item 4: predicted 4,009, the engine
+ * reused 3, when the executor took another slot of about equal worth).
  */
-export function chooseSlot(slots: readonly SlotView[], chance: ReturnChance): SlotPick | undefined {
-  if (slots.some((s) => s.pooled !== undefined)) return choosePooled(slots, chance);
+export function chooseSlot(slots: readonly SlotView[], chance: ReturnChance, named?: number): SlotPick | undefined {
+  const own = ownIndex(slots, chance);
+  if (own < 0) return undefined;
+  const pick = pickAt(slots, own, chance)!;
+  if (named === undefined || named === own) return pick;
+  // The entry's choice, read from a digest a poll old, when it costs no more here than ours (issue 42, item 4).
+  const theirs = pickAt(slots, named, chance);
+  return theirs && pickCost(theirs) <= pickCost(pick) + UNPRICED_SLACK_TOKENS ? theirs : pick;
+}
+
+/**
+ * A pick's expected destruction less what it reuses, in tokens: how two picks compare, on one target or across a
+ * host's targets.
+ */
+export function pickCost(p: SlotPick): number {
+  return expectedLoss(p.evicted) - p.reused;
+}
+
+/** The slot this node's own rule takes (-1 when every slot is busy). */
+function ownIndex(slots: readonly SlotView[], chance: ReturnChance): number {
+  if (slots.some((s) => s.pooled !== undefined)) return cheapestIdle(slots, (s) => (continues(s) ? -Infinity : worth(s, chance) - restoreGain(s))).index;
   let cont = -1;
   for (let i = 0; i < slots.length; i++) {
     const s = slots[i];
     if (s.busy || !continues(s)) continue;
     if (cont < 0 || s.shared > slots[cont].shared) cont = i;
   }
-  if (cont >= 0) return { index: cont, reused: slots[cont].shared };
-  const { index: best, cost: bestWorth } = cheapestIdle(slots, (s) => worth(s, chance));
-  if (best < 0) return undefined;
-  const s = slots[best];
+  return cont >= 0 ? cont : cheapestIdle(slots, (s) => worth(s, chance)).index;
+}
+
+/** Taking idle slot `i`: what it reuses and destroys; undefined when it is busy or not a slot. */
+export function pickAt(slots: readonly SlotView[], i: number, chance: ReturnChance): SlotPick | undefined {
+  const s = slots[i];
+  if (!s || s.busy) return undefined;
+  if (slots.some((x) => x.pooled !== undefined)) return pooledAt(s, i, chance);
+  if (continues(s)) return { index: i, reused: s.shared };
   const lost = lostTokens(s);
-  if (!(lost > 0 && bestWorth > 0)) return { index: best, reused: s.shared };
+  if (!(lost > 0 && worth(s, chance) > 0)) return { index: i, reused: s.shared };
   // After this placement: the slot taken holds this request's conversation (live), the others as liveSlots counts them.
   const c = chance(s.idleMs ?? 0);
   const live = liveSlots(slots, chance) - c + 1;
-  return { index: best, reused: s.shared, evicted: { tokens: lost, idleMs: s.idleMs ?? 0, chance: c, cascade: cascadeOf(live / slots.length) } };
+  return { index: i, reused: s.shared, evicted: { tokens: lost, idleMs: s.idleMs ?? 0, chance: c, cascade: cascadeOf(live / slots.length) } };
 }
 
 /** The idle slot of lowest `cost` (-1 when every slot is busy); ties to the one holding more of the prompt, then the longest idle. */
@@ -139,8 +151,9 @@ function cheapestIdle(slots: readonly SlotView[], cost: (s: SlotView) => number)
 }
 
 /**
- * The slot choice on an engine with a RAM pool. A continuation first, as
- * without one. Otherwise the slot worth least, as without one, where taking
+ * Taking slot `s` on an engine with a RAM pool. The choice there: a
+ * continuation first, as without one. Otherwise the slot worth least, as
+ * without one, where taking
  * a slot whose prompt the engine saves to RAM costs only its restore when its
  * conversation returns (RESTORE_SHARE of a re-prefill) plus what the pool
  * drops to make room, and the prefill a restore from RAM saves this prompt
@@ -152,13 +165,10 @@ function cheapestIdle(slots: readonly SlotView[], cost: (s: SlotView) => number)
  * is not saved, and its conversation's tail would be lost for that prefix
  * (docs/decisions.md, issue 25). Ties as without a pool.
  */
-function choosePooled(slots: readonly SlotView[], chance: ReturnChance): SlotPick | undefined {
-  const { index: best } = cheapestIdle(slots, (s) => (continues(s) ? -Infinity : worth(s, chance) - restoreGain(s)));
-  if (best < 0) return undefined;
-  const s = slots[best];
+function pooledAt(s: SlotView, index: number, chance: ReturnChance): SlotPick {
   const restored = restoredTokens(s);
   const reused = Math.max(s.shared, s.restore ?? 0);
-  const pick = restored > 0 ? { index: best, reused, restored } : { index: best, reused };
+  const pick = restored > 0 ? { index, reused, restored } : { index, reused };
   const lost = lostTokens(s);
   const dropped = droppedWorth(s, chance);
   if (!((lost > 0 && chance(s.idleMs ?? 0) > 0) || dropped > 0)) return pick;

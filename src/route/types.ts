@@ -33,6 +33,8 @@ export interface TargetView {
   reserved?: number;
   /** The engine's text of its last failed load. */
   loadError?: string;
+  /** A model bigger than one host (SPEC section 11): who may lend to it, and its parts while it runs split. */
+  split?: { lenders: 'auto' | readonly string[]; parts?: readonly { member: string; bytes: number }[] };
 }
 
 /** One model on one host, as this node sees it (local: now; remote: from its last report). */
@@ -72,6 +74,10 @@ export interface HostView {
   memory?: { budget: number; used: number; free: number };
   /** The host is draining (SPEC section 13): no new work is placed on it, nor a model loaded there. */
   draining?: boolean;
+  /** The host lends memory to models bigger than one host (node.lend_memory: true). */
+  lends?: boolean;
+  /** What it lends now, to whom and for which model (when it lends). */
+  lentTo?: readonly { to: string; model: string; bytes: number }[];
   /**
    * The chance an idle conversation returns as this host's own slot choice reads it (its report's `turn_gaps`,
    * route/slots.ts curveChance); undefined: this node, or a host that does not say (priced with this node's own).

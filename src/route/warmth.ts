@@ -7,7 +7,7 @@
 import { heldTokens, type ChainLink, type PrefixChain, type SlotHold } from '../prompt/held.ts';
 import { eligibleTargets } from './eligibility.ts';
 import { SAVE_BELOW_KEEP } from '../prompt/ram-pool.ts';
-import { chainHashes, chooseSlot, expectedLoss, fleetBounded, liveSlots, slotViews, type ReturnChance, type SlotPick, type SlotView } from './slots.ts';
+import { chainHashes, chooseSlot, fleetBounded, liveSlots, pickCost, slotViews, type ReturnChance, type SlotPick, type SlotView } from './slots.ts';
 import type { Candidate, HostView } from './types.ts';
 
 /** This node's record of what it routed where (dispatch/entry/recent-routes.ts). */
@@ -200,8 +200,3 @@ export function withPlaced(slots: readonly SlotHold[], placed: readonly PlacedSl
 
 /** A slot the digest shows busy, taken as idle since just now. */
 const idleNow = (v: SlotView): SlotView => Object.assign({}, v, { busy: false, idleMs: 0 });
-
-/** A pick's expected destruction less what it reuses, in tokens: how targets of one host compare. */
-function pickCost(p: SlotPick): number {
-  return expectedLoss(p.evicted) - p.reused;
-}

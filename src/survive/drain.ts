@@ -30,10 +30,10 @@ export interface DrainDeps {
   /** Inference requests this node holds now: waiting, running here, or forwarded by it and not yet answered. */
   busy(): number;
   /**
-   * The seam for moving the live conversations' caches to their next homes (issue 43, item 1; not built yet): called
-   * once the requests have ended, before the node leaves, while members can still take the files.
+   * Move the live conversations' caches to their next homes (files/hand-off.ts): called once the requests have ended,
+   * before the node leaves, while members can still take the files. `since`: when the drain began (clock ms).
    */
-  handOff?(): Promise<void>;
+  handOff?(since: number): Promise<void>;
   /** Leave the mesh and stop the node (saving what it keeps over a restart). */
   stop(): Promise<void>;
   log(line: string): void;
@@ -105,7 +105,7 @@ export class Drain {
     const ended = await this.#until(() => d.busy() === 0, deadline);
     if (!ended) d.log(`draining: drain_timeout (${Math.round(d.timeoutMs / 1000)}s) passed with ${d.busy()} request(s) still here; they are cut`);
     else d.log(`draining: every request here has ended after ${d.now() - this.#startedAt} ms`);
-    if (d.handOff) await d.handOff().catch((err) => d.log(`draining: moving caches failed: ${(err as Error).message}`));
+    if (d.handOff) await d.handOff(this.#startedAt).catch((err) => d.log(`draining: moving caches failed: ${(err as Error).message}`));
     this.#phase = 'leaving';
     await d.stop();
   }

@@ -59,6 +59,8 @@ export interface HintInputs {
  * that is at least MIN_MOVE_TOKENS more than the chosen host holds, both
  * publish the same model file (SHA-256) and context: undefined otherwise.
  * Busy slots are left alone (their request is replacing what they hold).
+ * A draining member's RAM pool counts as its slots do: it brings the prompt
+ * back into a slot when asked (files/cache-move.ts), and loses it otherwise.
  */
 export function moveHint(i: HintInputs): MoveClaim | undefined {
   if (i.chain.length === 0) return undefined;
@@ -80,6 +82,16 @@ export function moveHint(i: HintInputs): MoveClaim | undefined {
         const held = index.has(s.last.hash) ? s.last : s.prev && index.has(s.prev.hash) ? s.prev : undefined;
         if (held && (!best || held.tokens > best.tokens)) best = { from: h.name, link: held.hash, tokens: held.tokens };
       }
+      // A draining host brings a prompt back from its engine's RAM pool for a member that asks (it will lose it otherwise).
+      const ram = h.draining ? t.digest?.ram : undefined;
+      if (ram?.size) {
+        for (let k = i.chain.length - 1; k >= 0; k--) {
+          const tokens = ram.get(i.chain[k].hash);
+          if (tokens === undefined) continue;
+          if (!best || tokens > best.tokens) best = { from: h.name, link: i.chain[k].hash, tokens };
+          break;
+        }
+      }
     }
   }
   return best && best.tokens - (i.to.cached ?? 0) >= MIN_MOVE_TOKENS ? best : undefined;
@@ -96,6 +108,24 @@ export interface MoveResult {
   bytes?: number;
   ms?: number;
   why?: string;
+}
+
+/** The X-Viiwork-Moved header's value for a move (the member's name URI-encoded, last). */
+export function movedHeader(r: MoveResult): string {
+  return `${r.outcome} ${Math.round(r.tokens)} ${r.bytes ?? '-'} ${r.ms ?? '-'} ${encodeURIComponent(r.from)}`;
+}
+
+const MOVED = /^(moved|priced_out|refused|gone|failed) (\d{1,9}) (\d{1,15}|-) (\d{1,9}|-) (\S{1,400})$/;
+
+/** The move an X-Viiwork-Moved header names; undefined for a missing or malformed one. */
+export function moveOfHeader(value: string | string[] | undefined): MoveResult | undefined {
+  const m = typeof value === 'string' ? MOVED.exec(value) : null;
+  if (!m) return undefined;
+  try {
+    return { outcome: m[1] as MoveOutcome, tokens: Number(m[2]), ...(m[3] !== '-' ? { bytes: Number(m[3]) } : {}), ...(m[4] !== '-' ? { ms: Number(m[4]) } : {}), from: decodeURIComponent(m[5]) };
+  } catch {
+    return undefined;
+  }
 }
 
 /** What the executor knows of moving and prefilling here. */

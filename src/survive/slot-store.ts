@@ -22,7 +22,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
-import { request } from 'undici';
+import { postToEngine } from './engine-post.ts';
 import type { CacheBook } from '../engines/cache-book.ts';
 import type { SlotContent } from '../engines/cache-model.ts';
 import type { LlamacppBackend, SlotKeeper } from '../engines/llamacpp/llamacpp.ts';
@@ -108,6 +108,11 @@ export class SlotStore implements SlotKeeper {
 
   get #now(): number {
     return (this.#d.now ?? Date.now)();
+  }
+
+  /** node.cache_disk is above 0: slot files may be written (kept over a restart, moved between members). */
+  get keepsFiles(): boolean {
+    return this.#d.diskMiB > 0;
   }
 
   dirFor(b: LlamacppBackend): string | undefined {
@@ -294,19 +299,8 @@ export class SlotStore implements SlotKeeper {
   async #call(b: LlamacppBackend, url: string, slot: number, action: 'save' | 'restore', filename: string, by: number): Promise<{ ok: true; body: Record<string, unknown> } | { ok: false; why: string }> {
     const left = by - this.#now;
     if (left <= 0) return { ok: false, why: `no time left (${BACKEND_BOUND_MS / 1000}s for all of a backend's slots)` };
-    try {
-      const r = await request(`${url}/slots/${slot}?action=${action}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', ...b.authHeaders() },
-        body: JSON.stringify({ filename }),
-        signal: AbortSignal.timeout(left),
-      });
-      const text = await r.body.text();
-      if (r.statusCode !== 200) return { ok: false, why: `the engine answered ${r.statusCode}: ${text.slice(0, 200)}` };
-      return { ok: true, body: JSON.parse(text) as Record<string, unknown> };
-    } catch (err) {
-      return { ok: false, why: (err as Error).message };
-    }
+    const r = await postToEngine(b, url, `/slots/${slot}?action=${action}`, JSON.stringify({ filename }), left);
+    return r.ok ? { ok: true, body: r.doc } : r;
   }
 
   /** Keep every model's files within node.cache_disk (less `reserve` bytes about to be written): the oldest go first, never `keep`. */

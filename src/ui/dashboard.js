@@ -397,6 +397,12 @@ function renderMesh(d) {
       if (!hostNames.includes(host.node)) hostNames.push(host.node);
       if (host.local) local.add(host.node);
     }
+    // A member that lends memory has a column even with no model of its own: what it lends, to whom (SPEC section 11).
+    for (const x of memoryOf.values()) {
+      if (!x.lends || hostNames.includes(x.node)) continue;
+      hostNames.push(x.node);
+      if (x.node === fleet.node) local.add(x.node);
+    }
     hostNames.sort((a, b) => (local.has(a) !== local.has(b) ? (local.has(a) ? -1 : 1) : a < b ? -1 : a > b ? 1 : 0));
     // Ages tick every poll; round them so the grid is not rebuilt for nothing.
     const key = { fleetModels: fleetModels.map((m) => ({ ...m, hosts: (m.hosts ?? []).map((x) => ({ ...x, report_age_ms: Math.round((x.report_age_ms ?? 0) / 100) })) })), own: [...ownModels.values()], cat: [...catalog.values()], st: [...stateOf], mem: [...memoryOf] };
@@ -414,6 +420,7 @@ function renderMesh(d) {
             local.has(n) ? tag('this node') : null,
             st && st !== 'alive' ? [' ', pill(st)] : null,
             mem ? h('div', { class: 'line muted small', 'data-memory': n }, `memory ${bytes(mem.used)} used / ${bytes(mem.budget)} · ${bytes(mem.free)} free`) : null,
+            mem && mem.lends ? h('div', { class: 'line muted small', 'data-lends': n }, lendText(mem.lent_to)) : null,
           );
         }),
       ];
@@ -516,10 +523,13 @@ function hostCell(x, report) {
   // An on-demand model's state there (SPEC section 11): unloaded models are available, not down.
   const onDemand = Array.isArray(targets) && targets.some((t) => t.on_demand);
   const life = x.state && (onDemand || x.state !== 'loaded') ? h('div', { class: 'line', 'data-state': x.state }, pill(text(x.state), LIFE_TONE[x.state]), onDemand ? ' on demand' : '', onDemand && isNum(targets[0]?.memory) ? ` · ${bytes(targets[0].memory)}` : '') : null;
+  // A model bigger than one host running split here (SPEC section 11): which member holds which part.
+  const split = Array.isArray(x.split) && x.split.length ? h('div', { class: 'line', 'data-split': x.node }, 'split: ', x.split.map((p) => `${text(p.member)} ${bytes(p.bytes)}`).join(' + ')) : null;
   return h(
     'td',
     { class: fresh ? 'cell' : 'cell stale', 'data-host': x.node },
     life,
+    split,
     fileLine(x.fetch, x.has_file),
     h('div', { class: 'busy' }, `${busy}/${slots} busy`),
     meter(busy, slots),
@@ -575,7 +585,14 @@ function renderNode(d) {
 
   if (cap) {
     const models = Array.isArray(cap.models) ? cap.models : [];
-    if (cap.memory) put('memory', cap.memory, () => [tile('Memory budget', bytes(cap.memory.budget)), tile('Used', bytes(cap.memory.used), ' loading, loaded or unloading'), tile('Free', bytes(cap.memory.free))]);
+    if (cap.memory)
+      put('memory', { m: cap.memory, l: cap.lending }, () => [
+        tile('Memory budget', bytes(cap.memory.budget)),
+        tile('Used', bytes(cap.memory.used), ' loading, loaded or unloading'),
+        tile('Free', bytes(cap.memory.free)),
+        // Memory lent to members running a model bigger than one host (node.lend_memory).
+        cap.lending ? tile('Lent', bytes(cap.lending.lent), ` ${lendText(cap.lending.lends)}`) : null,
+      ]);
     put('report-meta', { v: cap.alias_version }, () => (isNum(cap.alias_version) ? `alias version ${cap.alias_version}` : ''));
     put('models', models, () => {
       if (!models.length) return empty('This node serves no model.');
@@ -604,7 +621,12 @@ function renderNode(d) {
             h(
               'tr',
               { class: 'sub' },
-              td(['target: ', list(t.workloads), t.state ? [' ', pill(text(t.state), LIFE_TONE[t.state]), t.load === 'on_demand' ? ' on demand' : '', isNum(t.memory) ? ` · ${bytes(t.memory)}` : ''] : null]),
+              td([
+                'target: ',
+                list(t.workloads),
+                t.state ? [' ', pill(text(t.state), LIFE_TONE[t.state]), t.load === 'on_demand' ? ' on demand' : '', isNum(t.memory) ? ` · ${bytes(t.memory)}` : ''] : null,
+                t.split && Array.isArray(t.split.parts) ? h('span', { 'data-split': m.name }, ` · split: ${t.split.parts.map((p) => `${text(p.member)} ${bytes(p.bytes)}`).join(' + ')}`) : null,
+              ]),
               td(t.audio ? 'audio' : ''),
               td(`${num(t.busy)}/${num(t.slots)} busy`),
               td(''),
@@ -660,4 +682,10 @@ if (PAGE === 'node') {
     },
     renderMesh,
   );
+}
+
+/** What a lending member lends now, to whom (SPEC section 11, a model bigger than one host). */
+function lendText(lends) {
+  const list = Array.isArray(lends) ? lends : [];
+  return list.length ? `lends ${list.map((l) => `${bytes(l.bytes)} to ${text(l.to)} (${text(l.model)})`).join(', ')}` : 'lends memory; none lent now';
 }

@@ -127,6 +127,32 @@ describe('the executor’s slot model with a RAM pool', () => {
   });
 });
 
+describe('a slot parked in RAM and a prompt recalled from it, at the node’s asking (survive/slot-ram.ts)', () => {
+  it('parked: the slot’s prompt goes to RAM and the slot holds nothing; its next turn is predicted restored', () => {
+    const m = model(1, { tokens: 10_000 });
+    serial(m, [chain(['a', 'a1'])]);
+    assert.equal(m.parked?.(0), true);
+    assert.deepEqual(m.slotContents?.(), [], 'the slot holds nothing of worth');
+    assert.deepEqual(m.pooledContents?.().map((c) => c.links.at(-1)?.hash), ['a/a1']);
+    // A restored file fills the slot; the parked conversation's next turn then comes back from RAM.
+    m.restored?.(0, { slot: 0, links: chain(['b', 'b1']), promptLinks: 2, head: -1 }, clock * 1000);
+    const [next] = serial(m, [chain(['a', 'a1', 'x', 'a2'])]);
+    assert.equal(next.restored, 200);
+    assert.equal(cacheModel({ kind: 'chosen', slots: 1 }).parked?.(0), false, 'no pool: nothing parked');
+  });
+
+  it('recalled: the RAM entry whose prompt ends at a link moves into the slot (its prompt, not its reply), the slot’s own prompt to RAM', () => {
+    const m = model(1, { tokens: 10_000 });
+    serial(m, [chain(['a', 'a1']), chain(['b', 'b1'])]);
+    const back = m.recalled?.(0, 'a/a1', clock * 1000);
+    assert.deepEqual(back?.links.map((l) => l.hash), ['a', 'a/a1']);
+    assert.equal(back?.slot, 0);
+    assert.deepEqual(m.slotContents?.().map((c) => c.links.at(-1)?.hash), ['a/a1']);
+    assert.deepEqual(m.pooledContents?.().map((c) => c.links.at(-1)?.hash), ['b/b1']);
+    assert.equal(m.recalled?.(0, 'z/z1', clock * 1000), undefined, 'a prompt the pool does not hold');
+  });
+});
+
 describe('the slot choice with a RAM pool', () => {
   const idle = (tokens: number, shared: number, extra: Partial<SlotView> = {}): SlotView => ({ busy: false, tokens, shared, unique: tokens, idleMs: 1000, ...extra });
 

@@ -103,20 +103,33 @@ describe('30 MiB bodies: no stall, no suspicion', () => {
     try {
       for (const s of shapes('big', 30 * MiB)) {
         assert.ok(s.body.length > 29 * MiB && s.body.length < 32 * MiB, `${s.kind}: ${s.body.length} bytes`);
-        for (const n of nodes) await loopStall(n);
-        const r = await request(`${a.url}${s.path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: s.body });
-        const text = await r.body.text();
-        assert.equal(r.statusCode, 200, `${s.kind}: ${r.statusCode} ${text.slice(0, 300)}`);
-        const executor = r.headers['x-viiwork-node'] === 'B' ? b : r.headers['x-viiwork-node'] === 'C' ? c : undefined;
-        assert.ok(executor, `${s.kind} ran on ${String(r.headers['x-viiwork-node'])}`);
-        const stalls = new Map<MeshNode, number>();
-        for (const n of nodes) stalls.set(n, await loopStall(n));
-        // The nodes that did nothing for this request measure the machine: the longest delay any of them saw.
-        const machine = Math.max(...nodes.filter((n) => n !== a && n !== executor).map((n) => stalls.get(n)!));
-        for (const n of [a, executor]) {
-          const own = stalls.get(n)!;
-          if (process.env.SHOW_STALLS) console.log(`${s.kind}: ${n.name} ${(own * 1000).toFixed(0)} ms, idle nodes up to ${(machine * 1000).toFixed(0)} ms`);
-          assert.ok(own - machine < STALL_BOUND_S, `${s.kind}: ${n.name}'s event loop stalled ${(own * 1000).toFixed(0)} ms, the idle nodes' at most ${(machine * 1000).toFixed(0)} ms`);
+        // A stall the product causes (one synchronous pass over the body) shows on every try; one the scheduler
+        // causes on a loaded machine (two CPU burners beside the suite) comes and goes: up to three tries, the least.
+        const excess = new Map<string, number[]>();
+        for (let attempt = 0; attempt < 3; attempt++) {
+          for (const n of nodes) await loopStall(n);
+          const r = await request(`${a.url}${s.path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: s.body });
+          const text = await r.body.text();
+          assert.equal(r.statusCode, 200, `${s.kind}: ${r.statusCode} ${text.slice(0, 300)}`);
+          const executor = r.headers['x-viiwork-node'] === 'B' ? b : r.headers['x-viiwork-node'] === 'C' ? c : undefined;
+          assert.ok(executor, `${s.kind} ran on ${String(r.headers['x-viiwork-node'])}`);
+          const stalls = new Map<MeshNode, number>();
+          for (const n of nodes) stalls.set(n, await loopStall(n));
+          // The nodes that did nothing for this request measure the machine: the longest delay any of them saw.
+          const machine = Math.max(...nodes.filter((n) => n !== a && n !== executor).map((n) => stalls.get(n)!));
+          let over = false;
+          for (const [role, n] of [['entry', a], ['executor', executor]] as const) {
+            const own = stalls.get(n)!;
+            if (process.env.SHOW_STALLS) console.log(`${s.kind}: ${n.name} ${(own * 1000).toFixed(0)} ms, idle nodes up to ${(machine * 1000).toFixed(0)} ms`);
+            const list = excess.get(role) ?? [];
+            excess.set(role, [...list, own - machine]);
+            if (own - machine >= STALL_BOUND_S) over = true;
+          }
+          if (!over) break;
+        }
+        for (const [role, list] of excess) {
+          const least = Math.min(...list);
+          assert.ok(least < STALL_BOUND_S, `${s.kind}: the ${role}'s event loop stalled beyond the idle nodes' by ${list.map((x) => `${(x * 1000).toFixed(0)} ms`).join(', ')} (every try)`);
         }
       }
     } finally {

@@ -125,6 +125,18 @@ describe('fetching a model file from members', () => {
     }
   });
 
+  it('two fetches of one file into one directory at once (a hand-off and a move) each end with the whole file', async () => {
+    // Both would write the one partial file `.<sha>.part`: interleaved, the second failed its hash (issue 43's bench).
+    const dir = path.join(dirs.c, 'twice');
+    const one = (name: string) => fetchFile({ sha256: sha, size: body.length, dest: path.join(dir, name), modelsDir: dir, sources: [src(b)], headers, reserve: 0 });
+    const [x, y] = await Promise.all([one('first.bin'), one('second.bin')]);
+    for (const r of [x, y]) {
+      assert.ok(fs.readFileSync(r.path).equals(body), `${r.path} is whole`);
+      fs.closeSync(r.fd);
+    }
+    assert.ok(!fs.existsSync(partialPath(dir, sha)));
+  });
+
   it('refuses before transferring when the disk would fall below the reserve', async () => {
     const dir = path.join(dirs.c, 'full');
     await assert.rejects(

@@ -7,14 +7,10 @@
  * pinned request) runs as before.
  */
 import assert from 'node:assert/strict';
-import crypto from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { request } from 'undici';
-import { RequestSigner } from '../../src/security/signing.ts';
-import { startMeshNode, stopAll, waitConverged, type MeshNode } from '../helpers/mesh.ts';
+import { startClaimPair, type ClaimPair } from '../helpers/claim-pair.ts';
+import { stopAll } from '../helpers/mesh.ts';
 
-const secret = crypto.randomBytes(32).toString('base64');
-const signer = new RequestSigner(Buffer.from(secret, 'base64'));
 // A system prompt and a first turn of a few thousand tokens (4 bytes a token): worth far more than the slack.
 const SYSTEM = 'You are a careful coding agent. '.repeat(200);
 
@@ -27,51 +23,35 @@ function turn(conversation: string, turns: string[]): string {
   return JSON.stringify({ model: 'm', messages, max_tokens: 2 });
 }
 
-async function forward(exec: MeshNode, body: string, claims?: string): Promise<{ status: number; refused?: string; text: string }> {
-  const sha = crypto.createHash('sha256').update(body).digest('hex');
-  const headers = signer.sign({ method: 'POST', pathWithQuery: '/v1/chat/completions', node: 'entry', to: 'exec', bodySha256: sha, claims });
-  const r = await request(`${exec.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
-  const refused = r.headers['x-viiwork-refused'];
-  return { status: r.statusCode, refused: typeof refused === 'string' ? refused : undefined, text: await r.body.text() };
-}
-
 describe('an executor sends back a forward that would evict a live conversation its entry priced as free', () => {
-  let exec: MeshNode, entry: MeshNode;
+  let pair: ClaimPair;
+  // One slot: the executor knows exactly what it holds.
   before(async () => {
-    // One slot, told to the sim engine as id_slot: the executor knows exactly what it holds.
-    exec = await startMeshNode({
-      name: 'exec',
-      ip: '127.0.122.2',
-      env: { VIIWORK_MESH_SECRET: secret },
-      models: [{ name: 'm', engine: 'sim', parallel: 1, sim: { ttft_ms: 1, prefill_ms_per_1k: 1, tokens_per_s: 2000, output_tokens: 2 } }],
-    });
-    // The member the forwards come from (a forward's sender must be alive in the mesh).
-    entry = await startMeshNode({ name: 'entry', ip: '127.0.122.1', env: { VIIWORK_MESH_SECRET: secret }, seeds: [exec.gossip] });
-    await waitConverged([entry, exec]);
+    pair = await startClaimPair(122, 1);
   });
-  after(() => stopAll([entry, exec]));
+  after(() => stopAll([pair.entry, pair.exec]));
 
   it('sends it back marked, runs the priced one, the continuation and the unclaimed one', async () => {
-    const a1 = await forward(exec, turn('alpha', ['one']));
+    const a1 = await pair.forward(turn('alpha', ['one']));
     assert.equal(a1.status, 200, a1.text);
 
     // Alpha just ended its turn (live); beta's entry saw the slot empty and priced nothing.
-    const b1 = await forward(exec, turn('beta', ['one']), 'evict=0');
+    const b1 = await pair.forward(turn('beta', ['one']), 'evict=0');
     assert.equal(b1.status, 429, b1.text);
     assert.equal(b1.refused, 'evicts');
     assert.match(JSON.parse(b1.text).error.message, /would evict a live conversation's cached prompt .* the entry node prices it again/);
 
     // Alpha's next turn continues its slot: nothing is destroyed, whatever was priced.
-    const a2 = await forward(exec, turn('alpha', ['one', 'two']), 'evict=0');
+    const a2 = await pair.forward(turn('alpha', ['one', 'two']), 'evict=0');
     assert.equal(a2.status, 200, a2.text);
 
-    const b2 = await forward(exec, turn('beta', ['one']), 'evict=0');
+    const b2 = await pair.forward(turn('beta', ['one']), 'evict=0');
     assert.equal(b2.refused, 'evicts', 'alpha is still live');
     // Priced in full (the entry's retry prices the slot's conversation as live): it runs.
-    const b3 = await forward(exec, turn('beta', ['one']), 'evict=100000');
+    const b3 = await pair.forward(turn('beta', ['one']), 'evict=100000');
     assert.equal(b3.status, 200, b3.text);
     // Without the claim (an older entry, a pinned request, no retry left) it runs as before.
-    const a3 = await forward(exec, turn('alpha', ['one', 'two', 'three']));
+    const a3 = await pair.forward(turn('alpha', ['one', 'two', 'three']));
     assert.equal(a3.status, 200, a3.text);
   });
 });

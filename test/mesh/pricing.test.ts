@@ -119,6 +119,6 @@ describe('pricing by uncached prefill across a mesh', () => {
     const row = feed.data.find((d) => d.entry === 'gw' && d.route !== 'forwarded');
     assert.ok(row, JSON.stringify(feed.data));
     const cached = usage.prompt_tokens_details?.cached_tokens ?? 0;
-    assert.ok(Math.abs((row.predicted_cached ?? 0) - cached) <= 0.1 * usage.prompt_tokens, `predicted ${row.predicted_cached}, the engine reused ${cached} of ${usage.prompt_tokens}`);
+    assert.ok(Math.abs((row.predicted_cached ?? 0) - cached) <= 0.1 * usage.prompt_tokens, `predicted ${row.predicted_cached}, the engine reused ${cached} of ${usage.prompt_tokens}; first on ${home}; the entry's row: ${JSON.stringify(row)}`);
   });
 });

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { seeded } from '../helpers/random.ts';
 import { candidates, forwardsIn } from '../../src/route/eligibility.ts';
+import { checkServable } from '../../src/dispatch/servable.ts';
 import { decide, weightedDraw } from '../../src/route/decide.ts';
 import { price } from '../../src/route/price.ts';
 import type { Candidate, HostModelView, HostView, RouteOptions, RouteRequest } from '../../src/route/types.ts';
@@ -233,6 +234,19 @@ describe('candidates and refusal marks', () => {
     // Never beyond what the report showed busy.
     const oneBusy = host('b', { m: { targets: [chatTarget(2, 1)], slots: 2, busy: 1 } }, { polledAt: 1000 });
     assert.equal(candidates({ hosts: [oneBusy], forwards: forwardsIn([ended(900, 1200), ended(901, 1201), ended(902, 1202)]), marks: [] }, 'm', 'chat')[0].free, 2);
+  });
+
+  it('an on-demand model being unloaded is still available: a request waits for its load, it is not refused 503', () => {
+    // Seen in the suite: a request entering as the only host's idle unload ended was answered no_healthy_backend.
+    for (const state of ['unloaded', 'unloading'] as const) {
+      const h = host('a', { m: { targets: [{ ...chatTarget(0), onDemand: true, state, memory: 1 << 20 }], slots: 0, busy: 0 } });
+      const cands = candidates({ hosts: [h], forwards: forwardsIn([]), marks: [] }, 'm', 'chat');
+      assert.equal(cands[0].available, true, state);
+      assert.doesNotThrow(() => checkServable({ model: 'm', workload: 'chat', pin: undefined }, [h], cands), state);
+    }
+    // An always entry with no healthy backend is another matter: that is the engines' failure to report.
+    const dead = host('a', { m: { targets: [chatTarget(0)], slots: 0, busy: 0 } });
+    assert.throws(() => checkServable({ model: 'm', workload: 'chat', pin: undefined }, [dead], candidates({ hosts: [dead], forwards: forwardsIn([]), marks: [] }, 'm', 'chat')), /no healthy backend/);
   });
 
   it('an older node without targets does chat and completion only', () => {

@@ -103,6 +103,23 @@ describe('the slot a request takes (executor and entry alike)', () => {
     });
   }
 
+  it('takes the slot the entry named when it costs no more here, and not otherwise', () => {
+    // A conversation just ended in slot 0, sharing a 4,000-token system prompt with this one; slot 1 holds one long dead.
+    const host = [slot({ tokens: 4017, shared: 4009, unique: 4017, idleMs: 50 }), slot({ tokens: 2000, shared: 3, unique: 2000, idleMs: 120_000 })];
+    assert.equal(chooseSlot(host, gaps.chance)?.index, 1, 'alone, the executor keeps the live conversation’s slot');
+    // Its entry priced slot 0 (4,009 reused, 8 tokens of a live tail lost): no worse here, so the prediction holds.
+    const named = chooseSlot(host, gaps.chance, 0);
+    assert.equal(named?.index, 0);
+    assert.equal(named?.reused, 4009);
+    // A slot whose live conversation shares nothing would cost thousands of tokens here: the executor's own choice.
+    const live = [slot({ tokens: 6000, shared: 0, unique: 6000, idleMs: 50 }), slot({})];
+    assert.equal(chooseSlot(live, gaps.chance, 0)?.index, 1);
+    // A busy slot, or no such slot, is not taken.
+    assert.equal(chooseSlot([slot({ busy: true, tokens: 4000, shared: 4000 }), slot({})], gaps.chance, 0)?.index, 1);
+    const two = [slot({}), slot({ tokens: 100, unique: 100, idleMs: 120_000 })];
+    assert.equal(chooseSlot(two, gaps.chance, 7)?.index, chooseSlot(two, gaps.chance)?.index);
+  });
+
   it('an eviction sets off more re-prefills the more of the host’s other slots hold live conversations', () => {
     // The evicted conversation returns and needs a slot: on a host of live conversations it takes one of theirs.
     const table: [number, number][] = [

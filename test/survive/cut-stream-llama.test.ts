@@ -95,7 +95,7 @@ describe('a stream whose local llama-server is killed mid-answer goes on from an
     const sofar = contents.slice(0, k).join('');
     const direct = await openStream(`${b.url}/v1/chat/completions?host=b`, { model: 'mid', stream: true, stream_options: { include_usage: true }, temperature: 0, cache_prompt: false, max_tokens: MAX - k, messages: [...messages, { role: 'assistant', content: sofar }] });
     await direct.ended;
-    assert.equal(direct.status, 200, `${direct.error}: ${JSON.stringify(sofar)}`);
+    assert.equal(direct.status, 200, `${direct.error}: ${JSON.stringify(sofar)}; b's log ends: ${b.logs().split('\n').slice(-40).join('\n')}`);
     const directText = contentOf(direct.events).join('');
     const went = directText.startsWith(sofar) ? directText.slice(sofar.length) : directText;
     assert.equal(contents.join(''), sofar + went, `the answer so far, then the continuation: nothing repeated, nothing lost (k ${k}; asked directly: ${JSON.stringify(direct.events.slice(0, 4))})`);

@@ -16,7 +16,7 @@ import { after, describe, it } from 'node:test';
 import { request } from 'undici';
 import { writeTinyGguf } from '../fakes/tiny-gguf.ts';
 import { waitFor } from '../fakes/wait.ts';
-import { startMeshNode, stopAll, type MeshNode } from '../helpers/mesh.ts';
+import { getJson, startMeshNode, stopAll, type MeshNode } from '../helpers/mesh.ts';
 import { tempDir } from '../helpers/node.ts';
 import { realLlamaServer } from '../helpers/engine.ts';
 
@@ -180,8 +180,15 @@ describe('a session whose home restarts, through a gateway, against the real lla
     await waitFor(() => fleetHas(['A', 'B']), { timeoutMs: 60_000, what: `G sees tiny on ${home.name} again` });
     assert.match(nodes[i].logs(), /restored 1 slot\(s\)/);
 
+    const seen = (await getJson<{ last: number }>(`${g.url}/v1/decisions`)).last;
     const next = await ask();
-    assert.equal(next.host, first.host, 'the session went back to its home');
+    if (next.host !== first.host) {
+      // What G knew when it moved the turn: its decision, the candidates it priced, and its view of the fleet.
+      const row = (await getJson(`${g.url}/v1/decisions?since=${seen}`)).data.find((d: any) => d.entry === 'G');
+      const timeline = row?.timeline ? await getJson(`${g.url}/v1/timeline/${row.timeline}`) : undefined;
+      const fleet = (await getJson(`${g.url}/v1/fleet/capacity`)).models;
+      assert.fail(`the session went back to its home ${first.host}, not ${next.host}: ${JSON.stringify({ row, timeline, fleet })}`);
+    }
     assert.ok(next.cached >= 0.8 * first.prompt, `its home reused ${next.cached} of ${next.prompt} prompt tokens after the restart (the turn before had ${first.prompt})`);
   });
 });

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { HostView } from '../../src/route/types.ts';
 import type { SlotHold } from '../../src/prompt/held.ts';
-import { MIN_MOVE_TOKENS, moveClaim, moveHint, moveMismatch, moveOfClaim, priceMove, worthMoving, type MoveCosts } from '../../src/survive/move-plan.ts';
+import { PromptSources } from '../../src/survive/slot-ram.ts';
+import { MIN_MOVE_TOKENS, moveClaim, movedHeader, moveHint, moveOfHeader, moveMismatch, moveOfClaim, priceMove, worthMoving, type MoveCosts } from '../../src/survive/move-plan.ts';
 
 const SHA = 'a'.repeat(64);
 const chain = [
@@ -12,8 +13,8 @@ const chain = [
   { hash: '3333333333333333', tokens: 2000 },
 ];
 
-function host(name: string, slots: SlotHold[], o: { sha?: string; ctx?: number; fresh?: boolean; draining?: boolean } = {}): HostView {
-  const digest = { version: 1, held: new Map<string, number>(), slots };
+function host(name: string, slots: SlotHold[], o: { sha?: string; ctx?: number; fresh?: boolean; draining?: boolean; ram?: Map<string, number> } = {}): HostView {
+  const digest = { version: 1, held: new Map<string, number>(), slots, ...(o.ram ? { ram: o.ram } : {}) };
   const m = { targets: [{ descriptor: { workloads: ['chat', 'completion'] as const, audio: false }, slots: slots.length, busy: 0, digest }], slots: slots.length, busy: 0, ctx: o.ctx ?? 4096, file: { size: 1, sha256: o.sha ?? SHA } };
   return { name, local: false, rttMs: 1, fresh: o.fresh ?? true, polledAt: 0, models: new Map([['m', m as never]]), ...(o.draining ? { draining: true } : {}) };
 }
@@ -45,6 +46,12 @@ describe('moveHint: the member whose idle slot holds most of the prompt', () => 
   it('a draining holder counts: its conversations are the ones that must move', () => {
     const hosts = [host('A', [idle(chain[2])], { draining: true }), host('B', [])];
     assert.equal(moveHint({ chain, model: 'm', workload: 'chat', to, hosts })?.from, 'A');
+  });
+  it("a draining holder's RAM pool counts as its slots (it brings the prompt back when asked); a serving host's does not", () => {
+    const ram = new Map([[chain[2].hash, 2000]]);
+    const hosts = [host('A', [idle(chain[0])], { draining: true, ram }), host('B', [])];
+    assert.deepEqual(moveHint({ chain, model: 'm', workload: 'chat', to, hosts }), { from: 'A', link: chain[2].hash, tokens: 2000 });
+    assert.deepEqual(moveHint({ chain, model: 'm', workload: 'chat', to, hosts: [host('A', [], { ram }), host('B', [])] }), undefined);
   });
   it('never across model files or contexts, never a busy slot, never for less than MIN_MOVE_TOKENS more', () => {
     const b = host('B', []);
@@ -84,5 +91,30 @@ describe('moveMismatch: what a slot file must share', () => {
     assert.match(moveMismatch(mine, { ...mine, args: ['--threads', '1'] })!, /KV types/);
     assert.match(moveMismatch(mine, { ...mine, build: 'b2' })!, /engine build/);
     assert.match(moveMismatch(mine, undefined)!, /no fingerprint/);
+  });
+});
+
+describe('PromptSources: the engine bodies a drain recalls prompts by', () => {
+  it('keeps the latest body of each prompt, within its byte bound, the oldest out first', () => {
+    const s = new PromptSources(10);
+    s.remember('a', { path: '/v1/chat/completions', body: Buffer.from('aaaa') });
+    s.remember('b', { path: '/v1/chat/completions', body: Buffer.from('bbbb') });
+    s.remember('a', { path: '/v1/chat/completions', body: Buffer.from('AAAA') });
+    assert.equal(s.get('a')?.body.toString(), 'AAAA');
+    s.remember('c', { path: '/v1/chat/completions', body: Buffer.from('cccc') });
+    assert.equal(s.get('b'), undefined, 'the oldest out');
+    assert.equal(s.bytes, 8);
+    s.remember('d', { path: '/v1/chat/completions', body: Buffer.alloc(11) });
+    assert.equal(s.get('d'), undefined, 'a body larger than the bound is not kept');
+  });
+});
+
+describe('the X-Viiwork-Moved header', () => {
+  it('round-trips a move, bytes and time unknown included; a malformed one is none', () => {
+    const m = { outcome: 'moved' as const, from: 'gpu box', tokens: 1800, bytes: 14_000_000, ms: 240 };
+    assert.deepEqual(moveOfHeader(movedHeader(m)), m);
+    const p = { outcome: 'priced_out' as const, from: 'A', tokens: 300 };
+    assert.deepEqual(moveOfHeader(movedHeader(p)), p);
+    for (const v of [undefined, '', 'moved 1 2 3', 'teleported 1 - - A', ['moved 1 - - A']]) assert.equal(moveOfHeader(v), undefined, String(v));
   });
 });

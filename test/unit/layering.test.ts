@@ -22,7 +22,8 @@ export const LAYERS: string[][] = [
   // drives engines' slot files, and dispatch/ splices its continuations.
   ['lifecycle', 'survive'],
   ['forward', 'capacity'],
-  ['dispatch', 'files'],
+  // split/: a model bigger than one host (SPEC 11): lends, the runner's parts, the members-only tunnel.
+  ['dispatch', 'files', 'split'],
   ['api'],
   ['node'],
   ['cli'],

@@ -21,13 +21,13 @@ import { holdStep, NO_HOLD, type HoldState } from '../../route/hold.ts';
 import type { Candidate, HostView, RouteReason } from '../../route/types.ts';
 import { warmCandidates } from '../../route/warmth.ts';
 import { expectedLoss, returnChance, type ReturnChance } from '../../route/slots.ts';
-import { evictClaim } from '../evict-claim.ts';
+import { evictClaim, slotClaim } from '../evict-claim.ts';
 import { sha256HexAsync } from '../../security/signing.ts';
 import { allowsModel } from '../../keys/access.ts';
 import { isScoredWorkload, promptDialectOf } from '../../workloads/workloads.ts';
 import { cutEnding, Splice } from '../../survive/index.ts';
 import { survivalClaims } from '../survival-claims.ts';
-import { MIN_MOVE_TOKENS, moveClaim, moveHint, type MoveClaim } from '../../survive/move-plan.ts';
+import { moveClaim, moveHint, type MoveClaim } from '../../survive/move-plan.ts';
 import type { Executor } from '../execute/execute.ts';
 import type { Hygiene } from '../execute/tool-order.ts';
 import { forwardBody } from '../execute/upstream-body.ts';
@@ -270,6 +270,11 @@ export class Entry {
           case 'fail':
             if (action.failure === 'queue-timeout' && forLoad && !candidatesFor(p, rr).some((c) => c.healthy)) throw errors.loadTimeout(rr.model, deadline - arrived);
             if (action.failure === 'queue-timeout' && onlyLoading(p, rr)) throw errors.modelLoading(rr.model, p.rules.queueTimeoutMs);
+            if (action.failure === 'queue-timeout') {
+              // Nothing serves it, nothing loads it, and every ask to load it was refused while it waited: say that, not "busy".
+              const why = !candidatesFor(p, rr).some((c) => c.healthy || c.loading) ? p.loads?.noRoom(rr.model, arrived) : undefined;
+              if (why !== undefined) throw errors.noRoomToLoad(rr.model, waitMs, why);
+            }
             throw failureError(action.failure, rr.model, waitMs, state.engineError);
         }
       }
@@ -349,8 +354,8 @@ export class Entry {
     if (step.wakeAt !== undefined) wake?.(step.wakeAt);
     const d = step.decision;
     if (d.kind === 'wait') return line?.waitThere ? this.#waitThere(rr, d.host, cands, line, hold.state.hold?.until ?? Infinity) : undefined;
-    // Run away from a member that holds more of this conversation: the executor may take its slot (SPEC 13).
-    const move = rr.chain && (d.predictedCached ?? 0) + MIN_MOVE_TOKENS <= (rr.pricedTokens ?? 0) ? moveHint({ chain: rr.chain, model: rr.model, workload: rr.workload, to: { host: d.host, cached: d.predictedCached }, hosts }) : undefined;
+    // Run away from a member holding more of this conversation: the executor may take its slot (SPEC 13; moveHint compares digests' tokens).
+    const move = rr.chain?.length ? moveHint({ chain: rr.chain, model: rr.model, workload: rr.workload, to: { host: d.host, cached: d.predictedCached }, hosts }) : undefined;
     if (d.local) {
       const lease = p.slots.tryLease(rr.model, rr.workload, rr.sessionKey ?? rr.prefixKey, line?.flow);
       if (!lease) return undefined;
@@ -365,8 +370,8 @@ export class Entry {
     // An interactive keyed request sent where a slot looked free may still wait there if it was taken meanwhile: the
     // member then orders it with its own waiters instead of refusing it back into a race for the next one.
     const waitUntil = line?.waitThere && line.deadline - LINE_MARGIN_MS - p.now() >= LINE_MARGIN_MS ? { waitUntil: line.deadline - LINE_MARGIN_MS } : {};
-    // The eviction priced there goes with the forward (when slots were priced), so the executor can send it back if its slots say otherwise.
-    const priced = d.slot !== undefined ? { evictPriced: expectedLoss(d.evicted) } : {};
+    // The slot priced there and its eviction go with the forward: the executor takes that slot, or sends it back if its slots say otherwise.
+    const priced = d.slot !== undefined ? { priced: { slot: d.slot, evict: expectedLoss(d.evicted) } } : {};
     return { kind: 'remote', host: d.host, reason: d.reason, end, predictedCached: d.predictedCached, cands, ...waitUntil, ...priced, ...(move ? { move } : {}) };
   }
 
@@ -423,7 +428,7 @@ export class Entry {
   }
 
   /** One signed forward of the request to member `host`, its answer relayed to `res` with `responseHeaders`; `waitUntil`: it may wait there for a slot until then. */
-  async #forward(rr: RoutedRequest, fwd: ForwardCell, host: string, res: http.ServerResponse, signal: Gone, responseHeaders: Record<string, string>, waitUntil?: number, evictPriced?: number, move?: MoveClaim): Promise<RunOutcome> {
+  async #forward(rr: RoutedRequest, fwd: ForwardCell, host: string, res: http.ServerResponse, signal: Gone, responseHeaders: Record<string, string>, waitUntil?: number, priced?: { slot: number; evict?: number }, move?: MoveClaim): Promise<RunOutcome> {
     const p = this.p;
     const body = (fwd.body ??= await forwardBody(rr));
     if (p.peers.signsBody) fwd.sha256 ??= await sha256HexAsync(body);
@@ -434,8 +439,8 @@ export class Entry {
       fwd.claims = encodeClaims(Object.assign(chainClaims(rr), { key: rr.caller?.name, out: rr.caller && (rr.heldOutput ?? rr.maxTokens) !== undefined ? String(rr.heldOutput ?? rr.maxTokens) : undefined, band: bandClaim(rr.priority), req: t && `${p.name}:${t.id}`, traceparent: t?.span?.traceparent }, survivalClaims(rr.survive))) ?? null;
     // A wait at the member is this attempt's alone: the claim says how long is left of it now.
     const wait = waitUntil === undefined ? undefined : waitClaim(Math.min(p.rules.forwardWaitMs ?? 0, waitUntil - p.now()));
-    // So are the eviction priced at this host (dispatch/evict-claim.ts) and the member holding more of the prompt.
-    const attempt = encodeClaims({ wait, evict: evictClaim(evictPriced), move: moveClaim(move) });
+    // So are the slot and eviction priced at this host (dispatch/evict-claim.ts) and the member holding more of the prompt.
+    const attempt = encodeClaims({ wait, evict: evictClaim(priced?.evict), slot: slotClaim(priced?.slot), move: moveClaim(move) });
     const claims = fwd.claims && attempt ? `${fwd.claims};${attempt}` : (fwd.claims ?? attempt);
     return sendForward(
       p.peers,
@@ -553,8 +558,8 @@ export class Entry {
     let outcome: RunOutcome = { kind: 'aborted' };
     try {
       trace.forwardAt = performance.now();
-      const evict = mayReprice && where.waitUntil === undefined ? where.evictPriced : undefined;
-      outcome = await this.#forward(rr, fwd, where.host, res, signal, Object.assign({}, h.extra, meshHeaders(where.host, h.origin, h.route, h.queuedMs)), where.waitUntil, evict, where.move);
+      const priced = where.priced && (mayReprice && where.waitUntil === undefined ? where.priced : { slot: where.priced.slot });
+      outcome = await this.#forward(rr, fwd, where.host, res, signal, Object.assign({}, h.extra, meshHeaders(where.host, h.origin, h.route, h.queuedMs)), where.waitUntil, priced, where.move);
     } finally {
       // Ended either way; the end of a served forward frees its slot in this node's view at once and wakes the queues.
       where.end(outcome.kind === 'refused' || outcome.kind === 'engine-failed' ? 'refused' : 'served');
@@ -579,6 +584,7 @@ export class Entry {
       if (outcome.kind === 'answered') {
         trace.firstContentAt = outcome.firstContentAt;
         trace.cachedTokens = outcome.cachedTokens;
+        if (outcome.moved) trace.move = outcome.moved;
         trace.outcome = outcome.status ? String(outcome.status) : 'broken';
       } else trace.outcome = 'aborted';
       p.metrics.forwards.inc({ outcome: outcome.kind === 'answered' ? (outcome.status ? 'done' : 'broken') : 'aborted' });

@@ -9,8 +9,8 @@
  * engine's own text; the next request asks again, another host first.
  */
 import type { LoadAsk } from '../../lifecycle/answers.ts';
-import type { LoadReason } from '../../lifecycle/lifecycle.ts';
-import { loadHosts, rankLoadHosts } from '../../route/placement.ts';
+import { bytesText, type LoadReason } from '../../lifecycle/lifecycle.ts';
+import { lendersOf, loadHosts, rankLoadHosts } from '../../route/placement.ts';
 import type { HostView } from '../../route/types.ts';
 
 /** This node's queues as `waitingIn` reads them (queue/fifo.ts QueueSet). */
@@ -57,6 +57,8 @@ export class Loads {
   readonly #tickets = new Map<string, Ticket>();
   readonly #asking = new Map<string, Promise<boolean>>();
   readonly #failures = new Map<string, Failure>();
+  /** Why no host could load a model at its last ask (every host refused, or none could hold it), and when. */
+  readonly #noRoom = new Map<string, { text: string; at: number }>();
   /** Clock ms of the last scale ask per model: one more copy at a time, at most one per scale_after. */
   readonly #scaledAt = new Map<string, number>();
 
@@ -106,6 +108,7 @@ export class Loads {
     const asking = this.#asking.get(model);
     if (asking) return asking;
     const hosts = snapshot ?? this.p.snapshot();
+    let unloading = false;
     if (reason === 'request') {
       // Served already, or on its way (a backend starting, another entry node's load): no ask from here.
       let healthy = false;
@@ -117,13 +120,18 @@ export class Loads {
           if (t.slots > 0) healthy = true;
           if (t.onDemand && (t.state === 'loading' || t.state === 'fetching')) onDemandLoading = true;
           else if ((t.loading ?? 0) > 0) loading = true;
+          if (t.onDemand && t.state === 'unloading' && (pin === undefined || h.name === pin)) unloading = true;
         }
       }
       if (healthy || loading) return false;
       if (onDemandLoading) return true;
     }
-    // A request pinned to a host (?host=) is loaded there or nowhere.
-    const ask = this.#ask(model, workload, reason, detail, pin === undefined ? hosts : hosts.filter((h) => h.name === pin)).finally(() => this.#asking.delete(model));
+    // A request pinned to a host (?host=) is loaded there or nowhere. A host unloading the model (an idle unload under
+    // way) cannot load it yet: the request waits for a load all the same, asked again at each tick (`waiting`) until the
+    // unload is done (before, it was refused 503 no_healthy_backend).
+    const ask = this.#ask(model, workload, reason, detail, pin === undefined ? hosts : hosts.filter((h) => h.name === pin))
+      .then((asked) => asked || unloading)
+      .finally(() => this.#asking.delete(model));
     this.#asking.set(model, ask);
     return ask;
   }
@@ -144,21 +152,31 @@ export class Loads {
     const failed = this.#failures.get(model);
     const recentlyFailed = failed && this.p.now() - failed.at < FAILED_HOST_MS ? [failed.host] : [];
     const candidates = loadHosts(hosts, model, workload);
+    const lenders = lendersOf(hosts);
     // A host whose load just failed goes last, not out: it may be the only one.
-    const ranked = [...rankLoadHosts(model, candidates, recentlyFailed), ...rankLoadHosts(model, candidates.filter((h) => recentlyFailed.includes(h.host)))];
+    const ranked = [...rankLoadHosts(model, candidates, recentlyFailed, lenders), ...rankLoadHosts(model, candidates.filter((h) => recentlyFailed.includes(h.host)), [], lenders)];
     const refusals: string[] = [];
     for (const choice of ranked) {
       const host = choice.host;
       const r = host === this.p.self ? this.p.askLocal(model, reason, detail) : await this.p.askRemote(host, model, reason, detail);
       if (r.kind === 'loading' || r.kind === 'loaded') {
         this.#tickets.set(model, { host, at: this.p.now(), reason });
-        this.p.log(`asked ${host} to load ${model} (${reason}: ${detail}${choice.fits === 'unload' ? '; it unloads idle models for room' : ''})`);
+        this.#noRoom.delete(model);
+        this.p.log(`asked ${host} to load ${model} (${reason}: ${detail}${choice.fits === 'unload' ? '; it unloads idle models for room' : choice.fits === 'split' ? '; it runs it split across lending members' : ''})`);
         return true;
       }
       refusals.push(`${host}: ${'detail' in r ? r.detail : r.kind}`);
     }
     if (refusals.length) this.p.log(`no host could load ${model}: ${refusals.join('; ')}`);
+    const text = refusals.length ? refusals.join('; ') : candidates.length ? `${candidates.map((h) => `${h.host} has ${bytesText(h.free)} free of the ${bytesText(h.need)} it needs`).join('; ')}${candidates.some((h) => h.split) ? ', and the members that lend do not hold the rest' : ''}` : 'no host has room for it';
+    this.#noRoom.set(model, { text: text.slice(0, 1024), at: this.p.now() });
     return false;
+  }
+
+  /** Why no host could load `model` at an ask made since `since` (undefined: none was refused since). */
+  noRoom(model: string, since: number): string | undefined {
+    const r = this.#noRoom.get(model);
+    return r && r.at >= since ? r.text : undefined;
   }
 
   /**

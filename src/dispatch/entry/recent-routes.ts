@@ -12,6 +12,7 @@
  */
 import type { PrefixChain } from '../../prompt/held.ts';
 import type { RouteMemory } from '../../route/warmth.ts';
+import { HostRecords } from './host-records.ts';
 
 export const ROUTES_PER_HOST = 32;
 export const HEAD_LINKS = 32;
@@ -19,7 +20,7 @@ export const TAIL_LINKS = 224;
 export const ROUTE_MAX_AGE_MS = 10 * 60_000;
 
 interface Route {
-  at: number;
+  readonly at: number;
   /** When the request ended there (undefined: still running, or never told). */
   endedAt?: number;
   held: Map<string, number>;
@@ -41,8 +42,7 @@ export interface RouteHandle {
 }
 
 export class RecentRoutes implements RouteMemory {
-  /** host \0 model → routes, oldest first. */
-  readonly #routes = new Map<string, Route[]>();
+  readonly #records = new HostRecords<Route>(ROUTES_PER_HOST, ROUTE_MAX_AGE_MS);
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -50,37 +50,22 @@ export class RecentRoutes implements RouteMemory {
   record(host: string, model: string, chain: PrefixChain): RouteHandle | undefined {
     if (chain.length === 0) return undefined;
     const now = this.now();
-    const key = `${host}\0${model}`;
-    let list = this.#routes.get(key);
-    if (!list) this.#routes.set(key, (list = []));
-    // Oldest first: the old ones leave from the front, in place (this runs for every placed request).
-    let old = 0;
-    while (old < list.length && now - list[old].at > ROUTE_MAX_AGE_MS) old++;
     const kept = chain.length <= HEAD_LINKS + TAIL_LINKS ? chain : [...chain.slice(0, HEAD_LINKS), ...chain.slice(-TAIL_LINKS)];
     const held = new Map<string, number>();
     for (const l of kept) held.set(l.hash, l.tokens);
     const route: Route = { at: now, held, last: chain[chain.length - 1].hash };
-    list.push(route);
-    const over = Math.max(old, list.length - ROUTES_PER_HOST);
-    if (over > 0) list.splice(0, over);
-    // Hosts that were never sent to again drop out once their routes are all old.
-    if (this.#routes.size > 4 * ROUTES_PER_HOST) this.#prune(now);
+    const forget = this.#records.add(host, model, route, now);
     return {
       end: (how) => {
-        if (how === 'served') {
-          route.endedAt ??= this.now();
-          return;
-        }
-        const kept = this.#routes.get(key);
-        const i = kept ? kept.indexOf(route) : -1;
-        if (i >= 0) kept!.splice(i, 1);
+        if (how === 'refused') return forget();
+        route.endedAt ??= this.now();
       },
     };
   }
 
   held(host: string, model: string, chain: PrefixChain, since: number, slots: number, continued = false): number {
-    const list = this.#routes.get(`${host}\0${model}`);
-    if (!list) return 0;
+    const list = this.#records.of(host, model);
+    if (list.length === 0) return 0;
     const now = this.now();
     let best = 0;
     for (let i = list.length - 1, seen = 0; i >= 0 && seen < slots; i--, seen++) {
@@ -97,9 +82,5 @@ export class RecentRoutes implements RouteMemory {
       }
     }
     return best;
-  }
-
-  #prune(now: number): void {
-    for (const [key, list] of this.#routes) if (list.every((r) => now - r.at > ROUTE_MAX_AGE_MS)) this.#routes.delete(key);
   }
 }

@@ -15,7 +15,7 @@ import type { Gone } from '../../http/gone.ts';
 import { usageOfBody } from '../../http/engine-usage.ts';
 import { ApiError, errors, sendError, sendJson } from '../../http/errors.ts';
 import { relay, upstreamErrorText, type AnswerTranslator } from '../../http/relay.ts';
-import { RES_OMITTED_TOOLS } from '../../http/viiwork-headers.ts';
+import { RES_MOVED, RES_OMITTED_TOOLS } from '../../http/viiwork-headers.ts';
 import { CHAIN_LINKS_MAX, CHAIN_WALK_MAX, walkPrompt } from '../../prompt/chain.ts';
 import { replyLink } from '../../prompt/reply.ts';
 import type { PrefixChain } from '../../prompt/held.ts';
@@ -28,7 +28,7 @@ import { isTimelineOf } from '../timeline.ts';
 import { ANONYMOUS_FLOW } from '../../queue/fair.ts';
 import { waitOfClaim } from '../../queue/forward-claims.ts';
 import { flowOf } from '../entry/flow.ts';
-import { evictOfClaim } from '../evict-claim.ts';
+import { evictOfClaim, slotOfClaim } from '../evict-claim.ts';
 import { evictsUnpriced, expectedLoss } from '../../route/slots.ts';
 import { measure } from './measure.ts';
 import { countTokens, planMessages } from './messages.ts';
@@ -38,7 +38,7 @@ import type { TranslatedPlan } from './translated-plan.ts';
 import { engineBody } from './upstream-body.ts';
 import { spliceTranslator } from '../../survive/index.ts';
 import { survivalOfClaims } from '../survival-claims.ts';
-import { moveOfClaim } from '../../survive/move-plan.ts';
+import { movedHeader, moveOfClaim } from '../../survive/move-plan.ts';
 
 /**
  * Whether the reply is worth reading for the cache record: a chat-kind
@@ -78,7 +78,9 @@ export class Executor {
     const survive = req.stream ? survivalOfClaims(sender.claims) : undefined;
     // A member holds more of the prompt than this host (SPEC 13): its slot may be taken into the one this turn takes.
     const move = chain ? moveOfClaim(sender.claims.get('move')) : undefined;
-    const rr: RoutedRequest = Object.assign({}, req, { workload: req.endpoint.workload }, chain ? { chain } : undefined, chain && head !== undefined ? { chainHead: head } : undefined, survive ? { survive } : undefined, move ? { move } : undefined);
+    // The slot its entry priced here: taken when it costs no more than this node's own choice (route/slots.ts).
+    const named = slotOfClaim(sender.claims.get('slot'));
+    const rr: RoutedRequest = Object.assign({}, req, { workload: req.endpoint.workload }, chain ? { chain } : undefined, chain && head !== undefined ? { chainHead: head } : undefined, survive ? { survive } : undefined, move ? { move } : undefined, named !== undefined ? { slotNamed: named } : undefined);
     try {
       if (!this.p.slots.does(rr.model, rr.workload)) throw errors.forwardLacksModel(rr.model, rr.workload);
       trace.known = true;
@@ -144,7 +146,7 @@ export class Executor {
   /** The expected tokens of re-prefill taking `lease`'s slot now destroys, when that is more than `priced` allows; else undefined. */
   #unpricedLoss(rr: RoutedRequest, lease: Lease, priced: number): number | undefined {
     const chain = this.#chainOf(rr)?.chain;
-    const e = chain?.length ? this.p.cache?.peek?.(lease.backend, chain) : undefined;
+    const e = chain?.length ? this.p.cache?.peek?.(lease.backend, chain, rr.slotNamed) : undefined;
     if (!e) return undefined;
     // The cascade the entry priced is bounded by the fleet's room (route/slots.ts fleetBounded), which this node does
     // not weigh here: the eviction alone is compared, so a forward is sent back for a stale view, not for the bound.
@@ -189,7 +191,7 @@ export class Executor {
       const generation = isScoredWorkload(rr.workload);
       const walked = this.#chainOf(rr);
       const chain = walked?.chain;
-      run = chain && chain.length ? p.cache!.begin(lease.backend, chain, walked.head) : undefined;
+      run = chain && chain.length ? p.cache!.begin(lease.backend, chain, walked.head, rr.slotNamed) : undefined;
       trace.grantedAt = lease.grantedAt;
       if (run && trace.predictedCached === undefined) trace.predictedCached = run.predicted;
       if (run?.ticket.slot !== undefined) trace.slot = run.ticket.slot;
@@ -218,7 +220,7 @@ export class Executor {
       let { body, stripUsage } = await engineBody(rr, run?.idSlot);
       let path = rr.path;
       let translate: AnswerTranslator | undefined;
-      const responseHeaders = Object.assign({}, h.extra, meshHeaders(p.name, h.origin, h.route, h.queuedMs));
+      const responseHeaders = Object.assign({}, h.extra, meshHeaders(p.name, h.origin, h.route, h.queuedMs), trace.move ? { [RES_MOVED]: movedHeader(trace.move) } : {});
       const plan = this.#plan(rr, lease);
       if (plan.kind === 'refuse') {
         // The executor's own answer about the request itself: unmarked, so it reaches the client once.
@@ -301,6 +303,7 @@ export class Executor {
           const dialect = promptDialectOf(rr.endpoint);
           const reply = result.reply && chain && dialect && result.status < 300 ? replyLink(chain, result.reply, dialect) : undefined;
           run?.finish({ processed: true, promptTokens: trace.promptTokens, cachedTokens: result.cachedTokens, ...(reply ? { reply } : {}) });
+          if (chain?.length && result.status < 300) p.moves?.remember?.(lease.backend, chain[chain.length - 1].hash, path, body);
           p.served?.(rr, { status: result.status, promptTokens: charged.promptTokens, cachedTokens: result.cachedTokens, completionTokens: charged.completionTokens, startedAt: startedAtOf(p.now(), lease) });
           if (generation && trace.promptTokens !== undefined) {
             const cached = Math.min(trace.promptTokens, result.cachedTokens ?? trace.predictedCached ?? 0);

@@ -127,7 +127,7 @@ export function llamaServerArgs(cfg: Pick<LlamacppConfig, 'path' | 'args'>, host
 // on the way out should the node exit without stopping them.
 const liveGroups = new Set<number>();
 let exitHookInstalled = false;
-function trackChild(pid: number): void {
+export function trackChild(pid: number): void {
   liveGroups.add(pid);
   if (exitHookInstalled) return;
   exitHookInstalled = true;
@@ -137,7 +137,7 @@ function trackChild(pid: number): void {
 }
 
 /** Signal the process group led by `pid` (the engine and anything it spawned); falls back to the process alone. */
-function killGroup(pid: number, signal: NodeJS.Signals): void {
+export function killGroup(pid: number, signal: NodeJS.Signals): void {
   try {
     process.kill(-pid, signal);
   } catch {
