@@ -70,12 +70,18 @@ export function decide(cands: readonly Candidate[], req: RouteRequest, opts: Rou
   const freePriced = priced.filter((p) => p.c.free > 0);
   const bestFree = freePriced.length ? Math.min(...freePriced.map((p) => p.score)) : Infinity;
   // A full warm host that beats every free one by more than the tie band, even after its (weighted) wait: wait for it.
+  // Judged on this request's own time to first token: a free host's eviction (the re-prefill it may cost another
+  // conversation later) chooses among free hosts, never makes a request wait while a slot is free. A full host's
+  // slot that frees holds the prompt that just ran there, so waiting evicts too; priced as if it evicted nothing,
+  // waiting won whenever the free slots held live conversations (issue 42: on Mooncake's trace the entries held
+  // requests 0.5-0.9 s on average in their queues while slots stood free, and lost to least_conn).
+  const bestFreeOwn = freePriced.length ? Math.min(...freePriced.map((p) => p.score - p.evictMs)) : Infinity;
   const full = priced.filter((p) => p.c.free === 0 && p.c.healthy && !noWait.has(p.c.host));
   const bestFull = lowest(full, req);
-  if (bestFull && bestFull.score * BAND < bestFree) {
+  if (bestFull && bestFull.score * BAND < bestFreeOwn) {
     // It pays while the wait so far, weighed, stays under what it saves over the best free host.
-    if (bestFree === Infinity) return { kind: 'wait', host: bestFull.c.host };
-    return { kind: 'wait', host: bestFull.c.host, holdMs: Math.max(0, (bestFree - bestFull.service) / WAIT_WEIGHT) };
+    if (bestFreeOwn === Infinity) return { kind: 'wait', host: bestFull.c.host };
+    return { kind: 'wait', host: bestFull.c.host, holdMs: Math.max(0, (bestFreeOwn - bestFull.service) / WAIT_WEIGHT) };
   }
   if (freePriced.length === 0) return { kind: 'wait' };
 

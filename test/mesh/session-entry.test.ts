@@ -125,7 +125,8 @@ for (const [label, net, ttft] of [
 
     for (const [what, turn] of KEYS) {
       it(`${what}: every turn runs on the key's home, entering through each node in turn`, async () => {
-        for (let s = 0; s < 2; s++) {
+        // Two sessions side by side (each host has room for both): a turn of one runs while the other's is priced.
+        await Promise.all([0, 1].map(async (s) => {
           const key = `${what} ${label} ${s}`.replace(/[^A-Za-z0-9]+/g, '-');
           const home = weightedRendezvousRank(key, HOSTS.map((name) => ({ name, weight: SLOTS })))[0];
           const ran: string[] = [];
@@ -138,20 +139,25 @@ for (const [label, net, ttft] of [
             assert.equal(r.route, 'session', `${key}, turn ${t} from ${entry.name}: route ${r.route}`);
             ran.push(r.node);
           }
-          if (ran.some((h) => h !== home)) assert.fail(`${key} ran on ${ran.join(', ')}; its home is ${home}\n${await explain(seen)}`);
-        }
+          if (ran.some((h) => h !== home)) assert.fail(`${key} ran on ${ran.join(', ')}; its home is ${home}\n${await explain(key, seen)}`);
+        }));
       });
     }
   });
 }
 
-/** Each turn's decision as its entry saw it (the timeline's candidates), for the failure message. */
-async function explain(seen: { entry: MeshNode; since: number }[]): Promise<string> {
-  const out: string[] = [];
+/**
+ * Each turn's decision as its entry saw it (the timeline's candidates), for the failure message. The other session
+ * ran beside it, so each entry's decisions since the turn began are shown (the first two: this turn's and perhaps the
+ * other session's).
+ */
+async function explain(key: string, seen: { entry: MeshNode; since: number }[]): Promise<string> {
+  const out: string[] = [`decisions around each turn of ${key}:`];
   for (const { entry, since } of seen) {
-    const d = (await getJson<{ data: { timeline?: string; executor: string | null; route: string }[] }>(`${entry.url}/v1/decisions?since=${since}`)).data[0];
-    const doc = d?.timeline ? await getJson(`${entry.url}/v1/timeline/${encodeURIComponent(d.timeline)}`).catch((e: Error) => ({ error: e.message })) : undefined;
-    out.push(`${entry.name} → ${d?.executor} (${d?.route}): ${JSON.stringify(doc?.decision ?? doc ?? null)}`);
+    for (const d of (await getJson<{ data: { timeline?: string; executor: string | null; route: string }[] }>(`${entry.url}/v1/decisions?since=${since}`)).data.slice(0, 2)) {
+      const doc = d.timeline ? await getJson(`${entry.url}/v1/timeline/${encodeURIComponent(d.timeline)}`).catch((e: Error) => ({ error: e.message })) : undefined;
+      out.push(`${entry.name} → ${d.executor} (${d.route}): ${JSON.stringify(doc?.decision ?? doc ?? null)}`);
+    }
   }
   return out.join('\n');
 }

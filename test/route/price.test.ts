@@ -102,10 +102,25 @@ describe('pricing by the prefill a host would really do', () => {
     // At the deadline it runs on the best free host and is never held for home again.
     const s3 = at(until, s2.state);
     assert.equal(where(s3.decision), 'cold/scored');
-    assert.deepEqual(s3.state, { passed: ['home'] });
+    assert.deepEqual(s3.state, { passed: ['home'], since: 1000 });
     // With no free host at all it waits for home without a deadline (any freed slot reprices it).
     const none = holdStep(NO_HOLD, (x) => decide([cands[0], cand('busy', { free: 0, releaseMs: 1000 })], req(x), opts()), 0);
     assert.deepEqual([where(none.decision), none.wakeAt, none.state.hold?.until], ['wait:home', undefined, Infinity]);
+  });
+
+  it('a second warm full host waited for after the first shares its clock: the saving over the free host is spent once', () => {
+    // home saves (500 - 110) / 3 = 130 ms of weighed wait over cold; second (cached 3850) about as much.
+    const cands = [cand('home', { free: 0, releaseMs: 100, cached: 3900 }), cand('second', { free: 0, releaseMs: 100, cached: 3850 }), cand('cold')];
+    const at = (now: number, s = NO_HOLD) => holdStep(s, (x) => decide(cands, req(x), opts()), now);
+    const s1 = at(1000);
+    assert.equal(s1.state.hold?.host, 'home');
+    // home's hold runs out: second would save about as much, but that time has been waited already.
+    const s2 = at(s1.wakeAt!, s1.state);
+    assert.equal(where(s2.decision), 'cold/scored', 'the request runs on the free host instead of waiting for a second full one');
+    assert.deepEqual(s2.state.passed, ['home', 'second']);
+    // Waited for alone, second is held for what it saves, from then on.
+    const alone = holdStep(NO_HOLD, (x) => decide(cands.slice(1), req(x), opts()), s1.wakeAt!);
+    assert.equal(where(alone.decision), 'wait:second');
   });
 
   it('breaks ties by the session ranking first, then this node, then the prefix ranking, then a draw', () => {
