@@ -87,9 +87,13 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
   // The fleet's slots that report what they hold, and how many of them hold live conversations (fleetBounded).
   let fleetLive = 0;
   let fleetSlots = 0;
-  const warmed = cands.map((c) => {
-    const h = byName.get(c.host);
+  const warmed = cands.map((reported) => {
+    const h = byName.get(reported.host);
     const m = h?.models.get(w.model);
+    // A full member whose digest shows this conversation's previous turn still running has a slot for this turn: a
+    // next turn is sent after its answer, so that slot is idle now (issue 42: a session's home looked full to the
+    // entries that had not sent the previous turn, and its turn moved, or waited a poll for it).
+    const c = hashes && h && m && !reported.local && reported.free === 0 && !(reported.ahead && reported.ahead > 0) && resumesBusySlot(reported.host, m, w, hashes, h.polledAt) ? Object.assign({}, reported, { free: 1 }) : reported;
     let fromDigest = 0;
     let digested = false;
     let slots = 0;
@@ -200,3 +204,16 @@ export function withPlaced(slots: readonly SlotHold[], placed: readonly PlacedSl
 
 /** A slot the digest shows busy, taken as idle since just now. */
 const idleNow = (v: SlotView): SlotView => Object.assign({}, v, { busy: false, idleMs: 0 });
+
+/**
+ * Does a digest of `m` show a slot busy at its poll with a prompt this one continues (its previous turn), that no
+ * forward of this node has taken since (withPlaced)?
+ */
+function resumesBusySlot(host: string, m: NonNullable<ReturnType<HostView['models']['get']>>, w: WarmthInputs, hashes: ReadonlySet<string>, polledAt: number): boolean {
+  const targets = eligibleTargets(m, w.workload).filter((t) => t.digest?.slots?.length);
+  const placed = targets.length === 1 && w.placed ? w.placed(host, w.model, polledAt) : undefined;
+  return targets.some((t) => {
+    const held = placed?.length ? withPlaced(t.digest!.slots!, placed) : t.digest!.slots!;
+    return slotViews(held, hashes, w.now ?? 0).some((v) => v.busy && v.tokens > 0 && v.shared >= v.tokens);
+  });
+}

@@ -10,7 +10,7 @@ import { request } from 'undici';
 import { writeTinyGguf } from '../fakes/tiny-gguf.ts';
 import { waitFor } from '../fakes/wait.ts';
 import { realLlamaServer } from './engine.ts';
-import { getJson, waitSeesFile, type MeshNode } from './mesh.ts';
+import { getJson, startMeshNode, waitSeesFile, type MeshNode } from './mesh.ts';
 
 const SHAPE = { nEmbd: 512, nLayers: 4, nHeads: 8, nFf: 4096, contextLength: 4096 };
 
@@ -52,4 +52,18 @@ export async function waitTinyServing(viewer: MeshNode, members: readonly MeshNo
   for (const m of members) for (const n of members) await waitSeesFile(m, 'tiny', n.name, undefined, 90_000);
   const names = members.map((m) => m.name);
   await waitFor(() => tinyServing(viewer, names), { timeoutMs: 90_000, what: `${viewer.name} sees tiny serving on ${names.join(' and ')}` });
+}
+
+/**
+ * A gateway `G` at `${net}.10` (no model) and two members named `names` at `.11` and `.12` serving `tiny` of `file`,
+ * seeded by G and pushed onto `nodes` (for the caller's `stopAll`); returns once G sees `tiny` serving on both.
+ */
+export async function startGatewayAndPair(nodes: MeshNode[], net: string, names: readonly [string, string], file: string): Promise<{ g: MeshNode; a: MeshNode; b: MeshNode }> {
+  const g = await startMeshNode({ name: 'G', ip: `${net}.10` });
+  nodes.push(g);
+  const a = await startMeshNode({ name: names[0], ip: `${net}.11`, models: [entryOf(file)], seeds: [g.gossip] });
+  const b = await startMeshNode({ name: names[1], ip: `${net}.12`, models: [entryOf(file)], seeds: [g.gossip] });
+  nodes.push(a, b);
+  await waitTinyServing(g, [a, b]);
+  return { g, a, b };
 }

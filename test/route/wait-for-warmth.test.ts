@@ -105,3 +105,28 @@ describe('a request waits for a full host only when that saves its own time (iss
     assert.equal(d.kind === 'wait' && d.host, 'warm');
   });
 });
+
+describe("a conversation's next turn finds the slot of its previous turn free, though the poll showed it busy (issue 42)", () => {
+  const now = 5000;
+  // The previous turn's prompt, still running at the poll; the next turn continues it.
+  const previous = conversation('p', 3000);
+  const next = [...previous, link('n', 3200)] as PrefixChain;
+  const inputs = (hosts: HostView[], chain: PrefixChain) => ({ hosts, model: 'm', workload: 'chat', chain, memory: { held: () => 0 }, now, chance: alwaysBack });
+
+  it('a member that looked full runs the next turn in that slot, its whole previous prompt cached', () => {
+    const home = host('home', [holding('p', 3000, true), holding('o', 2000, true)]);
+    const [c] = warmCandidates([cand('home', 0, { releaseMs: 400 })], inputs([home], next));
+    assert.equal(c.free, 1, 'the slot of the previous turn is idle now: its answer came before this turn was sent');
+    assert.equal(c.slot, 0, 'named, so the executor takes it');
+    assert.equal(c.cached, 3000);
+    const d = decide([c, cand('other', 1)], { model: 'm', workload: 'chat', promptTokens: 3200, sessionKey: 'k', prefer: [] }, { performance: true, random: () => 0.5, roundRobin: 0 });
+    assert.equal(d.kind === 'run' && d.host, 'home', JSON.stringify(d));
+  });
+
+  it('stays full when its busy slots hold other conversations, or when it is this node itself (its own view is of now)', () => {
+    const busyWithOthers = host('home', [holding('o', 3000, true), holding('q', 2000, true)]);
+    assert.equal(warmCandidates([cand('home', 0)], inputs([busyWithOthers], next))[0].free, 0);
+    const self = Object.assign(host('home', [holding('p', 3000, true), holding('o', 2000, true)]), { local: true });
+    assert.equal(warmCandidates([cand('home', 0, { local: true })], inputs([self], next))[0].free, 0);
+  });
+});

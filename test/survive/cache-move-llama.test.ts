@@ -22,7 +22,7 @@ import { waitFor } from '../fakes/wait.ts';
 import { realLlamaServer } from '../helpers/engine.ts';
 import { getJson, startMeshNode, stopAll, waitModelOn, type MeshNode } from '../helpers/mesh.ts';
 import { tempDir } from '../helpers/node.ts';
-import { ask, entryOf, midModel, waitTinyServing } from '../helpers/mid-model.ts';
+import { ask, entryOf, midModel, startGatewayAndPair, waitTinyServing } from '../helpers/mid-model.ts';
 
 const { skip } = realLlamaServer();
 
@@ -184,12 +184,7 @@ describe('a drain hands its conversations to members with their caches, against 
   after(() => stopAll(nodes));
 
   it('the turn after its host drained runs on a member that already holds its prompt', async () => {
-    const g = await startMeshNode({ name: 'G', ip: '127.0.215.10' });
-    nodes.push(g);
-    const a = await startMeshNode({ name: 'A2', ip: '127.0.215.11', models: [entryOf(file)], seeds: [g.gossip] });
-    const b = await startMeshNode({ name: 'B2', ip: '127.0.215.12', models: [entryOf(file)], seeds: [g.gossip] });
-    nodes.push(a, b);
-    await waitTinyServing(g, [a, b]);
+    const { g, a, b } = await startGatewayAndPair(nodes, '127.0.215', ['A2', 'B2'], file);
     const messages = [
       { role: 'system', content: `You keep a ship log. ${LOG}` },
       { role: 'user', content: 'Entry one: the pilot came aboard.' },

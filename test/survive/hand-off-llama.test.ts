@@ -16,10 +16,10 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { request } from 'undici';
 import { waitFor } from '../fakes/wait.ts';
-import { getJson, startMeshNode, stopAll, type MeshNode } from '../helpers/mesh.ts';
+import { getJson, stopAll, type MeshNode } from '../helpers/mesh.ts';
 import { tempDir } from '../helpers/node.ts';
 import { realLlamaServer } from '../helpers/engine.ts';
-import { ask, entryOf, midModel, tinyServing, waitTinyServing } from '../helpers/mid-model.ts';
+import { ask, midModel, startGatewayAndPair, tinyServing } from '../helpers/mid-model.ts';
 
 const { skip } = realLlamaServer();
 
@@ -56,12 +56,7 @@ describe('a drain hands on what its engine holds in RAM, and the taker keeps its
   const first: Record<string, number> = {};
 
   before(async () => {
-    g = await startMeshNode({ name: 'G', ip: '127.0.220.10' });
-    nodes.push(g);
-    a = await startMeshNode({ name: 'A', ip: '127.0.220.11', models: [entryOf(file)], seeds: [g.gossip] });
-    b = await startMeshNode({ name: 'B', ip: '127.0.220.12', models: [entryOf(file)], seeds: [g.gossip] });
-    nodes.push(a, b);
-    await waitTinyServing(g, [a, b]);
+    ({ g, a, b } = await startGatewayAndPair(nodes, '127.0.220', ['A', 'B'], file));
     // B's own conversation; then X on A, and Y on A after it (A's one slot gives X up to its engine's RAM).
     first.z = (await turn(g.url, z, 'B')).prompt;
     first.x = (await turn(g.url, x, 'A')).prompt;
@@ -96,12 +91,7 @@ describe('a refused take is asked again', { skip }, () => {
   after(() => stopAll(nodes));
 
   it('a member whose only slot is busy when the drain begins still takes the conversation once the slot frees', async () => {
-    const g = await startMeshNode({ name: 'G', ip: '127.0.221.10' });
-    nodes.push(g);
-    const a = await startMeshNode({ name: 'A', ip: '127.0.221.11', models: [entryOf(file)], seeds: [g.gossip] });
-    const c = await startMeshNode({ name: 'C', ip: '127.0.221.12', models: [entryOf(file)], seeds: [g.gossip] });
-    nodes.push(a, c);
-    await waitTinyServing(g, [a, c]);
+    const { g, a, b: c } = await startGatewayAndPair(nodes, '127.0.221', ['A', 'C'], file);
     const x = opening('Xavier');
     const prompt = (await turn(g.url, x, 'A')).prompt;
     // A long answer holds C's only slot while A drains.
