@@ -87,6 +87,7 @@ export function candidates(inputs: CandidateInputs, model: string, workload: str
       bestTarget: best,
       ...(releaseMs !== undefined ? { releaseMs } : {}),
       ...(overbooked > 0 ? { ahead: overbooked } : {}),
+      ...(refused ? { refused: true as const } : {}),
     });
   }
   return out.sort((a, b) => (a.host < b.host ? -1 : a.host > b.host ? 1 : 0));

@@ -171,6 +171,8 @@ export interface Candidate {
   releaseMs?: number;
   /** Requests this node already sent or holds for the host beyond its free slots: they start there before this one. */
   ahead?: number;
+  /** This node's forward there was refused since its report (SPEC 9 step 9): priced full until a forward there ends. */
+  refused?: true;
   /** The slot this request would take there (predicted from the digest's slot state, warmth.ts); undefined: unknown. */
   slot?: number;
   /** What taking that slot destroys (SPEC 9.6, "Eviction"); undefined: nothing of worth. */

@@ -93,7 +93,8 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
     // A full member whose digest shows this conversation's previous turn still running has a slot for this turn: a
     // next turn is sent after its answer, so that slot is idle now (issue 42: a session's home looked full to the
     // entries that had not sent the previous turn, and its turn moved, or waited a poll for it).
-    const c = hashes && h && m && !reported.local && reported.free === 0 && !(reported.ahead && reported.ahead > 0) && resumesBusySlot(reported.host, m, w, hashes, h.polledAt) ? Object.assign({}, reported, { free: 1 }) : reported;
+    const resumable = hashes && h && m && !reported.local && reported.free === 0 && reported.healthy && !reported.loading && !reported.refused && !(reported.ahead && reported.ahead > 0);
+    const c = resumable && resumesBusySlot(reported.host, m, w, hashes, h.polledAt) ? Object.assign({}, reported, { free: 1 }) : reported;
     let fromDigest = 0;
     let digested = false;
     let slots = 0;
@@ -206,14 +207,17 @@ export function withPlaced(slots: readonly SlotHold[], placed: readonly PlacedSl
 const idleNow = (v: SlotView): SlotView => Object.assign({}, v, { busy: false, idleMs: 0 });
 
 /**
- * Does a digest of `m` show a slot busy at its poll with a prompt this one continues (its previous turn), that no
- * forward of this node has taken since (withPlaced)?
+ * Does a digest of `m` show a slot busy at its poll with a prompt this one continues and grows (its previous turn),
+ * that no forward of this node has taken since (withPlaced)? The same prompt running is not a previous turn: a
+ * duplicate, or a client's retry, runs beside it (a test of five models on demand sent identical prompts, and each was
+ * forwarded to a full host, refused, and sent again).
  */
 function resumesBusySlot(host: string, m: NonNullable<ReturnType<HostView['models']['get']>>, w: WarmthInputs, hashes: ReadonlySet<string>, polledAt: number): boolean {
   const targets = eligibleTargets(m, w.workload).filter((t) => t.digest?.slots?.length);
   const placed = targets.length === 1 && w.placed ? w.placed(host, w.model, polledAt) : undefined;
   return targets.some((t) => {
     const held = placed?.length ? withPlaced(t.digest!.slots!, placed) : t.digest!.slots!;
-    return slotViews(held, hashes, w.now ?? 0).some((v) => v.busy && v.tokens > 0 && v.shared >= v.tokens);
+    const tokens = w.chain.at(-1)?.tokens ?? 0;
+    return slotViews(held, hashes, w.now ?? 0).some((v) => v.busy && v.tokens > 0 && v.shared >= v.tokens && tokens > v.tokens);
   });
 }

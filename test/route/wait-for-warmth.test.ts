@@ -129,4 +129,10 @@ describe("a conversation's next turn finds the slot of its previous turn free, t
     const self = Object.assign(host('home', [holding('p', 3000, true), holding('o', 2000, true)]), { local: true });
     assert.equal(warmCandidates([cand('home', 0, { local: true })], inputs([self], next))[0].free, 0);
   });
+
+  it('stays full for the same prompt running there (a duplicate is no next turn), and once it refused a forward of this node', () => {
+    const home = host('home', [holding('p', 3000, true), holding('o', 2000, true)]);
+    assert.equal(warmCandidates([cand('home', 0)], inputs([home], previous))[0].free, 0, 'the very prompt that runs there');
+    assert.equal(warmCandidates([cand('home', 0, { refused: true })], inputs([home], next))[0].free, 0, 'refused since the poll: full until a forward there ends');
+  });
 });
