@@ -8,7 +8,7 @@ import { heldTokens, type ChainLink, type PrefixChain, type SlotHold } from '../
 import { eligibleTargets } from './eligibility.ts';
 import { SAVE_BELOW_KEEP } from '../prompt/ram-pool.ts';
 import { chainHashes, chooseSlot, fleetBounded, liveSlots, pickCost, slotViews, type ReturnChance, type SlotPick, type SlotView } from './slots.ts';
-import type { Candidate, HostView } from './types.ts';
+import type { Candidate, HostModelView, HostView } from './types.ts';
 
 /** This node's record of what it routed where (dispatch/entry/recent-routes.ts). */
 export interface RouteMemory {
@@ -212,12 +212,12 @@ const idleNow = (v: SlotView): SlotView => Object.assign({}, v, { busy: false, i
  * duplicate, or a client's retry, runs beside it (a test of five models on demand sent identical prompts, and each was
  * forwarded to a full host, refused, and sent again).
  */
-function resumesBusySlot(host: string, m: NonNullable<ReturnType<HostView['models']['get']>>, w: WarmthInputs, hashes: ReadonlySet<string>, polledAt: number): boolean {
+function resumesBusySlot(host: string, m: HostModelView, w: WarmthInputs, hashes: ReadonlySet<string>, polledAt: number): boolean {
+  const tokens = w.chain.at(-1)?.tokens ?? 0;
   const targets = eligibleTargets(m, w.workload).filter((t) => t.digest?.slots?.length);
   const placed = targets.length === 1 && w.placed ? w.placed(host, w.model, polledAt) : undefined;
   return targets.some((t) => {
     const held = placed?.length ? withPlaced(t.digest!.slots!, placed) : t.digest!.slots!;
-    const tokens = w.chain.at(-1)?.tokens ?? 0;
     return slotViews(held, hashes, w.now ?? 0).some((v) => v.busy && v.tokens > 0 && v.shared >= v.tokens && tokens > v.tokens);
   });
 }
