@@ -55,24 +55,18 @@ const cand = (name: string, free: number, over: Partial<Candidate> = {}): Candid
 });
 /** Every conversation returns: what a fleet of agents and chats looks like from its slots. */
 const alwaysBack = () => 1;
+const NOW = 5000;
+/** What warmCandidates reads for a prompt `chain` over `hosts` at NOW (no routes of this node remembered). */
+const warmth = (hosts: HostView[], chain: PrefixChain, chance: (idleMs: number) => number = alwaysBack) => ({ hosts, model: 'm', workload: 'chat', chain, memory: { held: () => 0 }, now: NOW, chance });
 
 describe('a request waits for a full host only when that saves its own time (issue 42)', () => {
   it('a new conversation runs on the free host that evicts a live one, rather than waiting for a full host that holds nothing more of it', () => {
-    const now = 5000;
     // Host "full": both slots busy with live 8k-token conversations, one about to free.
     const full = host('full', [holding('a', 8000, true), holding('b', 8000, true)]);
     // Host "free": one idle slot holding a live 8k-token conversation just answered, one busy.
-    const free = host('free', [holding('c', 8000, false, now), holding('d', 8000, true)]);
+    const free = host('free', [holding('c', 8000, false, NOW), holding('d', 8000, true)]);
     const chain = conversation('new', 6000);
-    const cands = warmCandidates([cand('full', 0, { releaseMs: 300 }), cand('free', 1)], {
-      hosts: [full, free],
-      model: 'm',
-      workload: 'chat',
-      chain,
-      memory: { held: () => 0 },
-      now,
-      chance: alwaysBack,
-    });
+    const cands = warmCandidates([cand('full', 0, { releaseMs: 300 }), cand('free', 1)], warmth([full, free], chain));
     const priced = new Map(price(cands, 6000)!.map((x) => [x.c.host, x]));
     assert.ok(priced.get('free')!.evictMs > 1000, 'the free host pays for the live conversation its idle slot holds');
     assert.ok(priced.get('full')!.score < priced.get('free')!.score, 'and so prices above the full one, wait included');
@@ -82,24 +76,15 @@ describe('a request waits for a full host only when that saves its own time (iss
   });
 
   it('a full host that holds this conversation warm is still waited for when it saves more than the wait', () => {
-    const now = 5000;
     // A 30k-token document this prompt shares with a request running on "warm" is held there only (its busy links
     // count for a full host: the request takes the slot that frees, SPEC 9.6); "cold" has a free slot holding nothing of it.
     const doc = link('d0c', 30_000);
     const warm = host('warm', [{ last: link('x', 31_000), head: SYSTEM, unique: 500, busy: true }, holding('y', 2000, true)]);
     const digestWarm = warm.models.get('m')!.targets![0].digest as CacheDigest;
     (digestWarm.held as Map<string, number>).set(doc.hash, doc.tokens);
-    const cold = host('cold', [holding('c', 2000, false, now - 60_000), holding('e', 2000, true)]);
+    const cold = host('cold', [holding('c', 2000, false, NOW - 60_000), holding('e', 2000, true)]);
     const chain = [SYSTEM, doc, link('q', 30_200)] as PrefixChain;
-    const cands = warmCandidates([cand('warm', 0, { releaseMs: 200 }), cand('cold', 1)], {
-      hosts: [warm, cold],
-      model: 'm',
-      workload: 'chat',
-      chain,
-      memory: { held: () => 0 },
-      now,
-      chance: (idle) => (idle > 30_000 ? 0 : 1),
-    });
+    const cands = warmCandidates([cand('warm', 0, { releaseMs: 200 }), cand('cold', 1)], warmth([warm, cold], chain, (idle) => (idle > 30_000 ? 0 : 1)));
     const d = decide(cands, { model: 'm', workload: 'chat', promptTokens: 30_200, prefer: [] }, { performance: true, random: () => 0.5, roundRobin: 0 });
     assert.equal(d.kind, 'wait', `30k tokens held warm are worth a 200 ms wait (${JSON.stringify(d)})`);
     assert.equal(d.kind === 'wait' && d.host, 'warm');
@@ -107,11 +92,10 @@ describe('a request waits for a full host only when that saves its own time (iss
 });
 
 describe("a conversation's next turn finds the slot of its previous turn free, though the poll showed it busy (issue 42)", () => {
-  const now = 5000;
   // The previous turn's prompt, still running at the poll; the next turn continues it.
   const previous = conversation('p', 3000);
   const next = [...previous, link('n', 3200)] as PrefixChain;
-  const inputs = (hosts: HostView[], chain: PrefixChain) => ({ hosts, model: 'm', workload: 'chat', chain, memory: { held: () => 0 }, now, chance: alwaysBack });
+  const inputs = (hosts: HostView[], chain: PrefixChain) => warmth(hosts, chain);
 
   it('a member that looked full runs the next turn in that slot, its whole previous prompt cached', () => {
     const home = host('home', [holding('p', 3000, true), holding('o', 2000, true)]);
