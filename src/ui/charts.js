@@ -7,7 +7,8 @@
 // values it draws), so what it shows can be checked without reading pixels.
 
 import uPlot from '/ui/uplot.js';
-import { getJson, h } from '/ui/dashboard.js';
+import { getJson } from '/ui/api.js';
+import { h } from '/ui/dom.js';
 
 const REFRESH_MS = 5000;
 const RANGES = [

@@ -5,188 +5,22 @@
 //
 // Safety: every string that came over the network reaches the DOM through a
 // text node or setAttribute, never as markup; class names come only from
-// the constants below.
+// the constants in dom.js and below. The DOM helpers and formats are in
+// dom.js, the fetch in api.js, the decision feed in feed.js.
+
+import { getJson } from '/ui/api.js';
+import { TONE, ago, clock, empty, h, isNum, list, meter, num, pill, put, table, tag, td, text } from '/ui/dom.js';
+import { pollDecisions, renderFeed } from '/ui/feed.js';
 
 const POLL_MS = 1000;
-const TIMEOUT_MS = 2500;
-const FEED_KEEP = 100;
 
 const PAGE = document.body.dataset.page === 'node' ? 'node' : 'mesh';
-
-/** Member, backend and health states → pill colour. Unknown states stay neutral. */
-const TONE = {
-  alive: 'ok',
-  suspect: 'warn',
-  dead: 'bad',
-  left: '',
-  healthy: 'ok',
-  starting: 'warn',
-  unhealthy: 'bad',
-  stopped: '',
-  ok: 'ok',
-  fresh: 'ok',
-  stale: 'warn',
-  open: 'warn',
-  secured: 'ok',
-};
-
-// ---------------------------------------------------------------- DOM helpers
-
-/** An element with attributes and children; strings become text nodes. */
-export function h(tag, attrs, ...children) {
-  const el = document.createElement(tag);
-  if (attrs) {
-    for (const [k, v] of Object.entries(attrs)) {
-      if (v === undefined || v === null || v === false) continue;
-      if (k === 'class') el.className = v;
-      else el.setAttribute(k, v === true ? '' : String(v));
-    }
-  }
-  for (const c of children.flat(Infinity)) {
-    if (c === undefined || c === null || c === false) continue;
-    el.append(c instanceof Node ? c : String(c));
-  }
-  return el;
-}
-
-function pill(text, tone) {
-  const t = tone ?? TONE[text] ?? '';
-  return h('span', { class: t ? `pill ${t}` : 'pill' }, text ?? '?');
-}
-
-function tag(text) {
-  return h('span', { class: 'tag' }, text);
-}
-
-function empty(text) {
-  return h('p', { class: 'empty' }, text);
-}
-
-/** A table from column headings and rows (arrays of cells, or <tr> elements). */
-function table(cols, rows, cls) {
-  return h(
-    'table',
-    { class: cls },
-    h('thead', null, h('tr', null, cols.map((c) => (typeof c === 'string' ? h('th', null, c) : c)))),
-    h('tbody', null, rows),
-  );
-}
-
-function td(content, cls) {
-  return h('td', cls ? { class: cls } : null, content);
-}
-
-/** Replace a container's content, but only when what it shows has changed. */
-const shown = new Map();
-function put(id, key, build) {
-  const el = document.getElementById(id);
-  if (!el) return;
-  const k = JSON.stringify(key);
-  if (shown.get(id) === k) return;
-  shown.set(id, k);
-  el.replaceChildren(...[build()].flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
-}
-
-// ------------------------------------------------------------------- formats
-
-const isNum = (v) => typeof v === 'number' && Number.isFinite(v);
-const num = (v, unit = '') => (isNum(v) ? `${Math.round(v * 10) / 10}${unit}` : '—');
-const text = (v) => (v === undefined || v === null || v === '' ? '—' : String(v));
-
-function ago(ms) {
-  if (!isNum(ms)) return '—';
-  if (ms < 0) ms = 0;
-  if (ms < 1000) return `${Math.round(ms)} ms`;
-  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
-  if (ms < 3_600_000) return `${Math.floor(ms / 60_000)} min`;
-  if (ms < 86_400_000) return `${Math.floor(ms / 3_600_000)} h ${Math.floor((ms % 3_600_000) / 60_000)} min`;
-  return `${Math.floor(ms / 86_400_000)} d`;
-}
-
-function clock(ms) {
-  if (!isNum(ms)) return '—';
-  const d = new Date(ms);
-  const p = (n, w = 2) => String(n).padStart(w, '0');
-  return `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}.${p(d.getMilliseconds(), 3)}`;
-}
-
-function list(v) {
-  return Array.isArray(v) && v.length ? v.map(String).join(', ') : '—';
-}
-
-function meter(busy, slots) {
-  const frac = slots > 0 ? Math.min(1, Math.max(0, busy / slots)) : 0;
-  const bar = h('span');
-  bar.style.width = `${Math.round(frac * 100)}%`;
-  return h('div', { class: frac >= 1 ? 'meter full' : frac >= 0.75 ? 'meter mid' : 'meter', 'aria-hidden': 'true' }, bar);
-}
-
-function outcomeTone(outcome) {
-  const o = String(outcome);
-  if (/^2\d\d$/.test(o) || o === 'ok' || o === 'done') return 'ok-text';
-  if (o === '429' || o === 'aborted' || o === 'refused') return 'warn-text';
-  return 'bad-text';
-}
 
 // ------------------------------------------------------------------- polling
 
 /** Server clock minus browser clock, from the last report carrying `at`. */
 let skew = 0;
 const serverNow = () => Date.now() + skew;
-
-// A node with client keys (api.keys_env / api.keys_file) answers 401: ask once, keep the key for this browser session.
-const KEY_STORE = 'viiwork.apiKey';
-let keyAsked = false;
-
-function authHeaders() {
-  const key = sessionStorage.getItem(KEY_STORE);
-  return key ? { accept: 'application/json', authorization: `Bearer ${key}` } : { accept: 'application/json' };
-}
-
-/**
- * After a 401 for a request sent with `usedKey`: true when there is now a key worth retrying with. A key
- * another request already stored is used without asking; a refused key is dropped; the operator is asked
- * at most once per page load.
- */
-function askForKey(usedKey) {
-  const stored = sessionStorage.getItem(KEY_STORE);
-  if (stored && stored !== usedKey) return true;
-  if (stored) sessionStorage.removeItem(KEY_STORE);
-  if (keyAsked) return false;
-  keyAsked = true;
-  const key = (window.prompt('This viiwork node needs an API key (ask its operator):') || '').trim();
-  if (!key) return false;
-  sessionStorage.setItem(KEY_STORE, key);
-  return true;
-}
-
-export async function getJson(path, { accept503 = false } = {}) {
-  const ctrl = new AbortController();
-  const timer = setTimeout(() => ctrl.abort(), TIMEOUT_MS);
-  try {
-    const usedKey = sessionStorage.getItem(KEY_STORE);
-    let res = await fetch(path, { signal: ctrl.signal, cache: 'no-store', headers: authHeaders() });
-    if (res.status === 401 && askForKey(usedKey)) res = await fetch(path, { signal: ctrl.signal, cache: 'no-store', headers: authHeaders() });
-    let body = null;
-    try {
-      body = await res.json();
-    } catch {
-      body = null;
-    }
-    if (!res.ok && !(accept503 && res.status === 503 && body)) {
-      const why = body && body.error && typeof body.error.message === 'string' ? `: ${body.error.message}` : '';
-      throw new Error(`${path} answered ${res.status}${why}`);
-    }
-    if (body === null) throw new Error(`${path} answered no JSON`);
-    return body;
-  } catch (err) {
-    if (err && err.name === 'AbortError') throw new Error(`${path} gave no answer within ${TIMEOUT_MS / 1000} s`);
-    if (err instanceof TypeError) throw new Error(`${path}: ${err.message || 'network error'}`);
-    throw err;
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 const conn = { failures: 0, lostAt: null, lastOk: null };
 
@@ -245,73 +79,6 @@ function loop(sources, render) {
     }
   };
   tick();
-}
-
-// ----------------------------------------------------------- decision feed
-
-const feed = { since: 0, rows: [], loaded: false, freshSeqs: new Set() };
-
-async function pollDecisions() {
-  const doc = await getJson(`/v1/decisions?since=${feed.since}`);
-  const last = isNum(doc.last) ? doc.last : 0;
-  if (last < feed.since) {
-    // The node restarted: its sequence began again.
-    feed.since = 0;
-    feed.rows = [];
-    return pollDecisions();
-  }
-  const incoming = (Array.isArray(doc.data) ? doc.data : []).filter((d) => d && isNum(d.seq) && d.seq > feed.since);
-  incoming.sort((a, b) => b.seq - a.seq);
-  feed.freshSeqs = feed.loaded ? new Set(incoming.map((d) => d.seq)) : new Set();
-  feed.rows = [...incoming, ...feed.rows].slice(0, FEED_KEEP);
-  feed.since = Math.max(feed.since, last);
-  feed.loaded = true;
-  return feed.rows;
-}
-
-function renderFeed(rows) {
-  put('feed', rows.map((d) => d.seq), () => {
-    if (!rows.length) return empty('No requests yet. Each routing decision made by this node appears here as it ends.');
-    return table(
-      [
-        'Time',
-        'Entry',
-        'Executor',
-        'Model',
-        'Workload',
-        'Route',
-        h('th', { class: 'num' }, 'Queued'),
-        h('th', { class: 'num' }, 'TTFT'),
-        h('th', { class: 'num', title: 'Prompt tokens the entry predicted the engine holds, and the engine’s own count' }, 'Cached pred. / engine'),
-        'Outcome',
-      ],
-      rows.map((d) =>
-        h(
-          'tr',
-          { class: feed.freshSeqs.has(d.seq) ? 'fresh' : null, 'data-seq': d.seq, 'data-timeline': d.timeline, title: d.timeline ? 'click: this request’s timeline' : null },
-          td(clock(d.at), 'mono'),
-          td(text(d.entry)),
-          td(text(d.executor)),
-          td(d.alias ? [text(d.alias), h('span', { class: 'muted' }, ' → '), text(d.model)] : text(d.model)),
-          td(text(d.workload)),
-          td(text(d.route)),
-          td(num(d.queued_ms, ' ms'), 'num'),
-          td(num(d.ttft_ms, ' ms'), 'num'),
-          td(cachedCell(d), 'num'),
-          d.lifecycle ? td([text(d.lifecycle.event), h('span', { class: 'muted' }, ` (${text(d.lifecycle.reason)}): ${text(d.lifecycle.detail)}`)], 'wrap') : td(text(d.outcome), outcomeTone(d.outcome)),
-        ),
-      ),
-      'feed',
-    );
-  });
-}
-
-/** Predicted against actual cached tokens (issue 17): how well routing knows the caches, per request; the slot it took, what it evicted (issue 25). */
-function cachedCell(d) {
-  if (!isNum(d.predicted_cached) && !isNum(d.cached_tokens)) return '—';
-  const slot = isNum(d.slot) ? h('div', { class: 'muted small' }, `slot ${d.slot}`, isNum(d.evicted_tokens) ? `, evicted ${num(d.evicted_tokens)} tok idle ${ago(d.evicted_idle_ms ?? 0)}` : '') : null;
-  const engine = isNum(d.cached_tokens) ? num(d.cached_tokens) : h('span', { class: 'muted', title: 'the engine reports no cached tokens' }, 'not reported');
-  return [h('span', null, `${num(d.predicted_cached)} / `, engine), slot];
 }
 
 // --------------------------------------------------------------- header

@@ -4,7 +4,8 @@
 // axis (ms from the request's arrival at its entry); the routing decision's
 // candidates and prices are a table under them.
 
-import { getJson, h } from '/ui/dashboard.js';
+import { getJson } from '/ui/api.js';
+import { h } from '/ui/dom.js';
 
 const PHASE_LABEL = { queue: 'queue wait', forward: 'forward', slot: 'slot wait', prefill: 'prefill → first token', decode: 'decode' };
 const fmt = (v) => (typeof v === 'number' && Number.isFinite(v) ? `${Math.round(v * 10) / 10}` : '—');

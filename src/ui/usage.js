@@ -7,7 +7,8 @@
 // Polled every USAGE_POLL_MS rather than every second: each poll asks every
 // member for its rows.
 
-import { getJson, h } from '/ui/dashboard.js';
+import { getJson } from '/ui/api.js';
+import { h } from '/ui/dom.js';
 
 const USAGE_POLL_MS = 5000;
 const SPANS = [

@@ -123,6 +123,13 @@ describe('charts over time on a three-node mesh under load', { skip: HAVE_CHROMI
         })()`),
       { timeoutMs: 20_000, what: 'a forwarded request in the feed' },
     );
+    // Under load new rows arrive every second; the row the operator points at stays the same element (a row
+    // rebuilt on every poll detaches under the pointer and the click is lost).
+    await page.evaluate(`document.querySelector('#feed tr[data-timeline="${id}"]').setAttribute('data-pointed', '1')`);
+    const newest = async () => Number(await page.locator('#feed tbody tr').first().getAttribute('data-seq'));
+    const seen = await newest();
+    await waitFor(async () => (await newest()) > seen, { timeoutMs: 20_000, what: 'newer decisions in the feed' });
+    assert.equal(await page.locator(`#feed tr[data-timeline="${id}"][data-pointed]`).count(), 1, 'the row survived the feed’s update');
     await page.locator(`#feed tr[data-timeline="${id}"]`).first().click();
     const box = page.locator(`#timeline[data-id="${id}"]`);
     await box.waitFor({ timeout: 10_000 });
