@@ -113,7 +113,7 @@ import { PrefixStickyRouter } from './lib/prefix-sticky.ts';
 import { infiniteCacheBound, MOONCAKE_FILES, MOONCAKE_REPLAY, mooncakeReplay, mooncakeSampleInfo, mooncakeSettings } from './lib/mooncake-trace.ts';
 import { groupCpuMs, livePids, machineBusyMs, machineInfo, scratchDir, sleep, startProc, stopAllProcs, stopProc, until, waitQuiet, which, type Proc } from './lib/procs.ts';
 import { lineChart } from './lib/svg.ts';
-import { rendezvousRank } from '../src/hashing/rendezvous.ts';
+import { weightedRendezvousRank } from '../src/hashing/rendezvous.ts';
 import { getJson, startViiwork, VIIWORK_ROOT, waitConverged, waitFleet, type BenchNode } from './lib/viiwork.ts';
 
 const HERE = path.dirname(new URL(import.meta.url).pathname);
@@ -446,8 +446,8 @@ function classStats(outs: Outcome[], trace: TraceRequest[], sloMs: number) {
  * host had a free slot at the time it was sent? Free slots are the engines'
  * own, rebuilt from the answers (a request holds a slot from its first token
  * minus its reported prefill to its end). Also, how often the first turn ran
- * on the first host of the session's rendezvous ranking (SPEC 9.6 uses that
- * ranking for ties only, so this is informational).
+ * on the session's home (SPEC 9.6: the first host of its rendezvous ranking
+ * weighted by slots; a home outside the band of the best free host is left).
  */
 export function sessionPlacement(outs: Outcome[], trace: TraceRequest[], nodes: string[]): Record<string, unknown> | undefined {
   const held = outs
@@ -459,6 +459,8 @@ export function sessionPlacement(outs: Outcome[], trace: TraceRequest[], nodes: 
     const busy = held.filter((h) => h.i !== self && nodeOf(h.host) === node && h.from <= at && at < h.to).length;
     return ENGINES[k].slots - busy;
   };
+  // SPEC 9.6's home: the key's rendezvous ranking weighted by each host's slots.
+  const homeOf = (key: string) => weightedRendezvousRank(key, nodes.map((name, k) => ({ name, weight: ENGINES[k].slots })))[0];
   const byI = new Map(outs.map((o) => [o.i, o]));
   let turns = 0;
   let homeFree = 0;
@@ -471,7 +473,7 @@ export function sessionPlacement(outs: Outcome[], trace: TraceRequest[], nodes: 
     turns++;
     if (q.after === undefined) {
       firsts++;
-      if (nodeOf(o.host) === rendezvousRank(q.session, nodes)[0]) firstOnRanked++;
+      if (nodeOf(o.host) === homeOf(q.session)) firstOnRanked++;
       continue;
     }
     const prev = byI.get(q.after);

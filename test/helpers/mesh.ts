@@ -10,7 +10,7 @@ import { after } from 'node:test';
 import { request } from 'undici';
 import { stringify } from 'yaml';
 import { waitFor } from '../fakes/wait.ts';
-import { tempDir } from './node.ts';
+import { tempDir } from './temp-dir.ts';
 
 const BIN = path.resolve('bin/viiwork.js');
 

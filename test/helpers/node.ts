@@ -1,11 +1,9 @@
 /** Start a real node in this process, on an ephemeral port, with its state in a temp dir. */
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { Writable } from 'node:stream';
 import { validateConfig } from '../../src/config/load.ts';
 import { createLog } from '../../src/log.ts';
 import { ViiworkNode, type NodeOptions } from '../../src/node/node.ts';
+import { tempDir } from './temp-dir.ts';
 
 export interface TestNode {
   node: ViiworkNode;
@@ -15,25 +13,7 @@ export interface TestNode {
   stop(): Promise<void>;
 }
 
-/** The temp dirs this test process made: removed when it exits, so a suite run leaves none behind. */
-const madeDirs: string[] = [];
-
-export function tempDir(prefix = 'viiwork-test-'): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
-  if (madeDirs.length === 0) process.once('exit', removeMadeDirs);
-  madeDirs.push(dir);
-  return dir;
-}
-
-function removeMadeDirs(): void {
-  for (const dir of madeDirs) {
-    try {
-      fs.rmSync(dir, { recursive: true, force: true, maxRetries: 2 });
-    } catch {
-      // A dir still in use (a child that outlived its test) is left; the exit goes on.
-    }
-  }
-}
+export { tempDir };
 
 /** A config document (as it would come from YAML) with test-friendly defaults filled in. */
 export function testConfigDoc(doc: Record<string, any>, stateDir: string): Record<string, any> {
