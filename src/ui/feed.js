@@ -16,9 +16,11 @@ export async function pollDecisions() {
   const doc = await getJson(`/v1/decisions?since=${feed.since}`);
   const last = isNum(doc.last) ? doc.last : 0;
   if (last < feed.since) {
-    // The node restarted: its sequence began again.
+    // The node restarted: its sequence began again, so a shown row's number may now name another decision.
     feed.since = 0;
     feed.rows = [];
+    for (const tr of shownRows.values()) tr.remove();
+    shownRows.clear();
     return pollDecisions();
   }
   const incoming = (Array.isArray(doc.data) ? doc.data : []).filter((d) => d && isNum(d.seq) && d.seq > feed.since);
