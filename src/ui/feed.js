@@ -3,7 +3,10 @@
 // only for what came since the last poll, and a row, once shown, stays the
 // same element until it falls off the end: in a busy fleet new decisions
 // arrive every second, and a row rebuilt under the operator's pointer would
-// swallow the click that opens its timeline.
+// swallow the click that opens its timeline. At a hundred decisions a second
+// even a kept row falls off the end before a hand can reach it, so while the
+// pointer is on the feed the rows shown hold still (the polls go on, and a
+// pill counts what is held back); leaving the feed shows them.
 
 import { getJson } from '/ui/api.js';
 import { ago, clock, empty, h, isNum, num, outcomeTone, table, td, text } from '/ui/dom.js';
@@ -48,9 +51,35 @@ const COLUMNS = [
 /** The <tr> of each decision shown, by its sequence number. */
 const shownRows = new Map();
 
+/** The pointer is on the feed: what is shown holds still. */
+let holding = false;
+
+const feedBox = document.getElementById('feed');
+feedBox?.addEventListener('pointerenter', () => {
+  holding = true;
+});
+feedBox?.addEventListener('pointerleave', () => {
+  holding = false;
+  renderFeed(feed.rows);
+});
+
+/** The pill that says the feed holds still, and how many newer decisions wait behind it. */
+function showHeld(rows) {
+  const pill = document.getElementById('feed-held');
+  if (!pill) return;
+  const newestShown = Math.max(0, ...shownRows.keys());
+  const waiting = holding ? rows.filter((d) => d.seq > newestShown).length : 0;
+  pill.hidden = !holding;
+  pill.setAttribute('data-waiting', String(waiting));
+  const say = holding ? `held while pointing${waiting ? `: ${waiting} newer` : ''}` : '';
+  if (pill.textContent !== say) pill.textContent = say;
+}
+
 export function renderFeed(rows) {
-  const box = document.getElementById('feed');
+  const box = feedBox;
   if (!box) return;
+  showHeld(rows);
+  if (holding && shownRows.size) return;
   if (!rows.length) {
     shownRows.clear();
     const none = 'No requests yet. Each routing decision made by this node appears here as it ends.';

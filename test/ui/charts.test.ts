@@ -110,26 +110,32 @@ describe('charts over time on a three-node mesh under load', { skip: HAVE_CHROMI
 
   it('a decision-feed entry opens its timeline, the executor’s part joined across the hop', async () => {
     await page.goto(`${nodes[0].url}/`);
-    // A request that entered ch-a and ran on a member.
+    await page.locator('#feed tbody tr').first().waitFor({ timeout: 20_000 });
+    // At this load a hundred decisions arrive a second and a row falls off the end before a hand reaches it: while the
+    // pointer is on the feed its rows hold still. Point at it, then look for a request that entered ch-a and ran on a
+    // member; none shown yet: leave, let the feed move on, point again.
+    const forwarded = `(() => {
+      for (const tr of document.querySelectorAll('#feed tbody tr[data-timeline]')) {
+        const cells = [...tr.querySelectorAll('td')].map((td) => td.textContent);
+        if (cells[1] === 'ch-a' && cells[2] !== 'ch-a' && cells[9] === '200') return tr.getAttribute('data-timeline');
+      }
+      return null;
+    })()`;
     const id = await waitFor(
-      () =>
+      async () => {
+        await page.locator('#feed tbody').hover();
         // A string, so the browser's own types stay out of the test's (no DOM lib here).
-        page.evaluate<string | null>(`(() => {
-          for (const tr of document.querySelectorAll('#feed tbody tr[data-timeline]')) {
-            const cells = [...tr.querySelectorAll('td')].map((td) => td.textContent);
-            if (cells[1] === 'ch-a' && cells[2] !== 'ch-a' && cells[9] === '200') return tr.getAttribute('data-timeline');
-          }
-          return null;
-        })()`),
+        const found = await page.evaluate<string | null>(forwarded);
+        if (!found) await page.mouse.move(0, 0);
+        return found;
+      },
       { timeoutMs: 20_000, what: 'a forwarded request in the feed' },
     );
-    // Under load new rows arrive every second; the row the operator points at stays the same element (a row
-    // rebuilt on every poll detaches under the pointer and the click is lost).
     await page.evaluate(`document.querySelector('#feed tr[data-timeline="${id}"]').setAttribute('data-pointed', '1')`);
-    const newest = async () => Number(await page.locator('#feed tbody tr').first().getAttribute('data-seq'));
-    const seen = await newest();
-    await waitFor(async () => (await newest()) > seen, { timeoutMs: 20_000, what: 'newer decisions in the feed' });
-    assert.equal(await page.locator(`#feed tr[data-timeline="${id}"][data-pointed]`).count(), 1, 'the row survived the feed’s update');
+    const held = page.locator('#feed-held');
+    await waitFor(async () => Number(await held.getAttribute('data-waiting')) > 0, { timeoutMs: 20_000, what: 'newer decisions held back' });
+    assert.match((await held.textContent()) ?? '', /^held while pointing: \d+ newer$/);
+    assert.equal(await page.locator(`#feed tr[data-timeline="${id}"][data-pointed]`).count(), 1, 'the row held still under the pointer');
     await page.locator(`#feed tr[data-timeline="${id}"]`).first().click();
     const box = page.locator(`#timeline[data-id="${id}"]`);
     await box.waitFor({ timeout: 10_000 });
@@ -149,6 +155,11 @@ describe('charts over time on a three-node mesh under load', { skip: HAVE_CHROMI
     assert.ok(doc.decision.candidates.some((c: any) => c.host === executor && c.chosen), 'the chosen candidate is the executor');
     assert.equal(await box.locator(`.tl-cands tr.chosen[data-host="${executor}"]`).count(), 1);
     await box.screenshot({ path: path.join(SHOTS, 'timeline.png') });
+    // The pointer leaves: what was held back is shown.
+    const newestShown = async () => Number(await page.locator('#feed tbody tr').first().getAttribute('data-seq'));
+    const pointedAt = await newestShown();
+    await page.mouse.move(0, 0);
+    await waitFor(async () => (await held.isHidden()) && (await newestShown()) > pointedAt, { timeoutMs: 20_000, what: 'the held decisions shown' });
   });
 
   it('GET /v1/timeline: bad and unknown ids get a 400 and a 404 that say what to ask', async () => {
