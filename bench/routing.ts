@@ -283,7 +283,10 @@ interface ArmContext {
 /** Replay `trace` against one arm; resolves when every request has ended. */
 async function runArm(arm: Arm, trace: TraceRequest[], ctx: ArmContext, label: string): Promise<Outcome[]> {
   const oracle =
-    arm === 'oracle' || arm === 'greedy' || arm === 'oracle-evict' ? new Oracle(ENGINES, ctx.answer, arm === 'greedy' ? 1 : ORACLE_WAIT_WEIGHT, 0.5, arm === 'oracle-evict') : undefined;
+    arm === 'oracle' || arm === 'greedy' || arm === 'oracle-evict'
+      ? // With the sims' RAM pool the oracle mirrors it too (not the eviction-aware one: it names slots, by viiwork's rule).
+        new Oracle(ENGINES, ctx.answer, arm === 'greedy' ? 1 : ORACLE_WAIT_WEIGHT, 0.5, arm === 'oracle-evict', arm === 'oracle-evict' ? 0 : CACHE_RAM)
+      : undefined;
   let rr = 0;
   // Mooncake has no conversation ids a client could know: its sticky arm follows block-id prefixes (the shared system block skipped).
   const sticky = arm === 'sticky' && !ctx.stickySkip ? new StickyRouter(ENGINES.map((e) => e.slots)) : undefined;

@@ -15,12 +15,18 @@
  * its slot would destroy, weighted by the chance that conversation returns
  * (from the gaps between turns it has seen).
  *
+ * Pool-aware (`ramTokens`, the sims' `cache_ram`): the mirror also keeps
+ * each engine's host-RAM prompt cache (prompt/ram-pool.ts, the model the sim
+ * itself runs) and today's slot rule, so a prompt pushed out of its slot and
+ * restored from RAM prices as the engine will serve it.
+ *
  * The mirror follows the real engine by what the client sees: a request
  * arrives when sent, its slot's end is re-timed when its first token comes
  * (then its slot is the one the engine names), and the slot frees, holding
  * prompt + answer, when its stream ends.
  */
-import { chooseSlot, commonPrefixTokens, reusableTokens, tokenCount, type SlotState } from '../../src/engines/prompt-cache.ts';
+import { chooseSlot, chooseSlotBy, commonPrefixTokens, reusableTokens, tokenCount, type SlotState } from '../../src/engines/prompt-cache.ts';
+import { RamPool, TODAY_SIMILARITY, type PromptMeasure } from '../../src/prompt/ram-pool.ts';
 import { chooseSlot as chooseNodeSlot, evictionMs, TurnGaps, type Eviction, type SlotView } from '../../src/route/slots.ts';
 import { decodeMs, prefillMs, type EngineSpec } from './chat-trace.ts';
 
@@ -61,8 +67,13 @@ interface Choice {
   evicted?: Eviction;
 }
 
+/** Texts as the sim measures them. */
+const TEXT: PromptMeasure<string> = { tokens: tokenCount, common: commonPrefixTokens };
+
 export class EngineMirror {
   readonly slots: MSlot[];
+  /** The engine's host-RAM prompt cache, when it has one. */
+  readonly ram: RamPool<string> | undefined;
   #waiting: MReq[] = [];
   #clock = 0;
   #where = new Map<number, number>();
@@ -73,12 +84,25 @@ export class EngineMirror {
     readonly similarity = 0.5,
     /** Choose slots as viiwork does (and learn turn gaps into it); undefined: the engine's own rule. */
     readonly gaps?: TurnGaps,
+    /** The engine's host-RAM prompt cache in tokens (the sim's `cache_ram`); 0: none. */
+    ramTokens = 0,
   ) {
+    this.ram = ramTokens > 0 ? new RamPool<string>(TEXT, ramTokens) : undefined;
     this.slots = Array.from({ length: e.slots }, (_, id) => ({ id, busy: false, text: '', lastUsed: 0, prompt: '', freeAt: 0, freedAt: 0, unique: 0 }));
   }
 
-  /** The slot a prompt gets among `slots` now: the engine's rule, or viiwork's (eviction-aware). */
-  #choose(slots: readonly MSlot[], prompt: string, now: number): Choice | undefined {
+  /**
+   * The slot a prompt gets among `slots` now: the engine's rule, or viiwork's (eviction-aware). With a pool, the
+   * engine's save and restore are applied to `pool` (the mirror's own, or a prediction's copy).
+   */
+  #choose(slots: readonly MSlot[], prompt: string, now: number, pool = this.ram): Choice | undefined {
+    if (pool) {
+      const picked = chooseSlotBy(slots, prompt, { today: true });
+      if (!picked) return undefined;
+      const took = pool.take(slots[picked.choice.slot].text || undefined, prompt, TODAY_SIMILARITY, picked.lru);
+      const held = took.restored && took.slot !== undefined ? took.slot : slots[picked.choice.slot].text;
+      return { slot: picked.choice.slot, cachedTokens: reusableTokens(held, prompt) };
+    }
     if (!this.gaps) return chooseSlot(slots, prompt, { similarity: this.similarity });
     const views: SlotView[] = slots.map((s) => {
       const tokens = s.text ? tokenCount(s.text) : 0;
@@ -110,6 +134,7 @@ export class EngineMirror {
   }
 
   #take(q: MReq, now: number, slotId?: number): boolean {
+    if (slotId !== undefined) this.ram?.take(this.slots[slotId].text || undefined, q.prompt);
     const c = slotId !== undefined ? { slot: slotId, cachedTokens: 0 } : this.#choose(this.slots, q.prompt, now);
     if (!c) return false;
     const s = this.slots[c.slot];
@@ -175,11 +200,13 @@ export class EngineMirror {
   predict(q: MReq, now: number): Prediction {
     const slots: MSlot[] = this.slots.map((s) => ({ ...s, freeAt: s.busy ? Math.max(s.freeAt, now) : now }));
     const queue = [...this.#waiting, q];
+    const pool = this.ram && new RamPool<string>(TEXT, this.ram.limitTokens);
+    if (pool && this.ram) pool.entries.push(...this.ram.entries);
     let t = now;
     let clock = this.#clock;
     for (let guard = 0; guard < 10_000; guard++) {
       while (queue.length) {
-        const c = this.#choose(slots, queue[0].prompt, t);
+        const c = this.#choose(slots, queue[0].prompt, t, pool);
         if (!c) break;
         const head = queue.shift()!;
         const prefill = prefillMs(this.e, head.tokens, c.cachedTokens);
@@ -215,9 +242,11 @@ export class Oracle {
     readonly waitWeight: number,
     similarity = 0.5,
     evictionAware = false,
+    /** Each engine's host-RAM prompt cache in tokens (the sims' `cache_ram`); 0: none. */
+    ramTokens = 0,
   ) {
     this.gaps = evictionAware ? new TurnGaps() : undefined;
-    this.mirrors = engines.map((e) => new EngineMirror(e, answer, similarity, this.gaps));
+    this.mirrors = engines.map((e) => new EngineMirror(e, answer, similarity, this.gaps, ramTokens));
   }
 
   /** The engine for request `id` sent now, and (eviction-aware) the slot to name to it; records it there. */
