@@ -11,6 +11,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { request } from 'undici';
+import { waitFor } from '../fakes/wait.ts';
 import { startNode, type TestNode } from '../helpers/node.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -30,6 +31,8 @@ async function call(url: string, method: 'GET' | 'POST' | 'PUT', body?: unknown,
   return { status: res.statusCode, headers: res.headers, text };
 }
 
+const DEMO = { name: 'demo', engine: 'sim', parallel: 2, workloads: ['chat', 'completion'], sim: { ttft_ms: 5, prefill_ms_per_1k: 1, tokens_per_s: 1000, output_tokens: 2 } };
+
 describe('dashboards in a browser', { skip: HAVE_CHROMIUM ? false : `${CHROMIUM} is missing (apt-get install chromium); skipping the browser tests` }, () => {
   let t: TestNode;
   let browser: Browser;
@@ -37,10 +40,7 @@ describe('dashboards in a browser', { skip: HAVE_CHROMIUM ? false : `${CHROMIUM}
   const pageErrors: string[] = [];
 
   before(async () => {
-    t = await startNode({
-      node: { name: 'n1' },
-      models: [{ name: 'demo', engine: 'sim', parallel: 2, workloads: ['chat', 'completion'], sim: { ttft_ms: 5, prefill_ms_per_1k: 1, tokens_per_s: 1000, output_tokens: 2 } }],
-    });
+    t = await startNode({ node: { name: 'n1' }, models: [DEMO] });
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
@@ -220,6 +220,29 @@ describe('dashboards in a browser', { skip: HAVE_CHROMIUM ? false : `${CHROMIUM}
     } finally {
       await fleetPage.close();
     }
+  });
+
+  it('mesh page: the node restarts under an open page; the feed shows the new run’s decisions, none of the old', async () => {
+    await page.goto(`${t.url}/`);
+    const chat = (url: string) => call(`${url}/v1/chat/completions`, 'POST', { model: 'demo', messages: [{ role: 'user', content: 'before' }] });
+    for (let i = 0; i < 3; i++) assert.equal((await chat(t.url)).status, 200);
+    const rows = page.locator('#feed tbody tr');
+    await waitFor(async () => (await rows.count()) >= 3, { timeoutMs: SEEN_MS, intervalMs: 100, what: 'three rows before the restart' });
+
+    // The same node again, on the same address and state: its decisions are numbered from 1 again.
+    const port = Number(new URL(t.url).port);
+    const stateDir = t.stateDir;
+    await t.stop();
+    const restartedAt = Date.now();
+    t = await startNode({ node: { name: 'n1' }, api: { port }, models: [DEMO] }, { stateDir });
+    assert.equal((await chat(t.url)).status, 200);
+    // One row: the new run's first decision. Kept rows would be the old run's, shown under numbers that now name
+    // other decisions; a feed asking only for what came after its last number would never show the new one.
+    await waitFor(async () => (await rows.count()) === 1 && (await rows.first().getAttribute('data-seq')) === '1', { timeoutMs: SEEN_MS, intervalMs: 100, what: 'the old rows gone, the new one shown' });
+    const doc = (await (await request(`${t.url}/v1/decisions`)).body.json()) as { data: { at: number; timeline: string }[] };
+    assert.equal(doc.data.length, 1);
+    assert.ok(doc.data[0].at >= restartedAt, 'the node’s only decision is the new run’s');
+    assert.equal(await rows.first().getAttribute('data-timeline'), doc.data[0].timeline);
   });
 
   it('raised no script errors and no CSP violations', () => {
