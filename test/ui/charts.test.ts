@@ -126,7 +126,12 @@ describe('charts over time on a three-node mesh under load', { skip: HAVE_CHROMI
         await page.locator('#feed tbody').hover();
         // A string, so the browser's own types stay out of the test's (no DOM lib here).
         const found = await page.evaluate<string | null>(forwarded);
-        if (!found) await page.mouse.move(0, 0);
+        if (!found) {
+          await page.mouse.move(0, 0);
+          return null;
+        }
+        // The pointer onto the row itself, scrolled into view now rather than by the click later.
+        await page.locator(`#feed tr[data-timeline="${found}"]`).hover({ timeout: 5000 });
         return found;
       },
       { timeoutMs: 20_000, what: 'a forwarded request in the feed' },
