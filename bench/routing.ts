@@ -78,7 +78,8 @@
  * load (bench/lib/mooncake-trace.ts); arms viiwork, oracle, a prefix-sticky
  * arm as `sticky` (bench/lib/prefix-sticky.ts) and least_conn, loads
  * 0.5/0.8/0.95 of 90 s (the whole window), and per load the infinite-cache
- * bound, computed. Writes routing-mooncake.json.
+ * bound, computed. ROUTING_WINDOW_START_MIN=M replays the 15 minutes from
+ * minute M of the trace instead of its busiest. Writes routing-mooncake.json.
  *
  * Writes bench/results/routing.svg (mean TTFT by load, per arm).
  *
@@ -637,7 +638,8 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
   try {
     const engineUrls = ENGINE_ADDR.map((a) => `http://${a}`);
     const ctx: ArmContext = { viiwork: [], prefixOff: [], engineUrls, answer: '' };
-    const moon = MOONCAKE ? mooncakeReplay(path.join(MOONCAKE_DIR, MOONCAKE_FILES[MOONCAKE]), ENGINES, CONTEXT) : undefined;
+    const windowStart = process.env.ROUTING_WINDOW_START_MIN !== undefined ? Number(process.env.ROUTING_WINDOW_START_MIN) * 60_000 : undefined;
+    const moon = MOONCAKE ? mooncakeReplay(path.join(MOONCAKE_DIR, MOONCAKE_FILES[MOONCAKE]), ENGINES, CONTEXT, 3, windowStart) : undefined;
     if (moon) ctx.stickySkip = moon(0.5, 1, seed, seed).commonBlocks;
 
     // The three nodes that own the sim engines (the viiwork arm), checked by `viiwork check` first.

@@ -144,6 +144,8 @@ export function mooncakeMessages(ids: readonly number[], inputTokens: number): M
 export interface MooncakeShape {
   /** the trace's window replayed, ms of trace time (the busiest one) */
   windowMs: number;
+  /** where the window starts, ms of trace time; absent: the busiest window */
+  windowStartMs?: number;
   /** trace time ÷ replay time */
   timeScale: number;
   /** replay only the window's first `seconds` (replay time) */
@@ -186,7 +188,7 @@ const busy = (e: EngineSpec, tokens: number, out: number) => prefillMs(e, tokens
  * in the window then runs cold, as it would on a fleet just started).
  */
 export function buildMooncakeTrace(rows: MooncakeRow[], fam: Families, engines: EngineSpec[], shape: MooncakeShape): MooncakeSample {
-  const start = busiestWindow(rows, shape.windowMs);
+  const start = shape.windowStartMs ?? busiestWindow(rows, shape.windowMs);
   const spanMs = Math.min(shape.windowMs, shape.seconds * 1000 * shape.timeScale);
   const inWindow = rows.flatMap((r, i) => (r.timestamp >= start && r.timestamp < start + spanMs ? [i] : []));
   const byFamily = new Map<number, number[]>();
@@ -317,11 +319,12 @@ export const MOONCAKE_FILES = {
 } as const;
 
 /** One Mooncake trace read once, and a sampler of it per load: (load, seconds, family-order seed, entry seed) → sample. */
-export function mooncakeReplay(file: string, engines: EngineSpec[], contextTokens: number, entries = 3) {
+export function mooncakeReplay(file: string, engines: EngineSpec[], contextTokens: number, entries = 3, windowStartMs?: number) {
   const rows = readMooncake(file);
   const fam = prefixFamilies(rows);
+  const at = windowStartMs !== undefined ? { windowStartMs } : {};
   return (load: number, seconds: number, seed: number, entrySeed: number) =>
-    buildMooncakeTrace(rows, fam, engines, { ...MOONCAKE_REPLAY, seconds, load, seed, entrySeed, entries, contextTokens });
+    buildMooncakeTrace(rows, fam, engines, { ...MOONCAKE_REPLAY, ...at, seconds, load, seed, entrySeed, entries, contextTokens });
 }
 
 /** What one load's sample holds, for the results. */
