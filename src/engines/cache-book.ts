@@ -55,6 +55,8 @@ export interface CacheBookOptions {
   choose?: SlotChooser;
   /** Told every gap between a conversation's turns that an engine's slot saw (route/slots.ts TurnGaps). */
   onGap?: (ms: number) => void;
+  /** Told every request's prompt as it starts and as it ends on a backend (TurnGaps: which prompts come back). */
+  onPrompt?: (chain: PrefixChain, at: number, ended: boolean) => void;
 }
 
 interface Entry {
@@ -120,6 +122,7 @@ export class CacheBook {
     const e = this.#entry(b);
     const ticket = e.model.begin(chain, ++this.#clock, this.#now(), head, named);
     this.#touched(e);
+    if (chain.length) this.opts.onPrompt?.(chain, this.#now(), false);
     let done = false;
     return {
       ticket,
@@ -132,6 +135,7 @@ export class CacheBook {
         if (this.#models.get(b) !== e) return;
         e.model.finish(ticket, o, ++this.#clock, this.#now());
         this.#touched(e);
+        if (chain.length) this.opts.onPrompt?.(chain, this.#now(), true);
       },
     };
   }
