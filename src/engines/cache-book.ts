@@ -55,8 +55,6 @@ export interface CacheBookOptions {
   choose?: SlotChooser;
   /** Told every gap between a conversation's turns that an engine's slot saw (route/slots.ts TurnGaps). */
   onGap?: (ms: number) => void;
-  /** Told every request's prompt as it starts and as it ends on a backend (TurnGaps: which prompts come back). */
-  onPrompt?: (chain: PrefixChain, at: number, ended: boolean) => void;
 }
 
 interface Entry {
@@ -122,7 +120,6 @@ export class CacheBook {
     const e = this.#entry(b);
     const ticket = e.model.begin(chain, ++this.#clock, this.#now(), head, named);
     this.#touched(e);
-    if (chain.length) this.opts.onPrompt?.(chain, this.#now(), false);
     let done = false;
     return {
       ticket,
@@ -135,7 +132,6 @@ export class CacheBook {
         if (this.#models.get(b) !== e) return;
         e.model.finish(ticket, o, ++this.#clock, this.#now());
         this.#touched(e);
-        if (chain.length) this.opts.onPrompt?.(chain, this.#now(), true);
       },
     };
   }

@@ -30,15 +30,9 @@ export interface SlotSide {
 /** `n.config` is read when used: a reload replaces it (its routing section stays as it was). */
 export function slotSide(n: { readonly config: Config; readonly now: () => number; readonly slots: SlotTable; readonly metrics: Metrics }): SlotSide {
   const { slots, now } = n;
-  const turnGaps = new TurnGaps(() => n.now());
-  // The node chooses its slot-kind engines' slots (SPEC 9.6, "Slot choice") and learns turn gaps, and which prompts
-  // come back, from the requests it runs.
-  const cacheBook = new CacheBook({
-    now: () => n.now(),
-    choose: (s, named) => chooseSlot(s, turnGaps.chance, named),
-    onGap: (ms) => turnGaps.observe(ms),
-    onPrompt: (chain, at, ended) => (ended ? turnGaps.ended(chain, at) : turnGaps.arrived(chain, at)),
-  });
+  const turnGaps = new TurnGaps();
+  // The node chooses its slot-kind engines' slots (SPEC 9.6, "Slot choice") and learns turn gaps from them.
+  const cacheBook = new CacheBook({ now: () => n.now(), choose: (s, named) => chooseSlot(s, turnGaps.chance, named), onGap: (ms) => turnGaps.observe(ms) });
   const queues = new QueueSet<Reservation>(n.config.routing.queue_max, n.config.routing.queue_timeout, now);
   const perf = new PerfScores(n.config.node.state_dir, now);
   const reserve = new ReserveBook(() => ({ slots: n.config.routing.interactive_reserve, forMs: n.config.routing.interactive_reserve_for }), now);

@@ -298,26 +298,11 @@ export const MAX_GAPS = 256;
  * returns: the share of observed gaps longer than t (smoothed), and none
  * past twice the longest gap seen (SPEC 9.6: "one idle far past those gaps
  * costs nothing").
- *
- * The gaps are those of prompts that came back. Not every prompt does: a
- * single question, a conversation's last turn. So the node also keeps the
- * last MAX_RETURNS prompts it ran and marks each one a later request
- * continues, wherever its slot then was, and publishes the share that come
- * back (`returnShare`). A slot idle for t then holds a live conversation
- * with chance r·S(t) ÷ (r·S(t) + 1 − r), S the share of gaps longer than t
- * (issue 42: on Mooncake's chat, where a third of the prompts are continued,
- * every idle slot looked live, and a long prompt's eviction was priced at
- * several re-prefills of a conversation that mostly never came back).
  */
 export class TurnGaps {
   readonly #ring: number[] = [];
   #next = 0;
   #curve: GapCurve | undefined;
-  readonly #returns = new PromptReturns();
-  #curveAt = 0;
-
-  /** `now`: the clock the prompts' end times are on (the node's). */
-  constructor(private readonly now: () => number = Date.now) {}
 
   observe(gapMs: number): void {
     if (!(gapMs >= 0) || !Number.isFinite(gapMs)) return;
@@ -327,28 +312,13 @@ export class TurnGaps {
     this.#curve = undefined;
   }
 
-  /** A request with `chain` starts here at `at` (ms): the prompt it continues, if this node ran it, came back. */
-  arrived(chain: PrefixChain, at: number): void {
-    this.#returns.arrived(chain, at);
-  }
-
-  /** A request with `chain` ended here at `at` (ms): its prompt may come back. */
-  ended(chain: PrefixChain, at: number): void {
-    this.#returns.ended(chain, at);
-  }
-
   get size(): number {
     return this.#ring.length;
   }
 
   /** What this node publishes of its gaps (its report's `turn_gaps`), and what its own slot choice reads. */
   curve(): GapCurve {
-    const now = this.now();
-    if (this.#curve && now - this.#curveAt < CURVE_FRESH_MS && now >= this.#curveAt) return this.#curve;
-    const c = gapCurve([...this.#ring].sort((a, b) => a - b));
-    const r = c.n >= MIN_GAPS ? this.#returns.share(c, now) : undefined;
-    this.#curveAt = now;
-    return (this.#curve = r === undefined ? c : { ...c, r });
+    return (this.#curve ??= gapCurve([...this.#ring].sort((a, b) => a - b)));
   }
 
   /**
@@ -356,65 +326,6 @@ export class TurnGaps {
    * an entry that prices this node's slots with the curve it polled then predicts the slot this node chooses.
    */
   readonly chance: ReturnChance = (idleMs) => curveChance(idleMs, this.curve());
-}
-
-/** Prompts kept to tell how many come back. */
-export const MAX_RETURNS = 512;
-/** Below this many prompts' worth of evidence (their chances to have come back by now, summed), no share is published. */
-export const MIN_RETURN_EVIDENCE = 16;
-/** The published curve is made again at most this often (the prompts' ages move with the clock); a new gap makes it at once. */
-const CURVE_FRESH_MS = 1000;
-
-/**
- * The last MAX_RETURNS prompts this node ran (their last links), each marked
- * when a later request here continued it (its chain holds that link).
- */
-class PromptReturns {
-  readonly #ring: { hash: string; at: number; back: boolean }[] = [];
-  #next = 0;
-  readonly #byHash = new Map<string, { hash: string; at: number; back: boolean }>();
-
-  arrived(chain: PrefixChain, at: number): boolean {
-    // The deepest link this node saw a prompt end at: the prompt this one continues (its own last link is a repeat).
-    for (let i = chain.length - 1; i >= 0; i--) {
-      const e = this.#byHash.get(chain[i].hash);
-      if (!e || e.at > at) continue;
-      if (e.back) return false;
-      e.back = true;
-      return true;
-    }
-    return false;
-  }
-
-  ended(chain: PrefixChain, at: number): void {
-    const last = chain[chain.length - 1];
-    if (!last) return;
-    const e = { hash: last.hash, at, back: false };
-    if (this.#ring.length < MAX_RETURNS) this.#ring.push(e);
-    else {
-      const old = this.#ring[this.#next];
-      if (this.#byHash.get(old.hash) === old) this.#byHash.delete(old.hash);
-      this.#ring[this.#next] = e;
-    }
-    this.#next = (this.#next + 1) % MAX_RETURNS;
-    this.#byHash.set(e.hash, e);
-  }
-
-  /**
-   * The share of prompts that come back: those that did, over the sum of each kept prompt's chance to have come
-   * back by now if it was going to (the share of gaps no longer than its age); undefined below MIN_RETURN_EVIDENCE.
-   * Two decimals, at least 0.05 and at most 1.
-   */
-  share(curve: GapCurve, now: number): number | undefined {
-    let back = 0;
-    let due = 0;
-    for (const e of this.#ring) {
-      if (e.back) back++;
-      due += 1 - curveSurvival(Math.max(0, now - e.at), curve);
-    }
-    if (due < MIN_RETURN_EVIDENCE) return undefined;
-    return Math.round(Math.min(1, Math.max(0.05, back / due)) * 100) / 100;
-  }
 }
 
 /** Points of a published gap curve at most (about 200 bytes of JSON in a report). */
@@ -429,8 +340,6 @@ export const GAP_CURVE_POINTS = 32;
 export interface GapCurve {
   readonly n: number;
   readonly q: readonly number[];
-  /** The share of the prompts this node ran that came back (two decimals); absent: every one is taken to. */
-  readonly r?: number;
 }
 
 /** The curve of gaps sorted ascending. */
@@ -445,21 +354,10 @@ export function gapCurve(sorted: readonly number[]): GapCurve {
 /**
  * returnChance read from a curve: the share of its points longer than
  * `idleMs` stands for the share of the gaps (the same as returnChance's
- * while every gap is a point), smoothed by the count seen; with the share of
- * prompts that come back (`r`), the chance that one not back yet will.
+ * while every gap is a point), smoothed by the count seen.
  */
-export function curveChance(idleMs: number, curve: GapCurve): number {
-  if (curve.n < MIN_GAPS || curve.q.length === 0) return returnChance(idleMs, []);
-  const s = curveSurvival(idleMs, curve);
-  const r = curve.r;
-  if (r === undefined || r >= 1) return s;
-  const back = r * s;
-  return back > 0 ? back / (back + 1 - r) : 0;
-}
-
-/** The share of a curve's gaps longer than `idleMs`, smoothed by the count seen; none past twice the longest. */
-function curveSurvival(idleMs: number, { n, q }: GapCurve): number {
-  if (q.length === 0) return 1;
+export function curveChance(idleMs: number, { n, q }: GapCurve): number {
+  if (n < MIN_GAPS || q.length === 0) return returnChance(idleMs, []);
   if (idleMs > 2 * q[q.length - 1]) return 0;
   let lo = 0;
   let hi = q.length;
@@ -474,14 +372,13 @@ function curveSurvival(idleMs: number, { n, q }: GapCurve): number {
 /** A curve as a report carries it (`turn_gaps`), or undefined when it is not one. */
 export function readGapCurve(x: unknown): GapCurve | undefined {
   if (!x || typeof x !== 'object') return undefined;
-  const { n, q, r } = x as Record<string, unknown>;
+  const { n, q } = x as Record<string, unknown>;
   if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0 || !Array.isArray(q) || q.length > GAP_CURVE_POINTS || q.length > n) return undefined;
-  if (r !== undefined && !(typeof r === 'number' && r >= 0 && r <= 1)) return undefined;
   for (let i = 0; i < q.length; i++) {
     const g = q[i];
     if (typeof g !== 'number' || !Number.isFinite(g) || g < 0 || (i > 0 && g < (q[i - 1] as number))) return undefined;
   }
-  return r === undefined ? { n, q: q as number[] } : { n, q: q as number[], r };
+  return { n, q: q as number[] };
 }
 
 /** returnChance over gaps sorted ascending (see TurnGaps). */
