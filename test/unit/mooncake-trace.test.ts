@@ -101,3 +101,13 @@ test('the prefix-sticky arm sends a next turn to the engine that ran its prefix 
   r.done(moved);
   assert.equal(r.pick([0, 1, 3, 4, 5]), moved);
 });
+
+test('a window placed by hand replays from there: its requests only, their parents before it still defining the families', () => {
+  // From 60 s of trace time: the last two requests; the first continues a request from before the window.
+  const s = buildMooncakeTrace(ROWS, prefixFamilies(ROWS), ENGINES, { windowMs: 120_000, windowStartMs: 60_000, timeScale: 10, seconds: 12, load: 10, seed: 1, entrySeed: 2, entries: 3, contextTokens: 65536, gapMs: 1000 });
+  assert.equal(s.windowStartMs, 60_000);
+  assert.equal(s.trace.length, 2);
+  assert.deepEqual(s.trace.map((q) => q.at), [0, 300]);
+  // Its parent is not replayed, so it runs as the family's first turn here, and the ideal cache holds only what the window rendered.
+  assert.ok(s.trace.every((q) => q.after === undefined));
+});
