@@ -639,6 +639,7 @@ export async function benchRouting(): Promise<Record<string, unknown>> {
     const engineUrls = ENGINE_ADDR.map((a) => `http://${a}`);
     const ctx: ArmContext = { viiwork: [], prefixOff: [], engineUrls, answer: '' };
     const windowStart = process.env.ROUTING_WINDOW_START_MIN !== undefined ? Number(process.env.ROUTING_WINDOW_START_MIN) * 60_000 : undefined;
+    if (windowStart !== undefined && !(windowStart >= 0)) throw new Error(`ROUTING_WINDOW_START_MIN must be minutes from the trace's start (0 or more), not ${process.env.ROUTING_WINDOW_START_MIN}`);
     const moon = MOONCAKE ? mooncakeReplay(path.join(MOONCAKE_DIR, MOONCAKE_FILES[MOONCAKE]), ENGINES, CONTEXT, 3, windowStart) : undefined;
     if (moon) ctx.stickySkip = moon(0.5, 1, seed, seed).commonBlocks;
 
