@@ -108,6 +108,6 @@ test('a window placed by hand replays from there: its requests only, their paren
   assert.equal(s.windowStartMs, 60_000);
   assert.equal(s.trace.length, 2);
   assert.deepEqual(s.trace.map((q) => q.at), [0, 300]);
-  // Its parent is not replayed, so it runs as the family's first turn here, and the ideal cache holds only what the window rendered.
+  // Its parent is not replayed, so it runs as the family's first turn here.
   assert.ok(s.trace.every((q) => q.after === undefined));
 });
