@@ -103,7 +103,7 @@ export type Reservation =
   | { kind: 'local'; lease: Lease; reason: RouteReason; predictedCached?: number; cands?: readonly Candidate[]; move?: MoveClaim }
   /** `waitUntil`: a forward that may wait in the member's line for a slot until then (clock ms; queue/gate.ts). */
   /** `priced`: the slot priced there and the eviction that costs (expected tokens, dispatch/evict-claim.ts); undefined: slots not priced there. */
-  | { kind: 'remote'; host: string; reason: RouteReason; end: (how: 'served' | 'refused') => void; predictedCached?: number; cands?: readonly Candidate[]; waitUntil?: number; priced?: SlotPriced; move?: MoveClaim }
+  | { kind: 'remote'; host: string; reason: RouteReason; end: (how: 'served' | 'refused', slot?: number) => void; predictedCached?: number; cands?: readonly Candidate[]; waitUntil?: number; priced?: SlotPriced; move?: MoveClaim }
   /**
    * The request can no longer be placed while it waits: the on-demand load it waited for failed (SPEC section 11), or
    * every host that could run it began draining (SPEC section 13). It ends with this error.

@@ -13,7 +13,7 @@ export type RunOutcome =
   /** Something was sent to the client (a result, a relayed error, or a stream that later broke). */
   /** cachedTokens: the engine's own cached-token count, when it said (X-Viiwork-Cached-Tokens from an executor). */
   /** moved: what the executor said became of a member's slot cache taken for it (X-Viiwork-Moved). */
-  | { kind: 'answered'; status: number; firstContentAt?: number; cachedTokens?: number; moved?: MoveResult }
+  | { kind: 'answered'; status: number; firstContentAt?: number; cachedTokens?: number; moved?: MoveResult; slot?: number }
   | { kind: 'aborted' }
   /** A forward refused before its first byte, by the receiver's mark or no connection: retried. */
   | { kind: 'refused'; by: RefusedBy; detail: string }

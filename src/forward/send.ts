@@ -10,7 +10,7 @@ import type http from 'node:http';
 import { engineFailureDetail } from '../http/errors.ts';
 import { GoneFlag, type Gone } from '../http/gone.ts';
 import { relay, upstreamErrorText, type RelayOptions } from '../http/relay.ts';
-import { RES_MOVED, RES_REFUSED, refusalMarker } from '../http/viiwork-headers.ts';
+import { RES_MOVED, RES_REFUSED, RES_SLOT, refusalMarker } from '../http/viiwork-headers.ts';
 import { moveOfHeader, type MoveResult } from '../survive/move-plan.ts';
 import { addressMember, type MemberLink } from './member-call.ts';
 import type { RefusedBy, RunOutcome } from './outcome.ts';
@@ -49,6 +49,12 @@ export interface ForwardCall {
 /** How often a member is checked while a forward waits on it. */
 export const WATCH_INTERVAL_MS = 200;
 
+/** The slot an executor says it took (X-Viiwork-Slot): a small whole number, else nothing. */
+export function slotOfHeader(v: string | string[] | undefined): number | undefined {
+  if (typeof v !== 'string' || !/^\d{1,4}$/.test(v)) return undefined;
+  return Number(v);
+}
+
 /** A marked refusal is retried; anything else the executor says is the answer. */
 export function forwardVerdict(_status: number, headers: http.IncomingHttpHeaders): 'answer' | 'refused' {
   return refusalMarker(headers[RES_REFUSED]) ? 'refused' : 'answer';
@@ -67,11 +73,12 @@ export async function sendForward(link: PeerLink, call: ForwardCall, res: http.S
   // forward counts as refused and is retried; after it, the client's stream ends with an error event.
   const quiet = quietWatchOf(link).watch(call.host);
   let moved: MoveResult | undefined;
+  let slot: number | undefined;
   const opts: RelayOptions = {
     responseHeaders: call.responseHeaders,
     stripUsage: false,
-    // The executor's word on a slot cache moved for this run, read with its headers.
-    verdict: (status, h) => ((moved = moveOfHeader(h[RES_MOVED])), forwardVerdict(status, h)),
+    // The executor's word on a slot cache moved for this run, and on the slot it took, read with its headers.
+    verdict: (status, h) => ((moved = moveOfHeader(h[RES_MOVED])), (slot = slotOfHeader(h[RES_SLOT])), forwardVerdict(status, h)),
     quiet: quiet.flag,
     quietReason: () => `member ${call.host} went quiet (its reports are stale or it is no longer alive)`,
     streamStallMs: call.streamStallMs,
@@ -86,7 +93,7 @@ export async function sendForward(link: PeerLink, call: ForwardCall, res: http.S
     const r = await relay({ origin: to.origin, path: call.path, method: 'POST', headers, body: call.body, signal: call.signal, dispatcher: link.dispatcher }, res, opts);
     switch (r.kind) {
       case 'done':
-        return { kind: 'answered', status: r.status, firstContentAt: r.firstContentAt, ...(r.cachedTokens !== undefined ? { cachedTokens: r.cachedTokens } : {}), ...(moved ? { moved } : {}) };
+        return { kind: 'answered', status: r.status, firstContentAt: r.firstContentAt, ...(r.cachedTokens !== undefined ? { cachedTokens: r.cachedTokens } : {}), ...(moved ? { moved } : {}), ...(slot !== undefined ? { slot } : {}) };
       case 'broken':
         return { kind: 'answered', status: 0 };
       case 'aborted':

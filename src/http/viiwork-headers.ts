@@ -26,6 +26,12 @@ export const RES_OMITTED_TOOLS = 'x-viiwork-omitted-tools';
  * and the entry node records it in its own decision feed and passes it on.
  */
 export const RES_MOVED = 'x-viiwork-moved';
+/**
+ * On a forward's answer, between nodes: the engine slot the executor's
+ * choice took (SPEC 9.6, "Slot choice"). The entry's record of its forwards
+ * puts the prompt there, not in the slot its price named; not relayed.
+ */
+export const RES_SLOT = 'x-viiwork-slot';
 /** X-Viiwork-* headers an executor sets that an entry node relays as they are. */
 export const RES_PASSED_ON: ReadonlySet<string> = new Set([RES_OMITTED_TOOLS, RES_MOVED]);
 

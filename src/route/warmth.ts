@@ -54,6 +54,11 @@ export interface PlacedSlot {
   readonly head?: ChainLink;
   /** When the forward ended there (this node's clock); undefined: still running. */
   readonly endedAt?: number;
+  /**
+   * Sent before the poll and ended since: the digest shows it where the executor put it (busy, when it ran at the
+   * poll), so it is found there by its prompt, not put in the slot this node named.
+   */
+  readonly polled?: true;
 }
 
 /** A crowded host's idle conversations: every one comes back. */
@@ -194,6 +199,14 @@ export function withPool(views: readonly SlotView[], inRam: number): SlotView[] 
 export function withPlaced(slots: readonly SlotHold[], placed: readonly PlacedSlot[]): SlotHold[] {
   const out = [...slots];
   for (const p of placed) {
+    if (p.polled) {
+      // Running at the poll, ended since: its slot is idle now, and known, so a price may name it (issue 42, item 4:
+      // priced as "one busy slot freed, which unknown", the entry named none, and the executor's own rule took another
+      // slot of about equal worth: predicted 4,009, the engine reused 3). A digest that shows it idle already is left.
+      const i = out.findIndex((o) => o.busy && o.last?.hash === p.last.hash);
+      if (i >= 0 && p.endedAt !== undefined) out[i] = Object.assign({}, out[i], { busy: false, idleSince: p.endedAt });
+      continue;
+    }
     if (p.slot < 0 || p.slot >= out.length) continue;
     const head = p.head && p.head.tokens < p.last.tokens ? p.head : undefined;
     const shared = head && out.some((o, i) => i !== p.slot && (o.head?.hash === head.hash || o.last?.hash === head.hash)) ? head.tokens : 0;

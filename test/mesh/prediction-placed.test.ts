@@ -58,6 +58,7 @@ describe("an entry prices a member's slots with what its own forwards left in th
     const system = { role: 'system', content: `You are the shared agent. ${'z'.repeat(16_000)}` }; // about 4,000 tokens
     const first = await post(`${gw.url}/v1/chat/completions`, { model: 'm', max_tokens: 2, messages: [system, { role: 'user', content: 'first' }] });
     assert.equal(first.status, 200, first.text);
+    assert.equal(first.headers['x-viiwork-slot'], undefined, "the slot h says it took is for gw's record, not the client");
     const seen = (await getJson<{ last: number }>(`${gw.url}/v1/decisions`)).last;
     const second = await post(`${gw.url}/v1/chat/completions`, { model: 'm', max_tokens: 2, messages: [system, { role: 'user', content: 'second' }] });
     assert.equal(second.status, 200, second.text);

@@ -171,6 +171,29 @@ describe('an entry prices a free slot-state host by the slot the executor will t
     assert.equal(c.cached, ran.predicted);
     assert.equal(c.slot, undefined, 'no slot named: which busy one freed is unknown');
   });
+  it("a slot the digest shows busy with this node's forward, sent before the poll and ended since, is that forward's, idle: the price names it and the executor takes it (issue 42, item 4)", () => {
+    const gaps = new TurnGaps();
+    for (let i = 0; i < 10; i++) gaps.observe(1000);
+    const m = cacheModel({ kind: 'chosen', slots: 2, choose: (v, named) => chooseSlot(v, gaps.chance, named) });
+    const live = chainOf([{ role: 'system', content: 'Another agent altogether. '.repeat(300) }, { role: 'user', content: 'still going' }]);
+    let t = m.begin(live, 1, 0, 0);
+    m.finish(t, { processed: true, cachedTokens: 0 }, 2, 50);
+    // This node sent the first conversation before the poll; the poll saw it running; it has ended since.
+    t = m.begin(first, 3, 100, 0);
+    const digest: CacheDigest = { version: 1, held: new Map(m.held().map((l) => [l.hash, l.tokens])), slots: m.slotStates!() };
+    m.finish(t, { processed: true, cachedTokens: 0 }, 4, 1090);
+    // The record names the slot this node priced; the executor may have taken another: the digest says which.
+    const placed: PlacedSlot[] = [{ slot: 1 - t.slot!, last: first.at(-1)!, head: first[0], endedAt: 1090, polled: true }];
+    const other = chainOf([SYSTEM, { role: 'user', content: 'a new conversation' }]);
+    const price = (p: PlacedSlot[]) => warmCandidates([cand({ free: 2 })], { hosts: [hostWith(digest)], model: 'm', workload: 'chat', chain: other, memory, now: 1100, chance: gaps.chance, placed: () => p })[0];
+    const c = price(placed);
+    assert.equal(price([]).slot, undefined, 'without the record: one busy slot freed, which unknown, none named');
+    assert.equal(c.slot, t.slot, 'the slot found by its prompt, not the one the record named');
+    assert.equal(c.cached, first[0].tokens, 'priced at the shared system prompt');
+    const ran = m.begin(other, 5, 1100, 0, c.slot);
+    assert.equal(ran.slot, c.slot);
+    assert.equal(ran.predicted, c.cached);
+  });
   it("the slot this node's own forward took since the poll holds that forward's prompt: a second conversation sharing its system prompt is priced where the executor takes it (issue 42, item 4)", () => {
     const gaps = new TurnGaps();
     for (let i = 0; i < 10; i++) gaps.observe(1000);

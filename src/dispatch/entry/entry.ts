@@ -366,7 +366,7 @@ export class Entry {
     const placed = rr.chain && d.slot !== undefined ? this.#placed.record(d.host, rr.model, d.slot, rr.chain, rr.chainHead) : undefined;
     const ended = p.forwards.start(d.host, rr.model, rr.workload, d.target);
     // The record learns when the forward ended: a digest polled before that shows its slot busy, and it is free now.
-    const end = routed || placed ? (how: 'served' | 'refused') => (routed?.end(how), placed?.end(how), ended(how)) : ended;
+    const end = routed || placed ? (how: 'served' | 'refused', slot?: number) => (routed?.end(how), placed?.end(how, slot), ended(how)) : ended;
     // An interactive keyed request sent where a slot looked free may still wait there if it was taken meanwhile: the
     // member then orders it with its own waiters instead of refusing it back into a race for the next one.
     const waitUntil = line?.waitThere && line.deadline - LINE_MARGIN_MS - p.now() >= LINE_MARGIN_MS ? { waitUntil: line.deadline - LINE_MARGIN_MS } : {};
@@ -562,7 +562,7 @@ export class Entry {
       outcome = await this.#forward(rr, fwd, where.host, res, signal, Object.assign({}, h.extra, meshHeaders(where.host, h.origin, h.route, h.queuedMs)), where.waitUntil, priced, where.move);
     } finally {
       // Ended either way; the end of a served forward frees its slot in this node's view at once and wakes the queues.
-      where.end(outcome.kind === 'refused' || outcome.kind === 'engine-failed' ? 'refused' : 'served');
+      where.end(outcome.kind === 'refused' || outcome.kind === 'engine-failed' ? 'refused' : 'served', outcome.kind === 'answered' ? outcome.slot : undefined);
     }
     if (outcome.kind === 'cut') {
       trace.executor = where.host;

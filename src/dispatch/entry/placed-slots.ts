@@ -22,8 +22,11 @@ interface Placed {
 
 /** One recorded forward: tell it how it ended. */
 export interface PlacedHandle {
-  /** `served`: its prompt stays in the slot, idle from now. `refused`: it never ran there; forgotten. */
-  end(how: 'served' | 'refused'): void;
+  /**
+   * `served`: its prompt stays in the slot, idle from now; in `slot` when the executor said it took another than the
+   * one named. `refused`: it never ran there; forgotten.
+   */
+  end(how: 'served' | 'refused', slot?: number): void;
 }
 
 export class PlacedSlots {
@@ -40,17 +43,23 @@ export class PlacedSlots {
     const entry: Placed = { at: now, slot: h ? { slot, last, head: h } : { slot, last } };
     const forget = this.#records.add(host, model, entry, now);
     return {
-      end: (how) => {
+      end: (how, took) => {
         if (how === 'refused') return forget();
-        if (entry.slot.endedAt === undefined) entry.slot = { ...entry.slot, endedAt: this.now() };
+        if (entry.slot.endedAt === undefined) entry.slot = { ...entry.slot, endedAt: this.now(), ...(took !== undefined ? { slot: took } : {}) };
       },
     };
   }
 
-  /** The slots this node's forwards took on `host` for `model` at or after `since`, oldest first. */
+  /**
+   * The slots this node's forwards took on `host` for `model` at or after `since`, oldest first; before them, those
+   * sent earlier that have ended (marked `polled`: a report polled at `since` shows where they ran, maybe still busy).
+   */
   since(host: string, model: string, since: number): PlacedSlot[] {
     const out: PlacedSlot[] = [];
-    for (const p of this.#records.of(host, model)) if (p.at >= since) out.push(p.slot);
+    for (const p of this.#records.of(host, model)) {
+      if (p.at >= since) out.push(p.slot);
+      else if (p.slot.endedAt !== undefined) out.push(Object.assign({}, p.slot, { polled: true as const }));
+    }
     return out;
   }
 }

@@ -15,7 +15,7 @@ import type { Gone } from '../../http/gone.ts';
 import { usageOfBody } from '../../http/engine-usage.ts';
 import { ApiError, errors, sendError, sendJson } from '../../http/errors.ts';
 import { relay, upstreamErrorText, type AnswerTranslator } from '../../http/relay.ts';
-import { RES_MOVED, RES_OMITTED_TOOLS } from '../../http/viiwork-headers.ts';
+import { RES_MOVED, RES_OMITTED_TOOLS, RES_SLOT } from '../../http/viiwork-headers.ts';
 import { CHAIN_LINKS_MAX, CHAIN_WALK_MAX, walkPrompt } from '../../prompt/chain.ts';
 import { replyLink } from '../../prompt/reply.ts';
 import type { PrefixChain } from '../../prompt/held.ts';
@@ -221,6 +221,8 @@ export class Executor {
       let path = rr.path;
       let translate: AnswerTranslator | undefined;
       const responseHeaders = Object.assign({}, h.extra, meshHeaders(p.name, h.origin, h.route, h.queuedMs), trace.move ? { [RES_MOVED]: movedHeader(trace.move) } : {});
+      // A forward's entry learns the slot this node took, which may not be the one it named (issue 42, item 4).
+      if (run?.ticket.slot !== undefined && h.origin !== p.name) responseHeaders[RES_SLOT] = String(run.ticket.slot);
       const plan = this.#plan(rr, lease);
       if (plan.kind === 'refuse') {
         // The executor's own answer about the request itself: unmarked, so it reaches the client once.
