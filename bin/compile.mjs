@@ -23,33 +23,42 @@ const dist = path.join(root, 'dist');
 const SPECIFIER = /(\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)(['"])(\.\.?\/[^'"\n]*?)\.ts\2/g;
 
 export async function compile({ force = false } = {}) {
-  const stamp = sourceStamp(src);
-  if (!force && readStamp() === stamp.text) return { compiled: 0, upToDate: true };
-  fs.rmSync(dist, { recursive: true, force: true });
+  return compileTree(src, dist, { force });
+}
+
+/**
+ * `from` compiled to `to`, one file for one file (`.ts` to `.js`, relative
+ * `.ts` specifiers rewritten; other files copied), unless `to` already holds
+ * a build of `from` as it is now (its stamp). `to` is emptied first.
+ */
+export async function compileTree(from, to, { force = false } = {}) {
+  const stamp = sourceStamp(from);
+  if (!force && readStamp(to) === stamp.text) return { compiled: 0, upToDate: true };
+  fs.rmSync(to, { recursive: true, force: true });
   let compiled = 0;
   for (const rel of stamp.files) {
-    const from = path.join(src, rel);
+    const file = path.join(from, rel);
     if (rel.endsWith('.ts') && !rel.endsWith('.d.ts')) {
-      const out = path.join(dist, rel.slice(0, -3) + '.js');
-      const code = fs.readFileSync(from, 'utf8');
-      const js = await transform(code, { loader: 'ts', format: 'esm', platform: 'node', target: 'node20', sourcefile: from });
+      const out = path.join(to, rel.slice(0, -3) + '.js');
+      const code = fs.readFileSync(file, 'utf8');
+      const js = await transform(code, { loader: 'ts', format: 'esm', platform: 'node', target: 'node20', sourcefile: file });
       fs.mkdirSync(path.dirname(out), { recursive: true });
       fs.writeFileSync(out, js.code.replace(SPECIFIER, (_m, lead, q, spec) => `${lead}${q}${spec}.js${q}`));
       compiled++;
     } else if (!rel.endsWith('.d.ts')) {
-      const out = path.join(dist, rel);
+      const out = path.join(to, rel);
       fs.mkdirSync(path.dirname(out), { recursive: true });
-      fs.copyFileSync(from, out);
+      fs.copyFileSync(file, out);
     }
   }
   // Written last: a build cut short leaves no stamp, so it is never run.
-  fs.writeFileSync(path.join(dist, STAMP), stamp.text);
+  fs.writeFileSync(path.join(to, STAMP), stamp.text);
   return { compiled, upToDate: false };
 }
 
-function readStamp() {
+function readStamp(dir) {
   try {
-    return fs.readFileSync(path.join(dist, STAMP), 'utf8');
+    return fs.readFileSync(path.join(dir, STAMP), 'utf8');
   } catch {
     return undefined;
   }

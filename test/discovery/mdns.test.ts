@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { defaultRouteAddress, interfaceOf, sameSubnet } from '../../src/mesh/discovery/mdns.ts';
 import { Namespaces } from '../helpers/netns.ts';
+import { scriptArgs } from '../helpers/script.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '../..');
@@ -61,7 +62,7 @@ class Announcer {
   stderr = '';
 
   constructor(ns: string, name: string, advertise: string, port: number) {
-    this.child = spawn('ip', ['netns', 'exec', ns, process.execPath, '--import', 'tsx', script, name, advertise, String(port)], {
+    this.child = spawn('ip', ['netns', 'exec', ns, process.execPath, ...scriptArgs(script), name, advertise, String(port)], {
       cwd: root,
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -10,6 +10,7 @@ import { engineEnv, engineHost, hideFromEngines, LlamacppBackend, llamaServerArg
 import { LoadLock } from '../../src/engines/load-lock.ts';
 import { FAKE_LLAMA_SERVER } from '../fakes/fake-engine.ts';
 import { waitFor } from '../fakes/wait.ts';
+import { scriptArgs } from '../helpers/script.ts';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'viiwork-llamacpp-test-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -293,10 +294,10 @@ describe('engineHost: where an engine listens', () => {
 describe('LlamacppBackend orphans', () => {
   test('a node process that exits without stopping its backends leaves no engine behind', async () => {
     const { execFile } = await import('node:child_process');
-    const fixture = new URL('../fakes/exit-without-stop.ts', import.meta.url).pathname;
+    const fixture = scriptArgs(new URL('../fakes/exit-without-stop.ts', import.meta.url));
     const marker = `model-${randomBytes(6).toString('hex')}.gguf`;
     const stdout = await new Promise<string>((resolve, reject) =>
-      execFile(process.execPath, ['--import', 'tsx', fixture, path.join(dir, marker)], { timeout: 30_000 }, (err, out) => (err ? reject(err) : resolve(out))),
+      execFile(process.execPath, [...fixture, path.join(dir, marker)], { timeout: 30_000 }, (err, out) => (err ? reject(err) : resolve(out))),
     );
     const [state, pid] = stdout.trim().split(' ');
     assert.equal(state, 'healthy');

@@ -8,6 +8,7 @@ import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Writer } from '../../src/mesh/memberlist/codec/msgpack.ts';
 import { MessageType, writeCompress } from '../../src/mesh/memberlist/codec/messages.ts';
+import { scriptArgs } from '../helpers/script.ts';
 import { waitFor, followChild } from './helpers.ts';
 
 export interface ChildStats {
@@ -29,7 +30,7 @@ export class ChildNode {
 
   constructor(name: string, ip: string, port: number, label: string, keyB64 = '', join = '', env: Record<string, string> = {}) {
     const script = fileURLToPath(new URL('./child-node.ts', import.meta.url));
-    this.proc = spawn(process.execPath, ['--import', 'tsx', script, name, ip, String(port), label, keyB64, join], {
+    this.proc = spawn(process.execPath, [...scriptArgs(script), name, ip, String(port), label, keyB64, join], {
       stdio: ['pipe', 'pipe', 'pipe'],
       cwd: fileURLToPath(new URL('../..', import.meta.url)),
       env: { ...process.env, ...env },

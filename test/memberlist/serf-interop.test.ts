@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync, ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
+import { scriptArgs } from '../helpers/script.ts';
 import { waitFor, followChild } from './helpers.ts';
 
 const serfPath = spawnSync('sh', ['-c', 'command -v serf']).stdout?.toString().trim();
@@ -65,7 +66,7 @@ class Ours {
   stderr = '';
   constructor(name: string, ip: string, key: string, join = '') {
     const script = fileURLToPath(new URL('./child-node.ts', import.meta.url));
-    this.proc = spawn(process.execPath, ['--import', 'tsx', script, name, ip, '7946', '', key, join], {
+    this.proc = spawn(process.execPath, [...scriptArgs(script), name, ip, '7946', '', key, join], {
       stdio: ['pipe', 'pipe', 'pipe'],
       cwd: fileURLToPath(new URL('../..', import.meta.url)),
     });

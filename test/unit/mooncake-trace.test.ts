@@ -68,7 +68,7 @@ test('the sample keeps whole families: every later turn follows its parent, exte
 });
 
 test('a lower load samples fewer whole families, a subset of a higher load\'s', () => {
-  const file = path.resolve(import.meta.dirname, '../../../shared/traces/mooncake/mooncake-conversation_trace.jsonl.gz');
+  const file = path.resolve('../shared/traces/mooncake/mooncake-conversation_trace.jsonl.gz');
   const rows = fs.existsSync(file) ? readMooncake(file) : undefined;
   if (!rows) return;
   const fam = prefixFamilies(rows);
