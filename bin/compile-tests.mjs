@@ -4,7 +4,7 @@
 // there a link to dist/ (bin/compile.mjs): `npm test` then runs every test
 // file without tsx's loader, which costs each of its 225-odd processes about
 // half a second of CPU at start and slows every closure it makes after
-// (docs/testing.md, "Compiled tests"). Run by `npm test` before the runner;
+// (README, and docs/decisions.md "Compiled tests"). `npm test` runs it first;
 // nothing is done while .test-build/ is a build of the sources as they are.
 // Types are not checked here (`npm run build` does).
 import fs from 'node:fs';
