@@ -29,6 +29,25 @@ const { skip } = realLlamaServer();
 /** About 2k tokens of system prompt (the tiny vocabulary spells most text a character a token). */
 const LOG = Array.from({ length: 40 }, (_, i) => `Day ${i + 1}: the ship sailed on, wind steady. `).join('').slice(0, 1900);
 
+/**
+ * A call as the fake member F, from its address. The open mesh takes a member's call only while the callee sees it
+ * alive: an in-process fake peer on a loaded machine answers a probe late now and then and is suspected for a moment
+ * (the callee then rightly refuses it, 401): asked again until it is taken as alive.
+ */
+async function asF(url: string, from: Agent, body?: unknown): Promise<{ status: number; body: Buffer }> {
+  let out: { status: number; body: Buffer } | undefined;
+  await waitFor(
+    async () => {
+      const headers: Record<string, string> = body === undefined ? { 'x-viiwork-node': 'F' } : { 'content-type': 'application/json', 'x-viiwork-node': 'F' };
+      const r = await request(url, body === undefined ? { dispatcher: from, headers } : { method: 'POST', dispatcher: from, headers, body: JSON.stringify(body) });
+      out = { status: r.statusCode, body: Buffer.from(await r.body.arrayBuffer()) };
+      return !(out.status === 401 && /not an alive member \(suspect\)/.test(out.body.toString('utf8')));
+    },
+    { timeoutMs: 30_000, what: 'F taken as alive' },
+  );
+  return out!;
+}
+
 const metric = (text: string, line: RegExp) => Number(text.split('\n').find((l) => line.test(l))?.split(' ').at(-1) ?? 0);
 
 describe('a conversation moved between two members, against the real llama-server', { skip }, () => {
@@ -94,18 +113,8 @@ describe('a conversation moved between two members, against the real llama-serve
     // A digest slot on the wire: [last link's hash, its tokens, unique tokens, idle ms (-1 busy), …].
     const link = (feed.models[0].targets[0].digest.slots as unknown[][]).find((s) => s[0])?.[0] as string;
     const save = async (fingerprint: unknown) => {
-      // The open mesh takes a member's call only while A sees it alive: an in-process fake peer on a loaded machine
-      // answers a probe late now and then and is suspected for a moment (A then rightly refuses it, 401): ask again.
-      let out: { status: number; text: string } | undefined;
-      await waitFor(
-        async () => {
-          const r = await request(`${a.url}/v1/slot-cache/save`, { method: 'POST', dispatcher: from, headers: { 'content-type': 'application/json', 'x-viiwork-node': 'F' }, body: JSON.stringify({ model: 'tiny', link, fingerprint }) });
-          out = { status: r.statusCode, text: await r.body.text() };
-          return !(out.status === 401 && /not an alive member \(suspect\)/.test(out.text));
-        },
-        { timeoutMs: 30_000, what: 'A to take F as alive' },
-      );
-      return out!;
+      const r = await asF(`${a.url}/v1/slot-cache/save`, from, { model: 'tiny', link, fingerprint });
+      return { status: r.status, text: r.body.toString('utf8') };
     };
     const other = await save({ sha256: 'f'.repeat(64), context: 4096, parallel: 1, args: [] });
     assert.equal(other.status, 409, other.text);
@@ -125,19 +134,17 @@ describe('a conversation moved between two members, against the real llama-serve
     const feed = await getJson(`${a.url}/v1/capacity`);
     const link = (feed.models[0].targets[0].digest.slots as unknown[][]).find((s) => s[0])?.[0] as string;
     const fingerprint = { sha256: sha, context: 4096, parallel: 1, args: ['--threads', '1'], ...(build ? { build } : {}) };
-    const member = { 'content-type': 'application/json', 'x-viiwork-node': 'F' };
     const save = async () => {
-      const r = await request(`${a.url}/v1/slot-cache/save`, { method: 'POST', dispatcher: from, headers: member, body: JSON.stringify({ model: 'tiny', link, fingerprint }) });
-      const text = await r.body.text();
-      assert.equal(r.statusCode, 200, text);
+      const r = await asF(`${a.url}/v1/slot-cache/save`, from, { model: 'tiny', link, fingerprint });
+      const text = r.body.toString('utf8');
+      assert.equal(r.status, 200, text);
       return JSON.parse(text) as { sha256: string; size: number };
     };
     const [one, two] = [await save(), await save()];
     assert.equal(one.sha256, two.sha256);
     for (const _ of [one, two]) {
-      const r = await request(`${a.url}/v1/files/${one.sha256}`, { dispatcher: from, headers: { 'x-viiwork-node': 'F' } });
-      const body = Buffer.from(await r.body.arrayBuffer());
-      assert.equal(r.statusCode, 200, body.toString('utf8').slice(0, 300));
+      const { status, body } = await asF(`${a.url}/v1/files/${one.sha256}`, from);
+      assert.equal(status, 200, body.toString('utf8').slice(0, 300));
       assert.equal(createHash('sha256').update(body).digest('hex'), one.sha256);
     }
     await from.close();
@@ -155,9 +162,9 @@ describe('a conversation moved between two members, against the real llama-serve
     other.push({ role: 'assistant', content: w.reply }, { role: 'user', content: 'And then?' });
     await waitFor(async () => (await slots()).find((s) => s[0])?.[0] !== link, { timeoutMs: 10_000, what: "A's slot no longer holding the first conversation" });
     const fingerprint = { sha256: sha, context: 4096, parallel: 1, args: ['--threads', '1'], ...(build ? { build } : {}) };
-    const r = await request(`${a.url}/v1/slot-cache/save`, { method: 'POST', dispatcher: from, headers: { 'content-type': 'application/json', 'x-viiwork-node': 'F' }, body: JSON.stringify({ model: 'tiny', link, fingerprint }) });
-    const text = await r.body.text();
-    assert.equal(r.statusCode, 200, text);
+    const r = await asF(`${a.url}/v1/slot-cache/save`, from, { model: 'tiny', link, fingerprint });
+    const text = r.body.toString('utf8');
+    assert.equal(r.status, 200, text);
     assert.ok(JSON.parse(text).tokens >= 1500, text.slice(0, 300));
     await from.close();
     // The conversation that held the slot went to RAM, not away: its next turn finds its cache.
