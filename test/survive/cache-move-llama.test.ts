@@ -32,7 +32,7 @@ const LOG = Array.from({ length: 40 }, (_, i) => `Day ${i + 1}: the ship sailed 
 /**
  * A call as the fake member F, from its address. The open mesh takes a member's call only while the callee sees it
  * alive: an in-process fake peer on a loaded machine answers a probe late now and then and is suspected for a moment
- * (the callee then rightly refuses it, 401): asked again until it is taken as alive.
+ * (the callee then rightly refuses it: 401 for a call, 403 for a file): asked again until it is taken as alive.
  */
 async function asF(url: string, from: Agent, body?: unknown): Promise<{ status: number; body: Buffer }> {
   let out: { status: number; body: Buffer } | undefined;
@@ -41,7 +41,7 @@ async function asF(url: string, from: Agent, body?: unknown): Promise<{ status: 
       const headers: Record<string, string> = body === undefined ? { 'x-viiwork-node': 'F' } : { 'content-type': 'application/json', 'x-viiwork-node': 'F' };
       const r = await request(url, body === undefined ? { dispatcher: from, headers } : { method: 'POST', dispatcher: from, headers, body: JSON.stringify(body) });
       out = { status: r.statusCode, body: Buffer.from(await r.body.arrayBuffer()) };
-      return !(out.status === 401 && /not an alive member \(suspect\)/.test(out.body.toString('utf8')));
+      return !((out.status === 401 || out.status === 403) && /not an alive member \(suspect\)/.test(out.body.toString('utf8')));
     },
     { timeoutMs: 30_000, what: 'F taken as alive' },
   );
