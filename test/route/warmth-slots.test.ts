@@ -49,6 +49,19 @@ function executor(turns: PrefixChain[], replies: (PrefixChain[number] | undefine
   return { m, digest: { version: 1, held, slots: m.slotStates!().map((s) => (s.idleSince !== undefined ? { ...s, idleSince: s.idleSince } : s)) } as CacheDigest, gaps };
 }
 
+/**
+ * An executor of two slots whose gaps between turns are all 1 s, one slot holding another agent's live conversation
+ * (ended at 50 ms), the other empty; it takes a slot its entry names when that costs no more (route/slots.ts).
+ */
+function hostWithLive() {
+  const gaps = new TurnGaps();
+  for (let i = 0; i < 10; i++) gaps.observe(1000);
+  const m = cacheModel({ kind: 'chosen', slots: 2, choose: (v, named) => chooseSlot(v, gaps.chance, named) });
+  const live = chainOf([{ role: 'system', content: 'Another agent altogether. '.repeat(300) }, { role: 'user', content: 'still going' }]);
+  m.finish(m.begin(live, 1, 0, 0), { processed: true, cachedTokens: 0 }, 2, 50);
+  return { gaps, m };
+}
+
 describe('an entry prices a free slot-state host by the slot the executor will take (issue 25, item 6)', () => {
   const first = chainOf([SYSTEM, { role: 'user', content: 'live conversation' }]);
   const reply = replyLink(first, { text: 'an answer', calls: [] }, 'chat')!;
@@ -154,14 +167,9 @@ describe('an entry prices a free slot-state host by the slot the executor will t
   });
 
   it("a slot the digest shows busy with this node's forward, ended since the poll, is priced as just freed: the executor may take it", () => {
-    const gaps = new TurnGaps();
-    for (let i = 0; i < 10; i++) gaps.observe(1000);
-    const m = cacheModel({ kind: 'chosen', slots: 2, choose: (v) => chooseSlot(v, gaps.chance) });
-    const live = chainOf([{ role: 'system', content: 'Another agent altogether. '.repeat(300) }, { role: 'user', content: 'still going' }]);
-    let t = m.begin(live, 1, 0, 0);
-    m.finish(t, { processed: true, cachedTokens: 0 }, 2, 50);
+    const { gaps, m } = hostWithLive();
     // The poll saw the first conversation running in the other slot; this node's forward of it has ended since.
-    t = m.begin(first, 3, 100, 0);
+    const t = m.begin(first, 3, 100, 0);
     const digest: CacheDigest = { version: 1, held: new Map(m.held().map((l) => [l.hash, l.tokens])), slots: m.slotStates!() };
     m.finish(t, { processed: true, cachedTokens: 0 }, 4, 150);
     const other = chainOf([SYSTEM, { role: 'user', content: 'a new conversation' }]);
@@ -172,14 +180,9 @@ describe('an entry prices a free slot-state host by the slot the executor will t
     assert.equal(c.slot, undefined, 'no slot named: which busy one freed is unknown');
   });
   it("a slot the digest shows busy with this node's forward, sent before the poll and ended since, is that forward's, idle: the price names it and the executor takes it (issue 42, item 4)", () => {
-    const gaps = new TurnGaps();
-    for (let i = 0; i < 10; i++) gaps.observe(1000);
-    const m = cacheModel({ kind: 'chosen', slots: 2, choose: (v, named) => chooseSlot(v, gaps.chance, named) });
-    const live = chainOf([{ role: 'system', content: 'Another agent altogether. '.repeat(300) }, { role: 'user', content: 'still going' }]);
-    let t = m.begin(live, 1, 0, 0);
-    m.finish(t, { processed: true, cachedTokens: 0 }, 2, 50);
+    const { gaps, m } = hostWithLive();
     // This node sent the first conversation before the poll; the poll saw it running; it has ended since.
-    t = m.begin(first, 3, 100, 0);
+    const t = m.begin(first, 3, 100, 0);
     const digest: CacheDigest = { version: 1, held: new Map(m.held().map((l) => [l.hash, l.tokens])), slots: m.slotStates!() };
     m.finish(t, { processed: true, cachedTokens: 0 }, 4, 1090);
     // The record names the slot this node priced; the executor may have taken another: the digest says which.
@@ -195,19 +198,14 @@ describe('an entry prices a free slot-state host by the slot the executor will t
     assert.equal(ran.predicted, c.cached);
   });
   it("the slot this node's own forward took since the poll holds that forward's prompt: a second conversation sharing its system prompt is priced where the executor takes it (issue 42, item 4)", () => {
-    const gaps = new TurnGaps();
-    for (let i = 0; i < 10; i++) gaps.observe(1000);
-    const m = cacheModel({ kind: 'chosen', slots: 2, choose: (v) => chooseSlot(v, gaps.chance) });
-    const live = chainOf([{ role: 'system', content: 'Another agent altogether. '.repeat(300) }, { role: 'user', content: 'still going' }]);
-    let t = m.begin(live, 1, 0, 0);
-    m.finish(t, { processed: true, cachedTokens: 0 }, 2, 50);
+    const { gaps, m } = hostWithLive();
     // The report this node prices on was polled here: one live conversation, one empty slot.
     const digest: CacheDigest = { version: 1, held: new Map(m.held().map((l) => [l.hash, l.tokens])), slots: m.slotStates!() };
     const at = (now: number, chain: PrefixChain, placed: PlacedSlot[] = []) =>
       warmCandidates([cand({ free: 2 })], { hosts: [hostWith(digest)], model: 'm', workload: 'chat', chain, memory, now, chance: gaps.chance, placed: () => placed });
     // This node sends the first conversation; its price names the slot, and the executor takes that one.
     const [sent] = at(100, first);
-    t = m.begin(first, 3, 100, 0);
+    const t = m.begin(first, 3, 100, 0);
     assert.equal(t.slot, sent.slot);
     m.finish(t, { processed: true, cachedTokens: 0 }, 4, 150);
     const placed: PlacedSlot[] = [{ slot: sent.slot!, last: first.at(-1)!, head: first[0], endedAt: 150 }];
