@@ -21,7 +21,14 @@ import type { CacheDigest, SlotHold } from '../prompt/held.ts';
  * them the hash and tokens of the link before its last (SlotHold.prev). A
  * reader that knows only the first four (or six) ignores the rest.
  */
-export type SlotWire = [string, number, number, number] | [string, number, number, number, string, number] | [string, number, number, number, string, number, string, number];
+export type SlotWire =
+  | [string, number, number, number]
+  | [string, number, number, number, string, number]
+  | [string, number, number, number, string, number, string, number]
+  | [string, number, number, number, string, number, string, number, number];
+
+/** Turns a slot says at most (past a few, the return chance no longer changes with them). */
+export const MAX_WIRE_TURNS = 999;
 
 /**
  * The wire form: `links` absent means "unchanged since the version you hold" (the slots and the RAM pool too).
@@ -38,9 +45,9 @@ export interface DigestWire {
 /** Room a target's RAM-pool links may take of the digest's bound (the slots' links keep the rest). */
 export const RAM_WIRE_BYTES = 4 * 1024;
 
-/** Slots listed per target at most; each takes about 45 bytes of JSON (70 with its head, 98 with the link before its last too), taken off the links' room. */
+/** Slots listed per target at most; each takes about 45 bytes of JSON (70 with its head, 98 with the link before its last too, 102 with its turns), taken off the links' room. */
 export const DIGEST_MAX_SLOTS = 128;
-export const SLOT_WIRE_BYTES = 100;
+export const SLOT_WIRE_BYTES = 104;
 
 /** A target's slots for a report made at `now` (the executor's clock): idle times relative to it. */
 export function encodeSlots(slots: readonly SlotHold[], now: number): SlotWire[] {
@@ -51,9 +58,13 @@ export function encodeSlots(slots: readonly SlotHold[], now: number): SlotWire[]
       Math.max(0, Math.round(s.unique)),
       s.busy ? -1 : Math.max(0, Math.round(now - (s.idleSince ?? now))),
     ];
-    if (!(s.last && s.head && HEX16.test(s.head.hash))) return w;
-    const head: [string, number, number, number, string, number] = [...w, s.head.hash, Math.max(0, Math.round(s.head.tokens))];
-    return s.prev && HEX16.test(s.prev.hash) ? [...head, s.prev.hash, Math.max(0, Math.round(s.prev.tokens))] : head;
+    const turns = s.last && s.turns !== undefined && s.turns >= 1 ? Math.min(MAX_WIRE_TURNS, Math.round(s.turns)) : undefined;
+    const hasHead = s.last && s.head && HEX16.test(s.head.hash);
+    if (!hasHead && turns === undefined) return w;
+    const head: [string, number, number, number, string, number] = [...w, hasHead ? s.head!.hash : '', hasHead ? Math.max(0, Math.round(s.head!.tokens)) : 0];
+    const prev: [string, number] = hasHead && s.prev && HEX16.test(s.prev.hash) ? [s.prev.hash, Math.max(0, Math.round(s.prev.tokens))] : ['', 0];
+    if (turns === undefined) return prev[0] ? [...head, ...prev] : head;
+    return [...head, ...prev, turns];
   });
 }
 
@@ -78,7 +89,9 @@ export function decodeSlots(x: unknown, at: number): SlotHold[] | undefined {
     // The link before the last (optional, only after a head), ignored when malformed.
     const [prevHash, prevTokens] = [w[6], w[7]];
     const prev = head.head && typeof prevHash === 'string' && HEX16.test(prevHash) && typeof prevTokens === 'number' && Number.isFinite(prevTokens) ? { prev: { hash: prevHash, tokens: Math.max(0, prevTokens) } } : {};
-    out.push({ ...last, ...head, ...prev, unique: Math.max(0, unique as number), busy, ...(busy ? {} : { idleSince: at - (idle as number) }) });
+    const t = w[8];
+    const turns = hash && typeof t === 'number' && Number.isSafeInteger(t) && t >= 1 ? { turns: Math.min(MAX_WIRE_TURNS, t) } : {};
+    out.push({ ...last, ...head, ...prev, unique: Math.max(0, unique as number), busy, ...(busy ? {} : { idleSince: at - (idle as number) }), ...turns });
   }
   return out;
 }

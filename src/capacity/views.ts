@@ -92,7 +92,7 @@ function chanceOf(r: PeerReport): ReturnChance | undefined {
   const curve = r.report.turn_gaps;
   if (!curve) return undefined;
   let f = chanceCache.get(r);
-  if (!f) chanceCache.set(r, (f = (idleMs) => curveChance(idleMs, curve)));
+  if (!f) chanceCache.set(r, (f = (idleMs, turns) => curveChance(idleMs, curve, turns)));
   return f;
 }
 

@@ -100,7 +100,7 @@ export interface DispatchPorts {
   readonly decisions: DecisionFeed;
   readonly log: Log;
   /** The executor's record of its engines' caches (engines/cache-book.ts); absent: none kept. */
-  readonly cache?: { begin(backend: Backend, chain: PrefixChain, head?: number, named?: number): CacheRun; peek?(backend: Backend, chain: PrefixChain, named?: number): Evicted | undefined };
+  readonly cache?: { begin(backend: Backend, chain: PrefixChain, head?: number, named?: number, session?: boolean): CacheRun; peek?(backend: Backend, chain: PrefixChain, named?: number): Evicted | undefined };
   /** The chance an idle conversation returns (route/slots.ts): what pricing weighs an eviction by; absent: the prior. */
   readonly returnChance?: ReturnChance;
   /** On-demand loads asked by this node (SPEC section 11); absent: never asks. */

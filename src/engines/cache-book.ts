@@ -55,6 +55,8 @@ export interface CacheBookOptions {
   choose?: SlotChooser;
   /** Told every gap between a conversation's turns that an engine's slot saw (route/slots.ts TurnGaps). */
   onGap?: (ms: number) => void;
+  /** Told the turns in place of every placement an engine's slot took (route/slots.ts TurnGaps). */
+  onPlaced?: (turns: number) => void;
 }
 
 interface Entry {
@@ -104,6 +106,7 @@ export class CacheBook {
       budgetTokens: b.parallel * b.context,
       choose: this.opts.choose,
       onGap: this.opts.onGap,
+      onPlaced: this.opts.onPlaced,
       // Read at every request: the backend learns its pool when it starts (the engine's flags, the model's KV size).
       pool: () => b.promptPool,
     });
@@ -116,9 +119,9 @@ export class CacheBook {
    * A request with `chain` (its head link at index `head`, when known) starts on backend `b`; `named`: the slot its
    * entry priced (a forward's `slot` claim), taken when it costs no more than the node's own choice.
    */
-  begin(b: Backend, chain: PrefixChain, head?: number, named?: number): CacheRun {
+  begin(b: Backend, chain: PrefixChain, head?: number, named?: number, session?: boolean): CacheRun {
     const e = this.#entry(b);
-    const ticket = e.model.begin(chain, ++this.#clock, this.#now(), head, named);
+    const ticket = e.model.begin(chain, ++this.#clock, this.#now(), head, named, session);
     this.#touched(e);
     let done = false;
     return {

@@ -26,6 +26,7 @@ import { continuesInPlace, type ChainLink, type PrefixChain, type SlotHold, type
 import { RamPool, savesSlot, TODAY_SIMILARITY, type PromptMeasure } from '../prompt/ram-pool.ts';
 import { BlockCache } from './block-cache.ts';
 import { chainTokensHeld, heldOf, holding, isMiss, prefixUpTo, ReplyCredit, sampledIndices, scaleChain, withReply } from './cache-chain.ts';
+import { TurnCount } from './turn-count.ts';
 
 export { heldOf, isMiss, ReplyCredit, sampledIndices, scaleChain, withReply } from './cache-chain.ts';
 
@@ -46,6 +47,8 @@ export interface CacheModelOptions {
   choose?: SlotChooser;
   /** chosen: told the gap (ms) between the end of a conversation's turn and its next turn taking the same slot. */
   onGap?: (ms: number) => void;
+  /** chosen: told the turns of every placement's conversation (1: a new one; engines/turn-count.ts, route/slots.ts TurnGaps). */
+  onPlaced?: (turns: number) => void;
   /**
    * chosen: the engine's host-RAM prompt cache (today's llama-server `--cache-ram`, the sim's `cache_ram`), read at
    * every request (the backend learns it when it starts); undefined or 0 tokens: none, a prompt lives only in its slot.
@@ -133,7 +136,8 @@ export interface CacheModel {
    * its clock (slots' idle times).
    */
   /** `named`: the slot the request's entry priced, which the node's chooser takes when it costs no more (route/slots.ts). */
-  begin(chain: PrefixChain, now: number, ms?: number, head?: number, named?: number): CacheTicket;
+  /** `session`: the request carries a session key (its client says the conversation comes back). */
+  begin(chain: PrefixChain, now: number, ms?: number, head?: number, named?: number, session?: boolean): CacheTicket;
   /** It ended: the engine's own counts correct the model. */
   finish(t: CacheTicket, o: CacheOutcome, now: number, ms?: number): void;
   /**
@@ -187,7 +191,7 @@ export interface SlotContent {
 }
 
 export function cacheModel(opts: CacheModelOptions): CacheModel {
-  return opts.kind === 'blocks' ? new BlockCache(opts.budgetTokens ?? Infinity) : new SlotCache(opts.kind, Math.max(1, opts.slots), opts.similarity ?? DEFAULT_SIMILARITY, opts.choose, opts.onGap, opts.pool);
+  return opts.kind === 'blocks' ? new BlockCache(opts.budgetTokens ?? Infinity) : new SlotCache(opts.kind, Math.max(1, opts.slots), opts.similarity ?? DEFAULT_SIMILARITY, opts.choose, opts.onGap, opts.pool, opts.onPlaced);
 }
 
 interface Slot {
@@ -208,6 +212,11 @@ interface Slot {
   freed: number;
   /** The caller's clock (ms) when it was last given back (undefined: never). */
   freedMs?: number;
+  /**
+   * Turns of the conversation it holds, on this backend (engines/turn-count.ts; route/slots.ts prices a return by
+   * them); 0: not counted, priced as sure to return (a session's, which its client says will come back; a restored one).
+   */
+  turns: number;
 }
 
 /** A chain that reaches through the reply slot `s` holds: from its prompt's end to the reply's, in the engine's tokens. */
@@ -235,6 +244,8 @@ interface Content {
   readonly freedMs?: number;
   /** A request's own estimate of its tokens in the engine's count (a request, not yet a slot's content). */
   readonly est?: number;
+  /** Turns of its conversation (Slot.turns). */
+  readonly turns?: number;
 }
 
 /** Contents compared as the engine compares token sequences: by the deepest chain link they share (in `a`'s tokens). */
@@ -244,7 +255,7 @@ const CONTENT: PromptMeasure<Content> = {
 };
 
 function contentOf(s: Slot): Content {
-  return { links: s.links, promptLinks: s.promptLinks, head: s.head, hashes: s.hashes, ...(s.replyFull !== undefined ? { replyFull: s.replyFull } : {}), ...(s.freedMs !== undefined ? { freedMs: s.freedMs } : {}) };
+  return { links: s.links, promptLinks: s.promptLinks, head: s.head, hashes: s.hashes, turns: s.turns, ...(s.replyFull !== undefined ? { replyFull: s.replyFull } : {}), ...(s.freedMs !== undefined ? { freedMs: s.freedMs } : {}) };
 }
 
 /** A pooled or slot content as it is written beside a slot file (slot -1: it is in RAM). */
@@ -262,6 +273,8 @@ class SlotCache implements CacheModel {
   readonly slots: Slot[];
   changes = 0;
   readonly #credit = new ReplyCredit();
+  /** The turns of the conversations placed here, whichever slot they took (route/slots.ts prices returns by them). */
+  readonly #turnCount = new TurnCount();
 
   constructor(
     readonly kind: 'llama' | 'chosen' | 'lifo',
@@ -270,8 +283,9 @@ class SlotCache implements CacheModel {
     private readonly choose?: SlotChooser,
     private readonly onGap?: (ms: number) => void,
     private readonly poolSettings?: () => PoolSettings | undefined,
+    private readonly onPlaced?: (turns: number) => void,
   ) {
-    this.slots = Array.from({ length: n }, (_, id) => ({ id, busy: false, links: [], promptLinks: 0, head: -1, hashes: new Map(), taken: 0, freed: 0 }));
+    this.slots = Array.from({ length: n }, (_, id) => ({ id, busy: false, links: [], promptLinks: 0, head: -1, hashes: new Map(), taken: 0, freed: 0, turns: 0 }));
   }
 
   /** Tokens of slot `s`'s prompt that no other slot holds (what taking it destroys at most). */
@@ -330,7 +344,7 @@ class SlotCache implements CacheModel {
       // Its head's tokens tell a conversation grown inside its last message from another sharing only the system prompt.
       const head = s.head >= 0 && s.head < s.promptLinks ? { head: s.links[s.head].tokens } : {};
       if (s.busy) return { busy: true, tokens, shared, unique, ...head };
-      const view: ChooserSlot = { busy: false, tokens, shared, unique, ...head, idleMs: Math.max(0, ms - (s.freedMs ?? ms)) };
+      const view: ChooserSlot = { busy: false, tokens, shared, unique, ...head, idleMs: Math.max(0, ms - (s.freedMs ?? ms)), ...(tokens > 0 && s.turns > 0 ? { turns: s.turns } : {}) };
       return ram && request ? Object.assign(view, this.#poolView(s, request, ram.pool, ram.settings, ms)) : view;
     });
   }
@@ -346,7 +360,7 @@ class SlotCache implements CacheModel {
     const pooled = last <= pool.limitTokens;
     const i = pool.best(own, request);
     const restore = i >= 0 ? CONTENT.common(pool.entries[i].prompt, request) : 0;
-    const drops = dropped.map((e) => ({ tokens: e.tokens, idleMs: Math.max(0, ms - (e.prompt.freedMs ?? ms)) }));
+    const drops = dropped.map((e) => ({ tokens: e.tokens, idleMs: Math.max(0, ms - (e.prompt.freedMs ?? ms)), ...(e.prompt.turns ? { turns: e.prompt.turns } : {}) }));
     return drops.length ? { pooled, restore, drops } : { pooled, restore };
   }
 
@@ -375,7 +389,7 @@ class SlotCache implements CacheModel {
     return best ?? free.reduce((a, b) => (b.taken < a.taken ? b : a));
   }
 
-  begin(chain: PrefixChain, now: number, ms = 0, head?: number, named?: number): CacheTicket {
+  begin(chain: PrefixChain, now: number, ms = 0, head?: number, named?: number, session?: boolean): CacheTicket {
     this.#evicted = undefined;
     const slot = this.#choose(chain, ms, named);
     // More requests than modelled slots (the engine queues them): predicted cold, nothing changes.
@@ -384,6 +398,10 @@ class SlotCache implements CacheModel {
     const evicted = this.#evicted;
     const restored = this.#swap(slot, chain);
     const predicted = heldOf(chain, slot.hashes);
+    const turns = this.#turnCount.next(chain, h.head);
+    // A session's turns are not counted in the shares: the shares price the slots of conversations without one.
+    slot.turns = session ? 0 : turns;
+    if (this.kind === 'chosen' && !session) this.onPlaced?.(turns);
     const through = replyMet(slot, chain);
     slot.busy = true;
     slot.taken = now;
@@ -490,6 +508,7 @@ class SlotCache implements CacheModel {
     if (c.replyFull !== undefined) s.replyFull = c.replyFull;
     // Idle since it was restored: its conversation's next turn is counted as any other's.
     s.freedMs = ms;
+    s.turns = 0;
   }
 
   parked(slot: number): boolean {
@@ -520,6 +539,7 @@ class SlotCache implements CacheModel {
     const c = e.prompt;
     this.#hold(s, c.links.slice(0, c.promptLinks), c.promptLinks, c.head >= 0 && c.head < c.promptLinks ? c.head : undefined);
     s.freedMs = c.freedMs ?? ms;
+    s.turns = c.turns ?? 0;
     return contentAsSlot(contentOf(s), slot);
   }
 
@@ -533,7 +553,7 @@ class SlotCache implements CacheModel {
       const prev = head.head && s.head < s.promptLinks - 2 ? { prev: s.links[s.promptLinks - 2] } : {};
       if (s.busy) return last ? { last, ...head, ...prev, unique, busy: true } : { unique, busy: true };
       const idle = s.freedMs !== undefined ? { idleSince: s.freedMs } : {};
-      return last ? { last, ...head, ...prev, unique, busy: false, ...idle } : { unique, busy: false, ...idle };
+      return last ? { last, ...head, ...prev, unique, busy: false, ...idle, ...(s.turns > 0 ? { turns: s.turns } : {}) } : { unique, busy: false, ...idle };
     });
   }
 

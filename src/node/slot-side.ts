@@ -32,7 +32,7 @@ export function slotSide(n: { readonly config: Config; readonly now: () => numbe
   const { slots, now } = n;
   const turnGaps = new TurnGaps();
   // The node chooses its slot-kind engines' slots (SPEC 9.6, "Slot choice") and learns turn gaps from them.
-  const cacheBook = new CacheBook({ now: () => n.now(), choose: (s, named) => chooseSlot(s, turnGaps.chance, named), onGap: (ms) => turnGaps.observe(ms) });
+  const cacheBook = new CacheBook({ now: () => n.now(), choose: (s, named) => chooseSlot(s, turnGaps.chance, named), onGap: (ms) => turnGaps.observe(ms), onPlaced: (turns) => turnGaps.placed(turns) });
   const queues = new QueueSet<Reservation>(n.config.routing.queue_max, n.config.routing.queue_timeout, now);
   const perf = new PerfScores(n.config.node.state_dir, now);
   const reserve = new ReserveBook(() => ({ slots: n.config.routing.interactive_reserve, forMs: n.config.routing.interactive_reserve_for }), now);

@@ -91,6 +91,8 @@ export interface SlotHold {
   readonly busy: boolean;
   /** Idle slots: when (the reader's clock, ms) its last request ended. */
   readonly idleSince?: number;
+  /** Turns its conversation has had on the target (SlotView.turns); undefined: the executor did not say. */
+  readonly turns?: number;
 }
 
 /**
@@ -120,6 +122,8 @@ export interface SlotView {
   readonly head?: number;
   /** Idle slots: ms since its last request ended. */
   readonly idleMs?: number;
+  /** Turns its conversation has had on this backend, whichever slots they took (1: a new one; undefined: not said). */
+  readonly turns?: number;
   /**
    * On an engine with a host-RAM prompt cache (today's llama-server): taking the slot saves its prompt to RAM, so
    * its conversation comes back by a restore, not a re-prefill (SPEC 9.6). undefined: no pool (today's rule).
@@ -128,5 +132,5 @@ export interface SlotView {
   /** With a pool: tokens of this prompt the engine restores from RAM into the slot when it is taken. */
   readonly restore?: number;
   /** With a pool: the prompts the save pushes out of the pool, lost (tokens, and their idle time). */
-  readonly drops?: readonly { readonly tokens: number; readonly idleMs: number }[];
+  readonly drops?: readonly { readonly tokens: number; readonly idleMs: number; readonly turns?: number }[];
 }

@@ -67,7 +67,7 @@ export interface SlotPick {
 }
 
 /** The chance that a conversation idle for so long comes back, from the gaps between turns observed. */
-export type ReturnChance = (idleMs: number) => number;
+export type ReturnChance = (idleMs: number, turns?: number) => number;
 
 /**
  * The slot a request takes among `slots` (SPEC 9.6, "Slot choice"): the
@@ -128,7 +128,7 @@ export function pickAt(slots: readonly SlotView[], i: number, chance: ReturnChan
   const lost = lostTokens(s);
   if (!(lost > 0 && worth(s, chance) > 0)) return { index: i, reused: s.shared };
   // After this placement: the slot taken holds this request's conversation (live), the others as liveSlots counts them.
-  const c = chance(s.idleMs ?? 0);
+  const c = chance(s.idleMs ?? 0, s.turns);
   const live = liveSlots(slots, chance) - c + 1;
   return { index: i, reused: s.shared, evicted: { tokens: lost, idleMs: s.idleMs ?? 0, chance: c, cascade: cascadeOf(live / slots.length) } };
 }
@@ -171,8 +171,8 @@ function pooledAt(s: SlotView, index: number, chance: ReturnChance): SlotPick {
   const pick = restored > 0 ? { index, reused, restored } : { index, reused };
   const lost = lostTokens(s);
   const dropped = droppedWorth(s, chance);
-  if (!((lost > 0 && chance(s.idleMs ?? 0) > 0) || dropped > 0)) return pick;
-  const c = chance(s.idleMs ?? 0);
+  if (!((lost > 0 && chance(s.idleMs ?? 0, s.turns) > 0) || dropped > 0)) return pick;
+  const c = chance(s.idleMs ?? 0, s.turns);
   // No cascade: a conversation that returns takes a slot whose prompt then moves to RAM, a restore, not a re-prefill.
   return { ...pick, evicted: { tokens: lost, idleMs: s.idleMs ?? 0, chance: c, cascade: 1, ...(s.pooled ? { pooled: true } : {}), ...(dropped > 0 ? { dropped } : {}) } };
 }
@@ -191,7 +191,7 @@ function restoreGain(s: SlotView): number {
 /** Expected tokens of re-prefill of the pool entries the save drops. */
 function droppedWorth(s: SlotView, chance: ReturnChance): number {
   let w = 0;
-  for (const d of s.drops ?? []) w += d.tokens * chance(d.idleMs);
+  for (const d of s.drops ?? []) w += d.tokens * chance(d.idleMs, d.turns);
   return w;
 }
 
@@ -202,7 +202,7 @@ function droppedWorth(s: SlotView, chance: ReturnChance): number {
  */
 export function liveSlots(slots: readonly SlotView[], chance: ReturnChance): number {
   let live = 0;
-  for (const o of slots) live += o.busy ? 1 : o.tokens === 0 ? 0 : chance(o.idleMs ?? 0);
+  for (const o of slots) live += o.busy ? 1 : o.tokens === 0 ? 0 : chance(o.idleMs ?? 0, o.turns);
   return live;
 }
 
@@ -232,7 +232,7 @@ function lostTokens(s: SlotView): number {
 /** Expected tokens of re-prefill that taking the slot costs its conversation (a restore, when the pool keeps it), and the pool's drops. */
 function worth(s: SlotView, chance: ReturnChance): number {
   const lost = lostTokens(s);
-  const own = lost === 0 ? 0 : lost * chance(s.idleMs ?? 0) * (s.pooled ? RESTORE_SHARE : 1);
+  const own = lost === 0 ? 0 : lost * chance(s.idleMs ?? 0, s.turns) * (s.pooled ? RESTORE_SHARE : 1);
   return own + droppedWorth(s, chance);
 }
 
@@ -275,7 +275,7 @@ export function slotViews(slots: readonly SlotHold[], hashes: ReadonlySet<string
     const tokens = s.last?.tokens ?? 0;
     const shared = s.last && hashes.has(s.last.hash) ? tokens : s.prev && hashes.has(s.prev.hash) ? s.prev.tokens : s.head && hashes.has(s.head.hash) ? s.head.tokens : 0;
     const idleMs = s.busy ? undefined : Math.max(0, now - (s.idleSince ?? now));
-    const view = { busy: s.busy, tokens, shared, unique: s.unique, ...(s.head ? { head: s.head.tokens } : {}) };
+    const view = { busy: s.busy, tokens, shared, unique: s.unique, ...(s.head ? { head: s.head.tokens } : {}), ...(s.turns !== undefined ? { turns: s.turns } : {}) };
     return idleMs === undefined ? view : { ...view, idleMs };
   });
 }
@@ -303,6 +303,19 @@ export class TurnGaps {
   readonly #ring: number[] = [];
   #next = 0;
   #curve: GapCurve | undefined;
+  /** The turns of the most recent MAX_PLACED placements' conversations (1: a new conversation). */
+  readonly #placed: number[] = [];
+  #nextPlaced = 0;
+
+  /** A request took a slot, as the `turns`-th turn its conversation has had on this node's backend (engines/turn-count.ts). */
+  placed(turns: number): void {
+    if (!(turns >= 1) || !Number.isFinite(turns)) return;
+    const t = Math.min(RETURN_SHARES + 1, Math.round(turns));
+    if (this.#placed.length < MAX_PLACED) this.#placed.push(t);
+    else this.#placed[this.#nextPlaced] = t;
+    this.#nextPlaced = (this.#nextPlaced + 1) % MAX_PLACED;
+    this.#curve = undefined;
+  }
 
   observe(gapMs: number): void {
     if (!(gapMs >= 0) || !Number.isFinite(gapMs)) return;
@@ -318,14 +331,14 @@ export class TurnGaps {
 
   /** What this node publishes of its gaps (its report's `turn_gaps`), and what its own slot choice reads. */
   curve(): GapCurve {
-    return (this.#curve ??= gapCurve([...this.#ring].sort((a, b) => a - b)));
+    return (this.#curve ??= gapCurve([...this.#ring].sort((a, b) => a - b), returnShares(this.#placed)));
   }
 
   /**
    * The chance a conversation idle for `idleMs` comes back, read from the published curve, not the gaps themselves:
    * an entry that prices this node's slots with the curve it polled then predicts the slot this node chooses.
    */
-  readonly chance: ReturnChance = (idleMs) => curveChance(idleMs, this.curve());
+  readonly chance: ReturnChance = (idleMs, turns) => curveChance(idleMs, this.curve(), turns);
 }
 
 /** Points of a published gap curve at most (about 200 bytes of JSON in a report). */
@@ -340,15 +353,54 @@ export const GAP_CURVE_POINTS = 32;
 export interface GapCurve {
   readonly n: number;
   readonly q: readonly number[];
+  /**
+   * The share of conversations that came back to this node for another turn, by the turns they had had: `r[0]`
+   * after one, … the last for that many and more (two decimals). Absent: not known, every one is taken to return.
+   */
+  readonly r?: readonly number[];
 }
 
-/** The curve of gaps sorted ascending. */
-export function gapCurve(sorted: readonly number[]): GapCurve {
+/** Return shares published: by one, two, … and the last for RETURN_SHARES turns and more. */
+export const RETURN_SHARES = 6;
+/** Placements whose turns are counted (the most recent). */
+export const MAX_PLACED = 512;
+/**
+ * Placements a node counts before it publishes shares at all: below, every
+ * conversation is taken to return, as before shares were counted (a test or
+ * a homelab with a handful of conversations prices as it always did).
+ */
+export const MIN_PLACED = 32;
+/** Placements of the prior "every conversation returns" each share starts from. */
+export const SHARE_PRIOR = 4;
+
+/**
+ * The share of conversations with k turns here that came back for
+ * another, from the turns of recent placements: those that came back are the
+ * placements with k + 1 turns, against the placements with k (the last share:
+ * with more than, against with at least RETURN_SHARES). A conversation that
+ * came back to another host counts as not back: its slot here was worth
+ * nothing to it. Undefined under MIN_PLACED placements.
+ */
+export function returnShares(placed: readonly number[]): number[] | undefined {
+  if (placed.length < MIN_PLACED) return undefined;
+  const at = new Array<number>(RETURN_SHARES + 2).fill(0);
+  for (const t of placed) at[Math.min(RETURN_SHARES + 1, t)]++;
+  const r: number[] = [];
+  for (let k = 1; k <= RETURN_SHARES; k++) {
+    const [made, back] = k < RETURN_SHARES ? [at[k], at[k + 1]] : [at[k] + at[k + 1], at[k + 1]];
+    r.push(Math.round(Math.min(1, (back + SHARE_PRIOR) / (made + SHARE_PRIOR)) * 100) / 100);
+  }
+  return r;
+}
+
+/** The curve of gaps sorted ascending, with the return shares when known. */
+export function gapCurve(sorted: readonly number[], r?: readonly number[]): GapCurve {
   const n = sorted.length;
-  if (n <= GAP_CURVE_POINTS) return { n, q: sorted.map((g) => Math.round(g)) };
+  const shares = r ? { r } : {};
+  if (n <= GAP_CURVE_POINTS) return { n, q: sorted.map((g) => Math.round(g)), ...shares };
   const q: number[] = [];
   for (let k = 1; k <= GAP_CURVE_POINTS; k++) q.push(Math.round(sorted[Math.ceil((k * n) / GAP_CURVE_POINTS) - 1]));
-  return { n, q };
+  return { n, q, ...shares };
 }
 
 /**
@@ -356,7 +408,27 @@ export function gapCurve(sorted: readonly number[]): GapCurve {
  * `idleMs` stands for the share of the gaps (the same as returnChance's
  * while every gap is a point), smoothed by the count seen.
  */
-export function curveChance(idleMs: number, { n, q }: GapCurve): number {
+export function curveChance(idleMs: number, curve: GapCurve, turns?: number): number {
+  return withReturnShare(curveSurvival(idleMs, curve), curve.r, turns);
+}
+
+/**
+ * The chance that a conversation with `turns` turns comes back at
+ * all, `r` (its share of returns, GapCurve.r), joined with the chance `s`
+ * that one that comes back has not yet done so after this long (the gaps):
+ * of conversations idle this long, those that will return are r·s against
+ * 1 − r that never will. Turns unknown, or no shares yet: every conversation
+ * is taken to return (r = 1), as before shares were published.
+ */
+export function withReturnShare(s: number, r: readonly number[] | undefined, turns: number | undefined): number {
+  if (turns === undefined || !r || r.length === 0) return s;
+  const share = r[Math.min(r.length, Math.max(1, Math.round(turns))) - 1];
+  if (!(share < 1)) return s;
+  const live = share * s;
+  return live > 0 ? live / (live + 1 - share) : 0;
+}
+
+function curveSurvival(idleMs: number, { n, q }: GapCurve): number {
   if (n < MIN_GAPS || q.length === 0) return returnChance(idleMs, []);
   if (idleMs > 2 * q[q.length - 1]) return 0;
   let lo = 0;
@@ -378,7 +450,10 @@ export function readGapCurve(x: unknown): GapCurve | undefined {
     const g = q[i];
     if (typeof g !== 'number' || !Number.isFinite(g) || g < 0 || (i > 0 && g < (q[i - 1] as number))) return undefined;
   }
-  return { n, q: q as number[] };
+  // Return shares (optional): ignored when malformed, as a reader that knows none would.
+  const r = (x as Record<string, unknown>).r;
+  const shares = Array.isArray(r) && r.length > 0 && r.length <= RETURN_SHARES && r.every((v) => typeof v === 'number' && v >= 0 && v <= 1) ? { r: r as number[] } : {};
+  return { n, q: q as number[], ...shares };
 }
 
 /** returnChance over gaps sorted ascending (see TurnGaps). */

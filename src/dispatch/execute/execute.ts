@@ -191,7 +191,7 @@ export class Executor {
       const generation = isScoredWorkload(rr.workload);
       const walked = this.#chainOf(rr);
       const chain = walked?.chain;
-      run = chain && chain.length ? p.cache!.begin(lease.backend, chain, walked.head, rr.slotNamed) : undefined;
+      run = chain && chain.length ? p.cache!.begin(lease.backend, chain, walked.head, rr.slotNamed, rr.sessionKey !== undefined) : undefined;
       trace.grantedAt = lease.grantedAt;
       if (run && trace.predictedCached === undefined) trace.predictedCached = run.predicted;
       if (run?.ticket.slot !== undefined) trace.slot = run.ticket.slot;
