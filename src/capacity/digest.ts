@@ -18,8 +18,10 @@ import type { CacheDigest, SlotHold } from '../prompt/held.ts';
  * other slot of the target holds, and the ms since its last request ended
  * (-1: busy; 0 with no hash and never used: empty); then, optionally, the
  * hash and tokens of its prompt's head link (tools and system), and after
- * them the hash and tokens of the link before its last (SlotHold.prev). A
- * reader that knows only the first four (or six) ignores the rest.
+ * them the hash and tokens of the link before its last (SlotHold.prev), and
+ * after those the turns its conversation has had (SlotHold.turns; the pairs
+ * before it padded `"", 0` when absent). A reader that knows only the first
+ * four (or six, or eight) ignores the rest.
  */
 export type SlotWire =
   | [string, number, number, number]

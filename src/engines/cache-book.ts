@@ -55,7 +55,7 @@ export interface CacheBookOptions {
   choose?: SlotChooser;
   /** Told every gap between a conversation's turns that an engine's slot saw (route/slots.ts TurnGaps). */
   onGap?: (ms: number) => void;
-  /** Told the turns in place of every placement an engine's slot took (route/slots.ts TurnGaps). */
+  /** Told the turns of every placement's conversation, but a session's (engines/turn-count.ts, route/slots.ts TurnGaps). */
   onPlaced?: (turns: number) => void;
 }
 
