@@ -133,8 +133,9 @@ describe('the Messages API through the official Anthropic SDK, translated for a 
   });
 
   it('count_tokens answers input_tokens without reaching the engine', async () => {
-    const r = await client.messages.countTokens({ model: MODEL, system: 'you are a counter', messages: [{ role: 'user', content: 'count these words please' }] });
+    const { data: r, response } = await client.messages.countTokens({ model: MODEL, system: 'you are a counter', messages: [{ role: 'user', content: 'count these words please' }] }).withResponse();
     assert.ok(r.input_tokens > 5 && r.input_tokens < 100, String(r.input_tokens));
+    assert.equal(response.headers.get('x-viiwork-node'), t.node.name, 'the answer names the node that counted');
     assert.equal(engine.count('/v1/chat/completions'), 0);
   });
 

@@ -193,7 +193,8 @@ export class Entry {
         return;
       }
     }
-    await this.executor.countHere(rr, res, signal, extra);
+    // Counted here (SPEC 4: every response names the node that answered it).
+    await this.executor.countHere(rr, res, signal, Object.assign({}, extra, meshHeaders(this.p.name, this.p.name, 'local', 0)));
   }
 
   /** `from`: where a continuation starts (SPEC 13): the host it was cut from is not tried again. */
