@@ -227,3 +227,18 @@ export function postJson(url: string, body: unknown, headers: Record<string, str
     text: await r.body.text(),
   }));
 }
+
+/**
+ * A gateway `gw` (no models) and a host `h` serving the sim model `m` (`parallel` slots, `sim` settings) at
+ * `ip(1)` and `ip(2)`, converged, with `m` on h seen at gw: the set-up of the tests that price a host's slots from an
+ * entry without engines. Both go into `into` (for stopAll).
+ */
+export async function startGatewayAndSimHost(into: MeshNode[], ip: (n: number) => string, sim: Record<string, unknown>, parallel = 2): Promise<[MeshNode, MeshNode]> {
+  const gw = await startMeshNode({ name: 'gw', ip: ip(1) });
+  into.push(gw);
+  const h = await startMeshNode({ name: 'h', ip: ip(2), seeds: [gw.gossip], models: [{ name: 'm', engine: 'sim', parallel, sim }] });
+  into.push(h);
+  await waitConverged(into);
+  await waitModelOn(gw, 'm', ['h']);
+  return [gw, h];
+}

@@ -15,7 +15,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { waitFor } from '../fakes/wait.ts';
-import { getJson, postJson as post, startMeshNode, stopAll, waitConverged, waitModelOn, type MeshNode } from '../helpers/mesh.ts';
+import { getJson, postJson as post, startGatewayAndSimHost, stopAll, type MeshNode } from '../helpers/mesh.ts';
 
 const IP = (n: number) => `127.0.233.${n}`;
 const sim = { ttft_ms: 5, prefill_ms_per_1k: 40, tokens_per_s: 2000, output_tokens: 2 };
@@ -29,11 +29,7 @@ describe("an entry without engines prices a host's slots by the host's own gaps 
   let gw: MeshNode;
   let h: MeshNode;
   before(async () => {
-    gw = await startMeshNode({ name: 'gw', ip: IP(1) });
-    h = await startMeshNode({ name: 'h', ip: IP(2), seeds: [gw.gossip], models: [{ name: 'm', engine: 'sim', parallel: 2, sim }] });
-    nodes.push(gw, h);
-    await waitConverged(nodes);
-    await waitModelOn(gw, 'm', ['h']);
+    [gw, h] = await startGatewayAndSimHost(nodes, IP, sim);
   });
   after(() => stopAll(nodes));
 

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { decodeSlots } from '../../src/capacity/digest.ts';
 import { waitFor } from '../fakes/wait.ts';
-import { getJson, postJson as post, startMeshNode, stopAll, waitConverged, waitModelOn, type MeshNode } from '../helpers/mesh.ts';
+import { getJson, postJson as post, startGatewayAndSimHost, stopAll, type MeshNode } from '../helpers/mesh.ts';
 
 const IP = (n: number) => `127.0.241.${n}`;
 const sim = { ttft_ms: 2, prefill_ms_per_1k: 5, tokens_per_s: 5000, output_tokens: 2 };
@@ -25,11 +25,7 @@ describe('a long conversation keeps its slot over a single shot that would not c
   let gw: MeshNode;
   let h: MeshNode;
   before(async () => {
-    gw = await startMeshNode({ name: 'gw', ip: IP(1) });
-    h = await startMeshNode({ name: 'h', ip: IP(2), seeds: [gw.gossip], models: [{ name: 'm', engine: 'sim', parallel: 2, sim }] });
-    nodes.push(gw, h);
-    await waitConverged(nodes);
-    await waitModelOn(gw, 'm', ['h']);
+    [gw, h] = await startGatewayAndSimHost(nodes, IP, sim);
   });
   after(() => stopAll(nodes));
 
