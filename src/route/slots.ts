@@ -291,6 +291,19 @@ export const PRIOR_LIVE_MS = 60_000;
 /** Gaps kept (the most recent). */
 export const MAX_GAPS = 256;
 
+/** The most recent `max` values added (oldest overwritten first; their order is not kept). */
+class Recent {
+  readonly items: number[] = [];
+  #next = 0;
+  constructor(private readonly max: number) {}
+
+  add(v: number): void {
+    if (this.items.length < this.max) this.items.push(v);
+    else this.items[this.#next] = v;
+    this.#next = (this.#next + 1) % this.max;
+  }
+}
+
 /**
  * The gaps between a conversation's turns this node observes (the time from
  * the end of one turn to the arrival of the next on its slot), the most
@@ -300,38 +313,35 @@ export const MAX_GAPS = 256;
  * costs nothing").
  */
 export class TurnGaps {
-  readonly #ring: number[] = [];
-  #next = 0;
-  #curve: GapCurve | undefined;
+  readonly #gaps = new Recent(MAX_GAPS);
   /** The turns of the most recent MAX_PLACED placements' conversations (1: a new conversation). */
-  readonly #placed: number[] = [];
-  #nextPlaced = 0;
+  readonly #placed = new Recent(MAX_PLACED);
+  /** The gaps sorted, kept while no gap is added (a placement, every request, changes only the shares). */
+  #sorted: number[] | undefined;
+  #curve: GapCurve | undefined;
 
   /** A request took a slot, as the `turns`-th turn its conversation has had on this node's backend (engines/turn-count.ts). */
   placed(turns: number): void {
     if (!(turns >= 1) || !Number.isFinite(turns)) return;
-    const t = Math.min(RETURN_SHARES + 1, Math.round(turns));
-    if (this.#placed.length < MAX_PLACED) this.#placed.push(t);
-    else this.#placed[this.#nextPlaced] = t;
-    this.#nextPlaced = (this.#nextPlaced + 1) % MAX_PLACED;
+    this.#placed.add(Math.min(RETURN_SHARES + 1, Math.round(turns)));
     this.#curve = undefined;
   }
 
   observe(gapMs: number): void {
     if (!(gapMs >= 0) || !Number.isFinite(gapMs)) return;
-    if (this.#ring.length < MAX_GAPS) this.#ring.push(gapMs);
-    else this.#ring[this.#next] = gapMs;
-    this.#next = (this.#next + 1) % MAX_GAPS;
+    this.#gaps.add(gapMs);
+    this.#sorted = undefined;
     this.#curve = undefined;
   }
 
   get size(): number {
-    return this.#ring.length;
+    return this.#gaps.items.length;
   }
 
   /** What this node publishes of its gaps (its report's `turn_gaps`), and what its own slot choice reads. */
   curve(): GapCurve {
-    return (this.#curve ??= gapCurve([...this.#ring].sort((a, b) => a - b), returnShares(this.#placed)));
+    this.#sorted ??= [...this.#gaps.items].sort((a, b) => a - b);
+    return (this.#curve ??= gapCurve(this.#sorted, returnShares(this.#placed.items)));
   }
 
   /**
