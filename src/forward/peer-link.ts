@@ -1,7 +1,8 @@
 /**
  * How this node calls members (member-call.ts, send.ts): their API from the
  * member table, requests signed as this node, and a member counted as gone
- * quiet once it is not alive or its last report is stale.
+ * quiet once it is not alive or its last report is stale (a forward sent on a
+ * stale report: once stale_after has passed since it was sent, with no report).
  */
 import type { Agent } from 'undici';
 import type { MemberTable } from '../mesh/members.ts';
@@ -26,9 +27,14 @@ export function peerLink(o: {
     self: o.self,
     signsBody: o.mode.mode === 'secured',
     apiOf: (host) => o.members.get(host)?.api,
-    responsive: (host) => {
-      const polledAt = o.polledAt(host);
-      return o.members.get(host)?.state === 'alive' && polledAt !== undefined && o.now() - polledAt <= o.staleAfterMs;
+    quietSince: (host) => {
+      const fresh = (since: number) => {
+        const polledAt = o.polledAt(host);
+        return o.now() - Math.max(polledAt ?? -Infinity, since) <= o.staleAfterMs;
+      };
+      // Sent on a stale report: its own start stands in for the poll, so it has stale_after to answer or be heard from.
+      const since = fresh(-Infinity) ? -Infinity : o.now();
+      return () => o.members.get(host)?.state !== 'alive' || !fresh(since);
     },
     // A member older than claims (signature v3) gets the forward without them: it would refuse the signature.
     sign: (method, pathWithQuery, bodySha256, to, claims) =>

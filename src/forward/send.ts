@@ -19,8 +19,12 @@ import type { RefusedBy, RunOutcome } from './outcome.ts';
 export interface PeerLink extends MemberLink {
   /** This node's name (the sender). */
   readonly self: string;
-  /** False once the member is no longer alive or its reports went stale: it has gone quiet. */
-  responsive(host: string): boolean;
+  /**
+   * A watch over a forward to `host` begun now: true once the member has gone quiet (no longer alive, or its
+   * reports went stale). A forward sent on a report already stale (count_tokens asks a member polled only in the
+   * background) gets `stale_after` from its own start instead: the staleness it was sent on is not news.
+   */
+  quietSince(host: string): () => boolean;
 }
 
 export interface ForwardCall {
@@ -119,14 +123,14 @@ export async function sendForward(link: PeerLink, call: ForwardCall, res: http.S
  * not a timer and an AbortController per forward.
  */
 class QuietWatch {
-  readonly #watched = new Set<{ host: string; flag: GoneFlag }>();
+  readonly #watched = new Set<{ quiet: () => boolean; flag: GoneFlag }>();
   #timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly link: PeerLink) {}
 
   /** Watch a forward to `host`: its flag fires when the member goes quiet; `end` stops watching it. */
   watch(host: string): { flag: GoneFlag; end(): void } {
-    const w = { host, flag: new GoneFlag() };
+    const w = { quiet: this.link.quietSince(host), flag: new GoneFlag() };
     this.#watched.add(w);
     this.#timer ??= setInterval(() => this.#check(), WATCH_INTERVAL_MS);
     return {
@@ -142,7 +146,7 @@ class QuietWatch {
   }
 
   #check(): void {
-    for (const w of this.#watched) if (!this.link.responsive(w.host)) w.flag.fire();
+    for (const w of this.#watched) if (w.quiet()) w.flag.fire();
   }
 }
 

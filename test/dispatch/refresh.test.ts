@@ -57,7 +57,7 @@ describe('the entry polls stale members before it refuses', () => {
       forwards: new ForwardBook(),
       queues: new QueueSet<Reservation>(8, 2000),
       aliases: { get: () => undefined },
-      peers: { self: 'A', signsBody: false, apiOf: (h) => (h === 'B' ? member.url : undefined), responsive: () => true, sign: () => ({}), dispatcher: agent },
+      peers: { self: 'A', signsBody: false, apiOf: (h) => (h === 'B' ? member.url : undefined), quietSince: () => () => false, sign: () => ({}), dispatcher: agent },
       recordScore() {},
       metrics: new Metrics(),
       decisions: new DecisionFeed(),

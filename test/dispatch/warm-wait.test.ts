@@ -103,7 +103,7 @@ describe('the dispatcher waits for a full host whose cache holds the prompt, as 
       forwards: new ForwardBook(),
       queues,
       aliases: { get: () => undefined },
-      peers: { self: 'A', signsBody: false, apiOf: (h) => (h === 'B' ? member.url : undefined), responsive: () => true, sign: () => ({}), dispatcher: agent },
+      peers: { self: 'A', signsBody: false, apiOf: (h) => (h === 'B' ? member.url : undefined), quietSince: () => () => false, sign: () => ({}), dispatcher: agent },
       recordScore() {},
       metrics: new Metrics(),
       decisions: new DecisionFeed(),

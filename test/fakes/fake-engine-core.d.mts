@@ -50,6 +50,8 @@ export interface FakeEngineOptions {
   script?: (json: any) => { text: string } | { call: { id?: string; name: string; arguments: string } } | undefined;
   /** false: `requests` stays empty (a test sending huge bodies need not keep them; default true). */
   keepRequests?: boolean;
+  /** Serve POST /tokenize (one token per character of `content`) after this many ms; undefined: 404. */
+  tokenizeMs?: number;
 }
 
 export interface ReceivedRequest {
@@ -80,7 +82,7 @@ export declare function parseMultipart(body: Buffer, contentType: string | undef
 
 export declare class FakeEngine extends EventEmitter {
   constructor(opts?: FakeEngineOptions);
-  readonly opts: Required<Omit<FakeEngineOptions, 'onCrash' | 'info' | 'env' | 'modelPath'>> & Pick<FakeEngineOptions, 'onCrash' | 'info' | 'env' | 'modelPath'>;
+  readonly opts: Required<Omit<FakeEngineOptions, 'onCrash' | 'info' | 'env' | 'modelPath' | 'tokenizeMs'>> & Pick<FakeEngineOptions, 'onCrash' | 'info' | 'env' | 'modelPath' | 'tokenizeMs'>;
   readonly server: Server;
   readonly host: string;
   /** The bound port, after start(). */

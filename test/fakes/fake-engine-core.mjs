@@ -138,6 +138,8 @@ export class FakeEngine extends EventEmitter {
       info: undefined,
       env: undefined,
       keepRequests: true,
+      // POST /tokenize (llama-server's): one token per character of `content`, answered after this many ms; undefined: 404.
+      tokenizeMs: undefined,
       ...opts,
     };
     this.delayMs = this.opts.delayMs;
@@ -324,6 +326,11 @@ export class FakeEngine extends EventEmitter {
     try {
       if (path.startsWith('/_control/') && this.opts.control) return this.#control(req, res, path, url, record);
       if (req.method === 'GET') return this.#get(res, path);
+      if (req.method === 'POST' && path === '/tokenize' && this.opts.tokenizeMs !== undefined) {
+        await sleep(this.opts.tokenizeMs);
+        const content = typeof record.json?.content === 'string' ? record.json.content : '';
+        return sendJson(res, 200, { tokens: [...content].map((c) => c.codePointAt(0)) });
+      }
       if (!inference) return sendJson(res, INFERENCE_PATHS.has(path) ? 405 : 404, errorBody(INFERENCE_PATHS.has(path) ? 405 : 404, `no route ${req.method} ${path}`));
 
       if (this.holding) {

@@ -27,6 +27,7 @@
 //   FAKE_IGNORE_SIGTERM  "1": ignore SIGTERM (only SIGKILL ends it).
 //   FAKE_OUTPUT_TOKENS, FAKE_CHUNK_DELAY_MS, FAKE_DELAY_MS: generation shape.
 //   FAKE_KEEP_REQUESTS   "0": keep no record of requests (for tests that send huge bodies).
+//   FAKE_TOKENIZE_MS     serve POST /tokenize (one token per character), answering after this many ms.
 //
 // Control endpoints (besides the fake engine's): POST /_control/crash (exit 1
 // at once), /_control/hold[?on=0], /_control/release[?n=N|?all=1],
@@ -118,6 +119,7 @@ const engine = new FakeEngine({
   chunkDelayMs: num(env.FAKE_CHUNK_DELAY_MS, 0),
   outputTokens: num(env.FAKE_OUTPUT_TOKENS, 4),
   keepRequests: env.FAKE_KEEP_REQUESTS !== '0',
+  ...(env.FAKE_TOKENIZE_MS !== undefined ? { tokenizeMs: num(env.FAKE_TOKENIZE_MS, 0) } : {}),
   control: true,
   onCrash: () => setImmediate(() => crash('POST /_control/crash')),
   info: () => ({ pid: process.pid, argv, args, build }),
