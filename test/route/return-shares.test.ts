@@ -27,7 +27,9 @@ describe("an idle conversation's return chance by the turns it has held (issue 4
   it('the share of returns is the placements one turn further against those of this many, none under MIN_PLACED placements', () => {
     assert.equal(returnShares([]), undefined);
     assert.equal(returnShares(new Array<number>(MIN_PLACED - 1).fill(1)), undefined, 'a handful of conversations: priced as before');
-    assert.ok(returnShares(new Array<number>(MIN_PLACED).fill(1))![0] < 0.2);
+    // From MIN_PLACED on, shares are published, the prior giving way as placements outweigh it.
+    assert.equal(returnShares(new Array<number>(MIN_PLACED).fill(1))![0], Math.round((SHARE_PRIOR / (MIN_PLACED + SHARE_PRIOR)) * 100) / 100);
+    assert.ok(returnShares(new Array<number>(32).fill(1))![0] < 0.2);
     // 100 first turns, 27 second, 11 third: about a quarter of first turns and 40% of second ones came back.
     const r = returnShares(placements(100, 27, 11))!;
     assert.equal(r.length, RETURN_SHARES);
