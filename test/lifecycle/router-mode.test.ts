@@ -53,6 +53,13 @@ async function startRouter(url: string, modelsMax: number): Promise<{ log(): str
   const cache = path.join(dir, 'llama-cache');
   fs.mkdirSync(cache);
   const { hostname, port } = new URL(url);
+  // llama-server binds with SO_REUSEPORT: a router left running by an interrupted run would share the port and
+  // answer some of these requests with its own loaded models (seen once: "alpha loaded" before any request).
+  const stray = await request(`${url}/health`).then(
+    async (r) => (await r.body.text(), true),
+    () => false,
+  );
+  assert.ok(!stray, `something already answers at ${url} (a router left by an interrupted run?): stop it first`);
   const proc: ChildProcess = spawn(BINARY!, ['--models-dir', models, '--models-max', String(modelsMax), '-t', '1', '--host', hostname, '--port', port], {
     env: { ...process.env, LLAMA_CACHE: cache },
     stdio: ['ignore', 'pipe', 'pipe'],
