@@ -12,6 +12,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { request } from 'undici';
 import { countText, messagesToChat } from '../../src/messages/index.ts';
+import { FAKE_LLAMA_SERVER } from '../fakes/fake-engine.ts';
 import { writeTinyGguf } from '../fakes/tiny-gguf.ts';
 import { waitFor } from '../fakes/wait.ts';
 import { getJson, startSeeded, stopAll, type MeshNode } from '../helpers/mesh.ts';
@@ -20,11 +21,26 @@ import { realLlamaServer } from '../helpers/engine.ts';
 
 const { binary: BINARY, skip } = realLlamaServer();
 const IP = (n: number) => `127.0.173.${n}`;
+/** The slow-tokenizer case's own addresses. */
+const IP_SLOW = (n: number) => `127.0.242.${n}`;
+/** The fake llama-server's /tokenize answers after this long: past the forward's quiet watch (200 ms). */
+const TOKENIZE_MS = 1200;
 
 async function count(url: string, body: unknown): Promise<{ status: number; node: string; tokens: number }> {
   const r = await request(`${url}/v1/messages/count_tokens`, { method: 'POST', headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' }, body: JSON.stringify(body) });
   const doc = (await r.body.json()) as { input_tokens: number };
   return { status: r.statusCode, node: String(r.headers['x-viiwork-node']), tokens: doc.input_tokens };
+}
+
+/** Until `gateway` has seen `member` serve tiny (slots up) in a report that is now stale: no request has made it routed. */
+async function staleReport(gateway: MeshNode, member: string): Promise<void> {
+  await waitFor(
+    async () => {
+      const m = (await getJson(`${gateway.url}/v1/fleet/capacity`)).models.find((x: any) => x.name === 'tiny');
+      return m?.hosts.some((h: any) => h.node === member && h.slots > 0 && h.fresh === false);
+    },
+    { timeoutMs: 60_000, intervalMs: 250, what: `the gateway's report of ${member} healthy, and stale` },
+  );
 }
 
 describe('count_tokens through a gateway', { skip }, () => {
@@ -50,13 +66,7 @@ describe('count_tokens through a gateway', { skip }, () => {
     const atMember = await count(nodes[0].url, body);
     assert.equal(atMember.status, 200);
     // The gateway has seen ct-x serve tiny (slots up) in a report that is now stale: no request has made it routed.
-    await waitFor(
-      async () => {
-        const m = (await getJson(`${nodes[1].url}/v1/fleet/capacity`)).models.find((x: any) => x.name === 'tiny');
-        return m?.hosts.some((h: any) => h.node === 'ct-x' && h.slots > 0 && h.fresh === false);
-      },
-      { timeoutMs: 60_000, intervalMs: 250, what: "the gateway's report of ct-x healthy, and stale" },
-    );
+    await staleReport(nodes[1], 'ct-x');
     const viaGateway = await count(nodes[1].url, body);
     assert.equal(viaGateway.status, 200);
     assert.equal(viaGateway.node, 'ct-x', 'counted by the member, not estimated at the gateway');
@@ -65,5 +75,50 @@ describe('count_tokens through a gateway', { skip }, () => {
     assert.ok(chat.ok);
     // The tiny vocabulary is mostly single characters: a tokenizer's count is far above the bytes ÷ 4 estimate.
     assert.ok(viaGateway.tokens > Buffer.byteLength(countText(chat.chat)) / 2, `${viaGateway.tokens} tokens`);
+  });
+});
+
+/**
+ * The same from a stale report, on the fake llama-server (no real engine needed). A tokenizer slower than the
+ * forward's watch over a quiet member (200 ms) still answers: the forward was
+ * sent on a stale report, so that staleness is no sign the member went quiet
+ * (it has `stale_after` from its own start). Found beside two CPU burners,
+ * where the real llama-server's /tokenize took that long; here the fake
+ * llama-server's /tokenize answers after 1.2 s, every run.
+ */
+describe('count_tokens through a gateway, from a stale report, with a slow tokenizer', () => {
+  const dir = tempDir('vw-count-stale-');
+  const model = writeTinyGguf(path.join(dir, 'tiny.gguf'), { seed: 11 });
+  const nodes: MeshNode[] = [];
+
+  before(async () => {
+    const env = { VIIWORK_MESH_SECRET: crypto.randomBytes(32).toString('base64') };
+    await startSeeded(nodes, [
+      {
+        name: 'cs-x',
+        ip: IP_SLOW(1),
+        env: { ...env, FAKE_TOKENIZE_MS: String(TOKENIZE_MS) },
+        models: [{ name: 'tiny', engine: 'llamacpp', path: model, parallel: 1, workloads: ['chat'], llamacpp: { binary: FAKE_LLAMA_SERVER } }],
+      },
+      // Background polling only: between its polls (every 10 s) the gateway's report of cs-x is stale.
+      { name: 'cs-g', ip: IP_SLOW(2), env, mesh: { capacity_background: '10s' } },
+    ]);
+  });
+  after(async () => {
+    await stopAll(nodes);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("the gateway's count is the member's tokenizer count, not the gateway's estimate", async () => {
+    const body = { model: 'tiny', system: 'count me', messages: [{ role: 'user', content: 'one two three four five six' }] };
+    const chat = messagesToChat(body as never);
+    assert.ok(chat.ok);
+    // The fake tokenizer gives one token per character: four times the bytes ÷ 4 estimate.
+    const characters = [...countText(chat.chat)].length;
+    await staleReport(nodes[1], 'cs-x');
+    const viaGateway = await count(nodes[1].url, body);
+    assert.equal(viaGateway.status, 200);
+    assert.equal(viaGateway.node, 'cs-x', 'counted by the member, not estimated at the gateway');
+    assert.equal(viaGateway.tokens, characters);
   });
 });
