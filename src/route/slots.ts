@@ -107,6 +107,18 @@ export function pickCost(p: SlotPick): number {
   return expectedLoss(p.evicted) - p.reused;
 }
 
+/**
+ * A slot whose conversation has had one turn on the target (the executor said so): its eviction is priced at one
+ * re-prefill times its chance, without the cascade. Such a prompt may be a single shot that never returns (on
+ * Mooncake's minute 40, 64k-token ones priced at 1.2-1.6 re-prefills kept new work off the fastest host, whose
+ * slots were taken again a median 0.3-1.0 s later; benchmarks.md, session 34), and the host a returning one
+ * takes is chosen when it returns, with the fleet's room then. A conversation that has returned at least once is
+ * the kind that keeps returning (the agent trace's sessions): its eviction keeps the cascade.
+ */
+function firstTurn(s: SlotView): boolean {
+  return s.turns !== undefined && s.turns < 2;
+}
+
 /** The slot this node's own rule takes (-1 when every slot is busy). */
 function ownIndex(slots: readonly SlotView[], chance: ReturnChance): number {
   if (slots.some((s) => s.pooled !== undefined)) return cheapestIdle(slots, (s) => (continues(s) ? -Infinity : worth(s, chance) - restoreGain(s))).index;
@@ -130,7 +142,7 @@ export function pickAt(slots: readonly SlotView[], i: number, chance: ReturnChan
   // After this placement: the slot taken holds this request's conversation (live), the others as liveSlots counts them.
   const c = chance(s.idleMs ?? 0, s.turns);
   const live = liveSlots(slots, chance) - c + 1;
-  return { index: i, reused: s.shared, evicted: { tokens: lost, idleMs: s.idleMs ?? 0, chance: c, cascade: cascadeOf(live / slots.length) } };
+  return { index: i, reused: s.shared, evicted: { tokens: lost, idleMs: s.idleMs ?? 0, chance: c, cascade: firstTurn(s) ? 1 : cascadeOf(live / slots.length) } };
 }
 
 /** The idle slot of lowest `cost` (-1 when every slot is busy); ties to the one holding more of the prompt, then the longest idle. */

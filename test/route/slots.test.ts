@@ -11,7 +11,7 @@ import type { CacheDigest, PrefixChain, SlotHold } from '../../src/prompt/held.t
 import { decide } from '../../src/route/decide.ts';
 import { holdStep, NO_HOLD } from '../../src/route/hold.ts';
 import { homeRanking } from '../../src/route/session-home.ts';
-import { cascadeOf, chooseSlot, curveChance, evictsUnpriced, GAP_CURVE_POINTS, gapCurve, MAX_CASCADE, MIN_GAPS, PRIOR_LIVE_MS, readGapCurve, returnChance, TurnGaps, type SlotView } from '../../src/route/slots.ts';
+import { cascadeOf, chooseSlot, curveChance, evictsUnpriced, expectedLoss, GAP_CURVE_POINTS, gapCurve, MAX_CASCADE, MIN_GAPS, PRIOR_LIVE_MS, readGapCurve, returnChance, TurnGaps, type SlotView } from '../../src/route/slots.ts';
 import type { Candidate, Decision, HostView, RouteRequest } from '../../src/route/types.ts';
 import { warmCandidates } from '../../src/route/warmth.ts';
 import { seeded } from '../helpers/random.ts';
@@ -137,6 +137,21 @@ describe('the slot a request takes (executor and entry alike)', () => {
     const roomy = chooseSlot([slot({ tokens: 9000, unique: 4000, idleMs: 600 }), slot({ tokens: 30000, unique: 30000, idleMs: 2200 })], gaps.chance);
     assert.equal(roomy?.index, 0, 'the other holds more tokens at stake: the live, smaller one is taken');
     assert.ok(roomy!.evicted!.cascade > 1 && roomy!.evicted!.cascade < crowded!.evicted!.cascade, `cascade ${roomy!.evicted!.cascade}`);
+  });
+
+  it('a first turn’s eviction costs one re-prefill times its chance; one whose conversation has returned keeps the cascade', () => {
+    // Every other slot busy: a conversation that has returned before is priced at the whole cascade, as above.
+    const others = [slot({ busy: true }), slot({ busy: true })];
+    const returned = chooseSlot([...others, slot({ tokens: 64000, unique: 64000, idleMs: 600, turns: 3 })], gaps.chance);
+    assert.equal(returned?.evicted?.cascade, MAX_CASCADE);
+    // The same slot holding a prompt seen once there (a single shot, or a conversation's first turn): no cascade.
+    const single = chooseSlot([...others, slot({ tokens: 64000, unique: 64000, idleMs: 600, turns: 1 })], gaps.chance);
+    assert.equal(single?.evicted?.cascade, 1);
+    assert.equal(single?.evicted?.tokens, 64000);
+    assert.equal(expectedLoss(single?.evicted), 64000 * single!.evicted!.chance);
+    // An executor that does not say how many turns: the cascade, as before turns were counted.
+    const unsaid = chooseSlot([...others, slot({ tokens: 64000, unique: 64000, idleMs: 600 })], gaps.chance);
+    assert.equal(unsaid?.evicted?.cascade, MAX_CASCADE);
   });
 
   it('the chance a conversation returns follows the gaps observed', () => {
