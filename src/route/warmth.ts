@@ -109,7 +109,8 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
     // The host's own reading of its idle slots, where it publishes one: an entry's own gaps (none at all, when it
     // runs no engine) would take for live a slot the executor takes for dead, or the reverse, and price a slot the
     // executor will not choose (issue 42: predicted 4,013 cached, the engine reused 3), each entry differently.
-    const chance = h && w.crowded?.(c.host, h.polledAt) ? ALWAYS_LIVE : (h?.returnChance ?? w.chance!);
+    const crowded = h !== undefined && w.crowded?.(c.host, h.polledAt) === true;
+    const chance = crowded ? ALWAYS_LIVE : (h?.returnChance ?? w.chance!);
     if (m) {
       const targets = eligibleTargets(m, w.workload);
       // What this node sent there since the poll, in the slots it named (one target's slots: their indices are its).
@@ -165,7 +166,9 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
     if (ahead > 0) warm.ahead = ahead;
     if (pick) warm.slot = pick.index;
     if (pick?.restored) warm.restored = pick.restored;
-    if (pick?.evicted) warm.evicted = pick.evicted;
+    // A crowded host's slots are priced live because the digest is stale, not because their conversations are known to
+    // return and crowd each other: one re-prefill each, as the executor that sent the forward back weighs it.
+    if (pick?.evicted) warm.evicted = crowded && !pick.evicted.pooled ? Object.assign({}, pick.evicted, { cascade: 1 }) : pick.evicted;
     return warm;
   });
   for (const c of warmed) if (c.evicted) c.evicted = fleetBounded(c.evicted, fleetLive, fleetSlots);

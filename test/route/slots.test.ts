@@ -258,6 +258,9 @@ describe('eviction in the price: new conversations go where they evict least', (
     const d = decide(warm, req({ pricedTokens: 9000 }), { performance: true, random: seeded(5), roundRobin: 0 });
     assert.equal(where(d), 'slow/scored');
     assert.equal(warm[0].evicted?.chance, 1);
+    // Live because the digest is stale, not because its conversations crowd each other: one re-prefill, as the
+    // executor that sent the forward back weighs it (both slots live would otherwise set off MAX_CASCADE).
+    assert.equal(warm[0].evicted?.cascade, 1);
     assert.deepEqual(marks, [`fast@${NOW - 100}`, `slow@${NOW - 100}`], 'asked with the poll time of each host’s report');
   });
 
