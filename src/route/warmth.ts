@@ -168,7 +168,7 @@ export function warmCandidates(cands: readonly Candidate[], w: WarmthInputs): Ca
     if (pick?.restored) warm.restored = pick.restored;
     // A crowded host's slots are priced live because the digest is stale, not because their conversations are known to
     // return and crowd each other: one re-prefill each, as the executor that sent the forward back weighs it.
-    if (pick?.evicted) warm.evicted = crowded && !pick.evicted.pooled ? Object.assign({}, pick.evicted, { cascade: 1 }) : pick.evicted;
+    if (pick?.evicted) warm.evicted = crowded ? Object.assign({}, pick.evicted, { cascade: 1 }) : pick.evicted;
     return warm;
   });
   for (const c of warmed) if (c.evicted) c.evicted = fleetBounded(c.evicted, fleetLive, fleetSlots);
