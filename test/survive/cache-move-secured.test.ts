@@ -47,7 +47,7 @@ describe('cache moves in a secured mesh', () => {
       assert.equal(wrong.status, 401, wrong.text);
       const stranger = await post(p, sign(p, body, signer, 'intruder'), body);
       assert.equal(stranger.status, 401, stranger.text);
-      assert.match(stranger.text, /not an alive member/);
+      assert.match(stranger.text, /not a live member \(unknown\)/);
       // The body signed is the body read: another body under a member's signature is forged too.
       const swapped = await post(p, sign(p, Buffer.from('{}'), signer, 'mv-b'), body);
       assert.equal(swapped.status, 401, swapped.text);
