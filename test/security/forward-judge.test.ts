@@ -61,7 +61,7 @@ async function send(url: string, headers: Record<string, string>): Promise<{ sta
 describe('a forward is taken from a live member (SPEC 6)', () => {
   const members = table({ alive: 'alive', suspect: 'suspect', dead: 'dead', left: 'left', serf: 'foreign' });
   const signer = new RequestSigner(Buffer.from(secret, 'base64'));
-  const signed = (node: string) => signer.sign({ method: 'POST', pathWithQuery: '/v1/chat/completions', node, to: 'exec', bodySha256: crypto.createHash('sha256').update(body).digest('hex') }) as unknown as Record<string, string>;
+  const signed = (node: string): Record<string, string> => ({ ...signer.sign({ method: 'POST', pathWithQuery: '/v1/chat/completions', node, to: 'exec', bodySha256: crypto.createHash('sha256').update(body).digest('hex') }) });
   let secured: Awaited<ReturnType<typeof judgeServer>>;
   let open: Awaited<ReturnType<typeof judgeServer>>;
   before(async () => {
