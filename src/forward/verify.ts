@@ -38,8 +38,9 @@ export async function judgeForward(req: http.IncomingMessage, body: Buffer, mode
       if (!v.ok) throw reject(v.reason);
       const m = members?.get(v.node);
       // The MAC proves the sender holds the mesh secret. A member merely suspected (a probe answered late on a loaded
-      // machine) is still a member: refused, its forwards were sent back (401) to run elsewhere than where it priced them
-      // best for the seconds it takes to refute. SPEC 6 names the alive member for the open mesh only, where the source address is all the proof there is.
+      // machine) is still a member: refused, its forwards were sent back (401) to run elsewhere than where it priced
+      // them best for the seconds it takes to refute. SPEC 6 names the alive member for the open mesh only, where the
+      // source address is all the proof there is.
       if (!m || !isPeer(m)) throw reject(`sender "${v.node}" is not a live member (${m ? (m.role === 'foreign' ? 'foreign' : m.state) : 'unknown'})`);
       return { kind: 'forward', from: v.node, claims: claimsOf(v.claims) };
     }
